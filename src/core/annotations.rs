@@ -1,0 +1,157 @@
+//! Annotation names (SPEC §3): the digest keys configsum owns and the
+//! workload annotations it reads, all under one configurable domain.
+
+use std::borrow::Cow;
+
+use sha2::{Digest as _, Sha256};
+
+use super::digest::hex;
+use super::object_ref::{ObjectKind, ObjectRef, is_dns_subdomain};
+
+pub const DEFAULT_DOMAIN: &str = "configsum.dev";
+
+/// Longest name used as is in a key; longer names are shortened and hashed.
+const MAX_NAME_PART: usize = 63;
+const SHORTENED_PREFIX: usize = 52;
+const NAME_HASH_DIGITS: usize = 10;
+
+/// The annotation domain (`--annotation-domain`), and the names derived from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AnnotationDomain {
+    domain: String,
+    config_map_prefix: String,
+    secret_prefix: String,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "annotation domain {0:?} is not a valid DNS subdomain of at most 243 characters \
+     (`configmap.<domain>` must stay a valid annotation prefix)"
+)]
+pub struct InvalidDomain(pub String);
+
+impl AnnotationDomain {
+    pub fn new(domain: &str) -> Result<Self, InvalidDomain> {
+        // "configmap." is the longer prefix and the whole prefix may be 253 characters.
+        if !is_dns_subdomain(domain, 253 - "configmap.".len()) {
+            return Err(InvalidDomain(domain.to_owned()));
+        }
+        Ok(AnnotationDomain {
+            domain: domain.to_owned(),
+            config_map_prefix: format!("configmap.{domain}/"),
+            secret_prefix: format!("secret.{domain}/"),
+        })
+    }
+
+    /// `<domain>/enabled`: `"false"` leaves the object untouched.
+    pub fn enabled(&self) -> String {
+        format!("{}/enabled", self.domain)
+    }
+
+    /// `<domain>/track`: the refs to track (default `*`).
+    pub fn track(&self) -> String {
+        format!("{}/track", self.domain)
+    }
+
+    /// `<domain>/ignore`: refs never to track.
+    pub fn ignore(&self) -> String {
+        format!("{}/ignore", self.domain)
+    }
+
+    /// The digest annotation key for `object`, whose name must already be valid.
+    pub fn key_for(&self, object: &ObjectRef) -> String {
+        let prefix = match object.kind {
+            ObjectKind::ConfigMap => &self.config_map_prefix,
+            ObjectKind::Secret => &self.secret_prefix,
+        };
+        format!("{prefix}{}", name_part(&object.name))
+    }
+
+    /// Whether configsum owns `key`: it adds, updates and removes exactly these.
+    pub fn owns(&self, key: &str) -> bool {
+        key.starts_with(&self.config_map_prefix) || key.starts_with(&self.secret_prefix)
+    }
+}
+
+impl Default for AnnotationDomain {
+    fn default() -> Self {
+        AnnotationDomain::new(DEFAULT_DOMAIN).unwrap_or_else(|_| unreachable!())
+    }
+}
+
+/// The name itself up to 63 characters; else its first 52 characters, `-` and
+/// the first 10 hex digits of SHA-256(name), which keeps the key a valid
+/// qualified name. Valid object names are ASCII, so byte slicing is safe.
+fn name_part(name: &str) -> Cow<'_, str> {
+    if name.len() <= MAX_NAME_PART {
+        return Cow::Borrowed(name);
+    }
+    let hash = hex(&Sha256::digest(name.as_bytes()));
+    let prefix = name.get(..SHORTENED_PREFIX).unwrap_or(name);
+    Cow::Owned(format!("{prefix}-{}", &hash[..NAME_HASH_DIGITS]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_for_each_kind() {
+        let domain = AnnotationDomain::default();
+        assert_eq!(domain.key_for(&ObjectRef::config_map("app")), "configmap.configsum.dev/app");
+        assert_eq!(domain.key_for(&ObjectRef::secret("db.creds")), "secret.configsum.dev/db.creds");
+    }
+
+    #[test]
+    fn long_names_are_shortened_with_a_hash() {
+        let domain = AnnotationDomain::default();
+        assert_eq!(
+            domain.key_for(&ObjectRef::config_map("a".repeat(70))),
+            "configmap.configsum.dev/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-6bd5e50348"
+        );
+        let at_limit = "b".repeat(63);
+        assert_eq!(
+            domain.key_for(&ObjectRef::secret(&at_limit)),
+            format!("secret.configsum.dev/{at_limit}")
+        );
+        let name_part_len = |n: usize| {
+            let key = domain.key_for(&ObjectRef::secret("c".repeat(n)));
+            key.len() - "secret.configsum.dev/".len()
+        };
+        assert_eq!(name_part_len(64), 63);
+        assert_eq!(name_part_len(253), 63);
+    }
+
+    #[test]
+    fn custom_domain_moves_every_name() {
+        let domain = AnnotationDomain::new("example.com").expect("valid domain");
+        assert_eq!(domain.key_for(&ObjectRef::config_map("x")), "configmap.example.com/x");
+        assert_eq!(domain.key_for(&ObjectRef::secret("x")), "secret.example.com/x");
+        assert_eq!(domain.enabled(), "example.com/enabled");
+        assert_eq!(domain.track(), "example.com/track");
+        assert_eq!(domain.ignore(), "example.com/ignore");
+        assert!(domain.owns("secret.example.com/x"));
+        assert!(!domain.owns("secret.configsum.dev/x"));
+        assert!(!domain.owns("example.com/track"));
+    }
+
+    #[test]
+    fn owns_only_digest_keys() {
+        let domain = AnnotationDomain::default();
+        assert!(domain.owns("configmap.configsum.dev/a"));
+        assert!(domain.owns("secret.configsum.dev/a"));
+        for other in
+            ["configsum.dev/track", "configmap.configsum.devx/a", "app/configmap.configsum.dev/a"]
+        {
+            assert!(!domain.owns(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn rejects_invalid_domains() {
+        for bad in ["", "Configsum.dev", "a/b", "-x.dev", &"a".repeat(244)] {
+            assert!(AnnotationDomain::new(bad).is_err(), "{bad}");
+        }
+        assert!(AnnotationDomain::new(&"a".repeat(243)).is_ok());
+    }
+}

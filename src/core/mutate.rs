@@ -1,0 +1,285 @@
+//! The admission decision, in two pure steps around the lookups:
+//! [`plan`] reads the request and says which objects to digest;
+//! [`Mutation::decide`] turns their digests into the patch, warnings and audit.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use json_patch::PatchOperation;
+
+use super::annotations::AnnotationDomain;
+use super::digest::ABSENT;
+use super::object_ref::ObjectRef;
+use super::patch::{
+    AnnotationsLocation, MAX_ANNOTATIONS_BYTES, annotations_patch, annotations_size,
+};
+use super::refs::references;
+use super::selection::{Target, select};
+use super::warnings::Warnings;
+use super::workload::{Operation, ParseError, Template, WorkloadKind};
+
+/// What to do when a ConfigMap or Secret cannot be read (`--on-lookup-error`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LookupErrorPolicy {
+    /// Keep the object's existing annotation and admit.
+    #[default]
+    Allow,
+    /// Deny the request.
+    Deny,
+}
+
+/// Server-wide settings the decision depends on.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub domain: AnnotationDomain,
+    pub on_lookup_error: LookupErrorPolicy,
+}
+
+/// The parts of an AdmissionReview request the decision reads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Request<'a> {
+    pub group: &'a str,
+    pub version: &'a str,
+    pub kind: &'a str,
+    pub sub_resource: Option<&'a str>,
+    pub operation: &'a str,
+    pub namespace: Option<&'a str>,
+    /// `request.object` and `request.oldObject` as raw JSON.
+    pub object: Option<&'a str>,
+    pub old_object: Option<&'a str>,
+}
+
+/// Why a request is allowed untouched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    Kind,
+    Subresource,
+    Operation,
+    ControllerOwned,
+    Disabled,
+    WorkloadRef,
+}
+
+impl Skip {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Skip::Kind => "kind not handled",
+            Skip::Subresource => "subresource",
+            Skip::Operation => "operation not mutated for this kind",
+            Skip::ControllerOwned => "has a controller owner",
+            Skip::Disabled => "disabled by annotation",
+            Skip::WorkloadRef => "rollout uses workloadRef",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Plan {
+    /// Allow untouched, no lookups.
+    Skip(Skip),
+    /// Allow without a patch, with a warning: the object is not a valid instance of its kind.
+    Unparsable(String),
+    /// Look up `targets`, then [`Mutation::decide`].
+    Mutate(Mutation),
+}
+
+/// What a lookup found for one target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Observation {
+    /// The annotation value: `sha256:…` or `hmac-sha256:…`.
+    Digest(String),
+    /// The object does not exist.
+    Absent,
+    /// Any other answer; the reason is short and names no content.
+    Unreadable(String),
+}
+
+#[derive(Debug)]
+pub struct Mutation {
+    pub kind: WorkloadKind,
+    pub namespace: String,
+    /// The objects to look up, in `ObjectRef` order.
+    pub targets: Vec<Target>,
+    location: AnnotationsLocation,
+    /// The template's annotations as sent in `request.object`.
+    current: BTreeMap<String, String>,
+    /// Owned annotations of `request.object`, else of `request.oldObject`.
+    existing: BTreeMap<String, String>,
+    kept_keys: BTreeSet<String>,
+    warnings: Warnings,
+}
+
+/// The answer: a patch (possibly empty), warnings, and what changed.
+#[derive(Debug, Default)]
+pub struct Decision {
+    pub patch: Vec<PatchOperation>,
+    pub warnings: Vec<String>,
+    /// Objects whose existing digest changed value, for `auditAnnotations`.
+    pub changed: Vec<ObjectRef>,
+    /// Set when the request is denied (`--on-lookup-error=deny`).
+    pub denied: Option<String>,
+}
+
+impl Decision {
+    pub fn warn(message: String) -> Self {
+        Decision { warnings: vec![message], ..Decision::default() }
+    }
+}
+
+/// Reads the request: is it ours, and which objects does its pod template consume?
+pub fn plan(request: &Request<'_>, settings: &Settings) -> Plan {
+    let Some(kind) = WorkloadKind::from_gvk(request.group, request.version, request.kind) else {
+        return Plan::Skip(Skip::Kind);
+    };
+    if request.sub_resource.is_some_and(|s| !s.is_empty()) {
+        return Plan::Skip(Skip::Subresource);
+    }
+    if !Operation::parse(request.operation).is_some_and(|op| kind.mutates(op)) {
+        return Plan::Skip(Skip::Operation);
+    }
+    let unparsable = |why: &str| {
+        Plan::Unparsable(format!("configsum: the {} was not changed: {why}", kind.as_str()))
+    };
+    let Some(object) = request.object else {
+        return unparsable("the request has no object");
+    };
+    let workload = match kind.parse(object) {
+        Ok(workload) => workload,
+        Err(ParseError::NoPodSpec) => return unparsable("it has no pod template spec"),
+        // serde's message may quote the object's values: give only the position.
+        Err(ParseError::Json(e)) => {
+            return unparsable(&format!(
+                "it does not parse (line {}, column {})",
+                e.line(),
+                e.column()
+            ));
+        }
+    };
+    let meta = &workload.metadata;
+    if meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)) {
+        return Plan::Skip(Skip::ControllerOwned);
+    }
+    let annotation =
+        |name: String| meta.annotations.as_ref().and_then(|a| a.get(&name)).map(String::as_str);
+    let domain = &settings.domain;
+    if annotation(domain.enabled()) == Some("false") {
+        return Plan::Skip(Skip::Disabled);
+    }
+    let template = match workload.template {
+        Template::Present(template) => template,
+        Template::WorkloadRef => return Plan::Skip(Skip::WorkloadRef),
+    };
+    let namespace = request.namespace.filter(|n| !n.is_empty()).or(meta.namespace.as_deref());
+    let Some(namespace) = namespace.filter(|n| !n.is_empty()) else {
+        return unparsable("it has no namespace");
+    };
+
+    let mut warnings = Warnings::default();
+    let refs = references(&template.spec);
+    let track = annotation(domain.track());
+    let ignore = annotation(domain.ignore());
+    let selection = select(&refs, track, ignore, domain, &mut warnings);
+
+    let location = AnnotationsLocation {
+        path: kind.annotations_path(),
+        metadata_present: template.metadata_present,
+        annotations_present: template.annotations.is_some(),
+    };
+    let current = template.annotations.unwrap_or_default();
+    let mut existing: BTreeMap<String, String> = current
+        .iter()
+        .filter(|(k, _)| domain.owns(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if let Some(old) = request.old_object {
+        for (key, value) in kind.annotations_of(old) {
+            if domain.owns(&key) {
+                existing.entry(key).or_insert(value);
+            }
+        }
+    }
+    Plan::Mutate(Mutation {
+        kind,
+        namespace: namespace.to_owned(),
+        targets: selection.targets,
+        location,
+        current,
+        existing,
+        kept_keys: selection.kept_keys,
+        warnings,
+    })
+}
+
+impl Mutation {
+    /// The existing annotation value for `target` (see SPEC §3), if any.
+    pub fn existing(&self, target: &Target) -> Option<&str> {
+        self.existing.get(&target.key).map(String::as_str)
+    }
+
+    /// Turns one observation per target (in `targets` order) into the answer.
+    pub fn decide(self, observations: Vec<Observation>, settings: &Settings) -> Decision {
+        let Mutation { targets, location, current, existing, kept_keys, mut warnings, .. } = self;
+        let mut desired: BTreeMap<String, String> = BTreeMap::new();
+        let mut unreadable = Vec::new();
+        let mut changed = Vec::new();
+        for (target, observation) in targets.into_iter().zip(observations) {
+            let kind = target.object.kind.prefix();
+            let value = match observation {
+                Observation::Digest(digest) => digest,
+                Observation::Absent => {
+                    if !target.consumption.optional {
+                        warnings.push(
+                            &format!("{kind} "),
+                            &target.object.name,
+                            " not found; its digest is \"absent\"",
+                        );
+                    }
+                    ABSENT.to_owned()
+                }
+                Observation::Unreadable(reason) => {
+                    let after = format!(" could not be read ({reason}); its annotation was kept");
+                    warnings.push(&format!("{kind} "), &target.object.name, &after);
+                    unreadable.push(target.object);
+                    if let Some(value) = existing.get(&target.key) {
+                        desired.insert(target.key, value.clone());
+                    }
+                    continue;
+                }
+            };
+            if existing.get(&target.key).is_some_and(|old| *old != value) {
+                changed.push(target.object);
+            }
+            desired.insert(target.key, value);
+        }
+        for key in kept_keys {
+            if let Some(value) = existing.get(&key) {
+                desired.insert(key, value.clone());
+            }
+        }
+
+        if settings.on_lookup_error == LookupErrorPolicy::Deny && !unreadable.is_empty() {
+            let names: Vec<String> = unreadable.iter().map(ToString::to_string).collect();
+            let denied = format!(
+                "configsum could not read {} and --on-lookup-error=deny is set; retry shortly",
+                names.join(", ")
+            );
+            return Decision {
+                denied: Some(denied),
+                warnings: warnings.into_response(),
+                ..Decision::default()
+            };
+        }
+
+        let patch = annotations_patch(location, &current, &desired, |k| settings.domain.owns(k));
+        if !patch.is_empty() {
+            let others = current.iter().filter(|(k, _)| !settings.domain.owns(k));
+            let size = annotations_size(others.chain(desired.iter()));
+            if size > MAX_ANNOTATIONS_BYTES {
+                warnings.push_plain(format!(
+                    "configsum: no digests written: the annotations would total {size} bytes, over the 262144 limit"
+                ));
+                return Decision { warnings: warnings.into_response(), ..Decision::default() };
+            }
+        }
+        Decision { patch, warnings: warnings.into_response(), changed, denied: None }
+    }
+}

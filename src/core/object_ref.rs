@@ -1,0 +1,125 @@
+//! `ObjectRef`: a ConfigMap or Secret in the workload's own namespace.
+
+use std::fmt;
+
+/// The two kinds of object configsum digests. The derived order puts ConfigMaps
+/// before Secrets, which is the order SPEC §2 uses for the 128-object limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ObjectKind {
+    ConfigMap,
+    Secret,
+}
+
+impl ObjectKind {
+    /// The Kubernetes kind, as bound into the digest input.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::ConfigMap => "ConfigMap",
+            ObjectKind::Secret => "Secret",
+        }
+    }
+
+    /// The lower-case word used in refs (`configmap/x`) and annotation keys.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            ObjectKind::ConfigMap => "configmap",
+            ObjectKind::Secret => "secret",
+        }
+    }
+}
+
+/// A ConfigMap or Secret by name; the namespace is always the workload's.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectRef {
+    pub kind: ObjectKind,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn config_map(name: impl Into<String>) -> Self {
+        ObjectRef { kind: ObjectKind::ConfigMap, name: name.into() }
+    }
+
+    pub fn secret(name: impl Into<String>) -> Self {
+        ObjectRef { kind: ObjectKind::Secret, name: name.into() }
+    }
+
+    /// Parses `configmap/<name>` or `secret/<name>` (the `track`/`ignore` syntax).
+    /// The name is not validated here; see [`is_valid_object_name`].
+    pub fn parse(token: &str) -> Option<Self> {
+        let (kind, name) = token.split_once('/')?;
+        let kind = match kind {
+            "configmap" => ObjectKind::ConfigMap,
+            "secret" => ObjectKind::Secret,
+            _ => return None,
+        };
+        Some(ObjectRef { kind, name: name.to_owned() })
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.kind.prefix(), self.name)
+    }
+}
+
+/// Whether `name` can name a ConfigMap or Secret: an RFC 1123 DNS subdomain of at
+/// most 253 characters (lower-case alphanumerics, `-` and `.`, each dot-separated
+/// label starting and ending alphanumeric). Empty is invalid.
+pub fn is_valid_object_name(name: &str) -> bool {
+    is_dns_subdomain(name, 253)
+}
+
+/// RFC 1123 subdomain check with a caller-chosen length limit.
+pub fn is_dns_subdomain(name: &str, max_len: usize) -> bool {
+    if name.is_empty() || name.len() > max_len {
+        return false;
+    }
+    name.split('.').all(|label| {
+        let bytes = label.as_bytes();
+        let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+        match (bytes.first(), bytes.last()) {
+            (Some(first), Some(last)) => {
+                alnum(first) && alnum(last) && bytes.iter().all(|b| alnum(b) || *b == b'-')
+            }
+            _ => false,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_refs() {
+        assert_eq!(ObjectRef::parse("configmap/app"), Some(ObjectRef::config_map("app")));
+        assert_eq!(ObjectRef::parse("secret/db"), Some(ObjectRef::secret("db")));
+        assert_eq!(ObjectRef::parse("ConfigMap/app"), None);
+        assert_eq!(ObjectRef::parse("cm/app"), None);
+        assert_eq!(ObjectRef::parse("app"), None);
+        assert_eq!(ObjectRef::secret("db").to_string(), "secret/db");
+    }
+
+    #[test]
+    fn configmaps_sort_before_secrets_then_by_name() {
+        let mut refs =
+            vec![ObjectRef::secret("a"), ObjectRef::config_map("z"), ObjectRef::config_map("b")];
+        refs.sort();
+        assert_eq!(
+            refs,
+            vec![ObjectRef::config_map("b"), ObjectRef::config_map("z"), ObjectRef::secret("a")]
+        );
+    }
+
+    #[test]
+    fn validates_dns_subdomains() {
+        for ok in ["a", "app-config", "app.config", "0a", "a.b-c.d", &"a".repeat(253)] {
+            assert!(is_valid_object_name(ok), "{ok} should be valid");
+        }
+        for bad in ["", "A", "a_b", "-a", "a-", "a..b", ".a", "a.", "a.-b", "ä", &"a".repeat(254)]
+        {
+            assert!(!is_valid_object_name(bad), "{bad} should be invalid");
+        }
+    }
+}

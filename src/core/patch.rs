@@ -1,0 +1,183 @@
+//! The minimal JSON Patch (RFC 6902) that turns the current digest annotations
+//! into the desired ones, touching no other annotation or field.
+
+use std::collections::BTreeMap;
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, RemoveOperation};
+use serde_json::Value;
+
+/// The API server's limit on the total size of one object's annotations.
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+/// Where the annotations map sits in the object, and whether it exists yet.
+#[derive(Clone, Copy, Debug)]
+pub struct AnnotationsLocation {
+    /// Path tokens of the annotations map; the one before last is its `metadata`.
+    pub path: &'static [&'static str],
+    pub metadata_present: bool,
+    pub annotations_present: bool,
+}
+
+/// `remove` for owned keys that are not desired, `add` for desired keys whose
+/// value differs, and nothing for unchanged ones. `add` on an existing member
+/// replaces it, so one verb serves new and changed keys.
+pub fn annotations_patch(
+    location: AnnotationsLocation,
+    current: &BTreeMap<String, String>,
+    desired: &BTreeMap<String, String>,
+    owned: impl Fn(&str) -> bool,
+) -> Vec<PatchOperation> {
+    let mut ops = Vec::new();
+    let pointer = |key: &str| PointerBuf::from_tokens(location.path.iter().copied().chain([key]));
+    for key in current.keys().filter(|k| owned(k) && !desired.contains_key(*k)) {
+        ops.push(PatchOperation::Remove(RemoveOperation { path: pointer(key) }));
+    }
+    let adds: Vec<_> = desired.iter().filter(|(k, v)| current.get(*k) != Some(*v)).collect();
+    if !adds.is_empty() {
+        let (parents, _) = location.path.split_at(location.path.len() - 1);
+        if !location.metadata_present {
+            ops.push(add(
+                PointerBuf::from_tokens(parents.iter().copied()),
+                Value::Object(Default::default()),
+            ));
+        }
+        if !location.annotations_present {
+            ops.push(add(
+                PointerBuf::from_tokens(location.path.iter().copied()),
+                Value::Object(Default::default()),
+            ));
+        }
+    }
+    for (key, value) in adds {
+        ops.push(add(pointer(key), Value::String(value.clone())));
+    }
+    ops
+}
+
+fn add(path: PointerBuf, value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation { path, value })
+}
+
+/// Total size the API server counts for an annotations map: keys plus values.
+pub fn annotations_size<'a>(
+    annotations: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> usize {
+    annotations.into_iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const TEMPLATE: &[&str] = &["spec", "template", "metadata", "annotations"];
+
+    fn map(entries: &[(&str, &str)]) -> BTreeMap<String, String> {
+        entries.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn owned(key: &str) -> bool {
+        key.starts_with("configmap.configsum.dev/") || key.starts_with("secret.configsum.dev/")
+    }
+
+    fn ops(
+        location: AnnotationsLocation,
+        current: &[(&str, &str)],
+        desired: &[(&str, &str)],
+    ) -> Value {
+        serde_json::to_value(annotations_patch(location, &map(current), &map(desired), owned))
+            .expect("json")
+    }
+
+    const PRESENT: AnnotationsLocation =
+        AnnotationsLocation { path: TEMPLATE, metadata_present: true, annotations_present: true };
+
+    #[test]
+    fn adds_changes_removes_and_leaves_the_rest() {
+        let got = ops(
+            PRESENT,
+            &[
+                ("other", "x"),
+                ("configmap.configsum.dev/same", "1"),
+                ("configmap.configsum.dev/old", "2"),
+                ("secret.configsum.dev/changed", "3"),
+            ],
+            &[
+                ("configmap.configsum.dev/same", "1"),
+                ("secret.configsum.dev/changed", "4"),
+                ("secret.configsum.dev/new", "5"),
+            ],
+        );
+        assert_eq!(
+            got,
+            json!([
+                {"op": "remove", "path": "/spec/template/metadata/annotations/configmap.configsum.dev~1old"},
+                {"op": "add", "path": "/spec/template/metadata/annotations/secret.configsum.dev~1changed", "value": "4"},
+                {"op": "add", "path": "/spec/template/metadata/annotations/secret.configsum.dev~1new", "value": "5"},
+            ])
+        );
+    }
+
+    #[test]
+    fn creates_missing_metadata_and_annotations_first() {
+        let location = AnnotationsLocation {
+            path: TEMPLATE,
+            metadata_present: false,
+            annotations_present: false,
+        };
+        let got = ops(location, &[], &[("configmap.configsum.dev/a", "v")]);
+        assert_eq!(
+            got,
+            json!([
+                {"op": "add", "path": "/spec/template/metadata", "value": {}},
+                {"op": "add", "path": "/spec/template/metadata/annotations", "value": {}},
+                {"op": "add", "path": "/spec/template/metadata/annotations/configmap.configsum.dev~1a", "value": "v"},
+            ])
+        );
+        let pod = AnnotationsLocation {
+            path: &["metadata", "annotations"],
+            metadata_present: true,
+            annotations_present: false,
+        };
+        assert_eq!(
+            ops(pod, &[], &[("secret.configsum.dev/s", "v")]),
+            json!([
+                {"op": "add", "path": "/metadata/annotations", "value": {}},
+                {"op": "add", "path": "/metadata/annotations/secret.configsum.dev~1s", "value": "v"},
+            ])
+        );
+    }
+
+    #[test]
+    fn nothing_to_do_is_an_empty_patch() {
+        let location = AnnotationsLocation {
+            path: TEMPLATE,
+            metadata_present: false,
+            annotations_present: false,
+        };
+        assert_eq!(ops(location, &[], &[]), json!([]));
+        assert_eq!(
+            ops(
+                PRESENT,
+                &[("configmap.configsum.dev/a", "v")],
+                &[("configmap.configsum.dev/a", "v")]
+            ),
+            json!([])
+        );
+    }
+
+    #[test]
+    fn escapes_tilde_and_slash() {
+        let got = ops(PRESENT, &[], &[("configmap.configsum.dev/a~b", "v")]);
+        assert_eq!(
+            got[0]["path"],
+            "/spec/template/metadata/annotations/configmap.configsum.dev~1a~0b"
+        );
+    }
+
+    #[test]
+    fn size_counts_keys_and_values() {
+        assert_eq!(annotations_size(&map(&[("ab", "cde"), ("f", "")])), 6);
+    }
+}

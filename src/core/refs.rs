@@ -1,0 +1,276 @@
+//! Reference discovery (SPEC §2): which ConfigMaps and Secrets a pod spec
+//! consumes, and which of their keys.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Container, KeyToPath, PodSpec};
+
+use super::object_ref::ObjectRef;
+
+/// The keys of one object that the pods read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConsumedKeys {
+    /// Every key (`envFrom`, or a volume without `items`).
+    All,
+    /// Only these keys, whether or not the object has them.
+    Keys(BTreeSet<String>),
+}
+
+impl ConsumedKeys {
+    fn merge(&mut self, other: ConsumedKeys) {
+        match (&mut *self, other) {
+            (ConsumedKeys::All, _) => {}
+            (this, ConsumedKeys::All) => *this = ConsumedKeys::All,
+            (ConsumedKeys::Keys(mine), ConsumedKeys::Keys(theirs)) => mine.extend(theirs),
+        }
+    }
+
+    fn from_items(items: Option<&Vec<KeyToPath>>) -> Self {
+        match items {
+            Some(items) if !items.is_empty() => {
+                ConsumedKeys::Keys(items.iter().map(|item| item.key.clone()).collect())
+            }
+            _ => ConsumedKeys::All,
+        }
+    }
+}
+
+/// How a pod spec consumes one object, all its references merged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consumption {
+    pub keys: ConsumedKeys,
+    /// True only if every reference to the object says `optional: true`.
+    pub optional: bool,
+}
+
+/// Every object a pod spec references, in `ObjectRef` order (ConfigMaps first,
+/// then by name). Names are as written; validity is checked by the selection.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct References(BTreeMap<ObjectRef, Consumption>);
+
+impl References {
+    pub fn get(&self, object: &ObjectRef) -> Option<&Consumption> {
+        self.0.get(object)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&ObjectRef, &Consumption)> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn add(&mut self, object: ObjectRef, keys: ConsumedKeys, optional: Option<bool>) {
+        let optional = optional.unwrap_or(false);
+        match self.0.get_mut(&object) {
+            Some(existing) => {
+                existing.keys.merge(keys);
+                existing.optional &= optional;
+            }
+            None => {
+                self.0.insert(object, Consumption { keys, optional });
+            }
+        }
+    }
+}
+
+/// Finds the ConfigMaps and Secrets that `spec` consumes through env, envFrom,
+/// volumes and projected volumes of its containers and init containers.
+/// Image pull secrets and volume-driver credentials are not consumed by the
+/// application and are left out on purpose.
+pub fn references(spec: &PodSpec) -> References {
+    let mut refs = References::default();
+    let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+    for container in containers {
+        add_container(&mut refs, container);
+    }
+    for volume in spec.volumes.iter().flatten() {
+        if let Some(cm) = &volume.config_map {
+            let keys = ConsumedKeys::from_items(cm.items.as_ref());
+            refs.add(ObjectRef::config_map(&cm.name), keys, cm.optional);
+        }
+        if let Some(secret) = &volume.secret {
+            let name = secret.secret_name.as_deref().unwrap_or_default();
+            let keys = ConsumedKeys::from_items(secret.items.as_ref());
+            refs.add(ObjectRef::secret(name), keys, secret.optional);
+        }
+        let sources = volume.projected.iter().flat_map(|p| p.sources.iter().flatten());
+        for source in sources {
+            if let Some(cm) = &source.config_map {
+                let keys = ConsumedKeys::from_items(cm.items.as_ref());
+                refs.add(ObjectRef::config_map(&cm.name), keys, cm.optional);
+            }
+            if let Some(secret) = &source.secret {
+                let keys = ConsumedKeys::from_items(secret.items.as_ref());
+                refs.add(ObjectRef::secret(&secret.name), keys, secret.optional);
+            }
+        }
+    }
+    refs
+}
+
+fn add_container(refs: &mut References, container: &Container) {
+    for env in container.env.iter().flatten() {
+        let Some(from) = &env.value_from else { continue };
+        if let Some(sel) = &from.config_map_key_ref {
+            let keys = ConsumedKeys::Keys(BTreeSet::from([sel.key.clone()]));
+            refs.add(ObjectRef::config_map(&sel.name), keys, sel.optional);
+        }
+        if let Some(sel) = &from.secret_key_ref {
+            let keys = ConsumedKeys::Keys(BTreeSet::from([sel.key.clone()]));
+            refs.add(ObjectRef::secret(&sel.name), keys, sel.optional);
+        }
+    }
+    for env_from in container.env_from.iter().flatten() {
+        if let Some(cm) = &env_from.config_map_ref {
+            refs.add(ObjectRef::config_map(&cm.name), ConsumedKeys::All, cm.optional);
+        }
+        if let Some(secret) = &env_from.secret_ref {
+            refs.add(ObjectRef::secret(&secret.name), ConsumedKeys::All, secret.optional);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refs_of(spec: serde_json::Value) -> References {
+        let spec: PodSpec = serde_json::from_value(spec).expect("test pod spec");
+        references(&spec)
+    }
+
+    fn keys(list: &[&str]) -> ConsumedKeys {
+        ConsumedKeys::Keys(list.iter().map(|k| k.to_string()).collect())
+    }
+
+    fn only(refs: &References) -> (&ObjectRef, &Consumption) {
+        assert_eq!(refs.len(), 1, "{refs:?}");
+        refs.iter().next().expect("one reference")
+    }
+
+    #[test]
+    fn env_config_map_key_ref() {
+        let refs = refs_of(json!({"containers": [{"name": "c", "env": [
+            {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "a"}}}
+        ]}]}));
+        let (object, c) = only(&refs);
+        assert_eq!(object, &ObjectRef::config_map("cm"));
+        assert_eq!(c, &Consumption { keys: keys(&["a"]), optional: false });
+    }
+
+    #[test]
+    fn env_secret_key_ref() {
+        let refs = refs_of(json!({"containers": [{"name": "c", "env": [
+            {"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "pw", "optional": true}}}
+        ]}]}));
+        let (object, c) = only(&refs);
+        assert_eq!(object, &ObjectRef::secret("s"));
+        assert_eq!(c, &Consumption { keys: keys(&["pw"]), optional: true });
+    }
+
+    #[test]
+    fn env_from_consumes_all_keys() {
+        let refs = refs_of(json!({"containers": [{"name": "c", "envFrom": [
+            {"configMapRef": {"name": "cm"}}, {"secretRef": {"name": "s"}, "prefix": "S_"}
+        ]}]}));
+        assert_eq!(
+            refs.get(&ObjectRef::config_map("cm")).map(|c| &c.keys),
+            Some(&ConsumedKeys::All)
+        );
+        assert_eq!(refs.get(&ObjectRef::secret("s")).map(|c| &c.keys), Some(&ConsumedKeys::All));
+    }
+
+    #[test]
+    fn volumes_with_and_without_items() {
+        let refs = refs_of(json!({"containers": [{"name": "c"}], "volumes": [
+            {"name": "a", "configMap": {"name": "cm"}},
+            {"name": "b", "configMap": {"name": "cm-items", "items": [{"key": "k", "path": "p"}]}},
+            {"name": "c", "configMap": {"name": "cm-empty-items", "items": []}},
+            {"name": "d", "secret": {"secretName": "s"}},
+            {"name": "e", "secret": {"secretName": "s-items", "items": [{"key": "x", "path": "x"}]}},
+        ]}));
+        let get = |r: ObjectRef| refs.get(&r).map(|c| c.keys.clone());
+        assert_eq!(get(ObjectRef::config_map("cm")), Some(ConsumedKeys::All));
+        assert_eq!(get(ObjectRef::config_map("cm-items")), Some(keys(&["k"])));
+        assert_eq!(get(ObjectRef::config_map("cm-empty-items")), Some(ConsumedKeys::All));
+        assert_eq!(get(ObjectRef::secret("s")), Some(ConsumedKeys::All));
+        assert_eq!(get(ObjectRef::secret("s-items")), Some(keys(&["x"])));
+    }
+
+    #[test]
+    fn projected_volume_sources() {
+        let refs = refs_of(
+            json!({"containers": [{"name": "c"}], "volumes": [{"name": "p", "projected": {"sources": [
+                {"configMap": {"name": "cm", "items": [{"key": "a", "path": "a"}]}},
+                {"secret": {"name": "s"}},
+                {"serviceAccountToken": {"path": "token"}},
+                {"downwardAPI": {"items": []}}
+            ]}}]}),
+        );
+        assert_eq!(refs.len(), 2);
+        assert_eq!(refs.get(&ObjectRef::config_map("cm")).map(|c| &c.keys), Some(&keys(&["a"])));
+        assert_eq!(refs.get(&ObjectRef::secret("s")).map(|c| &c.keys), Some(&ConsumedKeys::All));
+    }
+
+    #[test]
+    fn init_containers_count() {
+        let refs = refs_of(json!({"containers": [{"name": "c"}], "initContainers": [
+            {"name": "i", "envFrom": [{"secretRef": {"name": "init-secret"}}]}
+        ]}));
+        assert_eq!(only(&refs).0, &ObjectRef::secret("init-secret"));
+    }
+
+    #[test]
+    fn credentials_and_pull_secrets_are_not_tracked() {
+        let refs = refs_of(json!({
+            "containers": [{"name": "c"}],
+            "imagePullSecrets": [{"name": "registry"}],
+            "volumes": [
+                {"name": "csi", "csi": {"driver": "d", "nodePublishSecretRef": {"name": "csi-creds"}}},
+                {"name": "cephfs", "cephfs": {"monitors": ["m"], "secretRef": {"name": "ceph-creds"}}},
+                {"name": "empty", "emptyDir": {}}
+            ]
+        }));
+        assert!(refs.is_empty(), "{refs:?}");
+    }
+
+    #[test]
+    fn merging_unions_keys_and_all_wins() {
+        let refs = refs_of(json!({"containers": [
+            {"name": "a", "env": [
+                {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "a"}}},
+                {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "b"}}},
+                {"name": "C", "valueFrom": {"secretKeyRef": {"name": "s", "key": "c"}}}
+            ]},
+            {"name": "b", "env": [{"name": "D", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "d"}}}]}
+        ], "volumes": [{"name": "v", "secret": {"secretName": "s"}}]}));
+        assert_eq!(
+            refs.get(&ObjectRef::config_map("cm")).map(|c| &c.keys),
+            Some(&keys(&["a", "b", "d"]))
+        );
+        assert_eq!(refs.get(&ObjectRef::secret("s")).map(|c| &c.keys), Some(&ConsumedKeys::All));
+    }
+
+    #[test]
+    fn optional_only_if_every_reference_says_so() {
+        let refs = refs_of(json!({"containers": [{"name": "a", "envFrom": [
+            {"configMapRef": {"name": "both", "optional": true}},
+            {"configMapRef": {"name": "mixed", "optional": true}},
+            {"secretRef": {"name": "unset"}}
+        ], "env": [
+            {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "both", "key": "k", "optional": true}}},
+            {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "mixed", "key": "k", "optional": false}}}
+        ]}]}));
+        let optional = |r: ObjectRef| refs.get(&r).map(|c| c.optional);
+        assert_eq!(optional(ObjectRef::config_map("both")), Some(true));
+        assert_eq!(optional(ObjectRef::config_map("mixed")), Some(false));
+        assert_eq!(optional(ObjectRef::secret("unset")), Some(false));
+    }
+}

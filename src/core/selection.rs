@@ -1,0 +1,247 @@
+//! Which referenced objects get a digest (SPEC §1–3): the `track` and `ignore`
+//! annotations, the name check, key collisions and the 128-object limit.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::annotations::AnnotationDomain;
+use super::object_ref::{ObjectRef, is_valid_object_name};
+use super::refs::{ConsumedKeys, Consumption, References};
+use super::warnings::Warnings;
+
+/// Most objects digested per review; more would crowd the annotations.
+pub const MAX_TRACKED: usize = 128;
+
+/// One object to look up and digest, with the annotation key it gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub object: ObjectRef,
+    pub consumption: Consumption,
+    pub key: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Selection {
+    /// In `ObjectRef` order: ConfigMaps, then Secrets, each by name.
+    pub targets: Vec<Target>,
+    /// Keys of objects beyond the limit: their existing annotations are kept.
+    pub kept_keys: BTreeSet<String>,
+}
+
+/// Applies `track` (default `*`) and `ignore` to the references of a pod spec.
+pub fn select(
+    refs: &References,
+    track: Option<&str>,
+    ignore: Option<&str>,
+    domain: &AnnotationDomain,
+    warnings: &mut Warnings,
+) -> Selection {
+    let ignored: BTreeSet<ObjectRef> = tokens(ignore.unwrap_or(""), &domain.ignore(), warnings)
+        .filter_map(Token::into_ref)
+        .collect();
+
+    let mut chosen: BTreeMap<ObjectRef, Consumption> = BTreeMap::new();
+    for token in tokens(track.unwrap_or("*"), &domain.track(), warnings) {
+        match token {
+            Token::All => chosen.extend(refs.iter().map(|(o, c)| (o.clone(), c.clone()))),
+            Token::Ref(object) => {
+                // Tracked but not referenced: the whole object, and expected to exist.
+                let whole = Consumption { keys: ConsumedKeys::All, optional: false };
+                let consumption = refs.get(&object).cloned().unwrap_or(whole);
+                chosen.insert(object, consumption);
+            }
+        }
+    }
+
+    let mut selection = Selection::default();
+    let mut used_keys = BTreeSet::new();
+    let mut beyond_limit = 0;
+    for (object, consumption) in chosen {
+        if ignored.contains(&object) {
+            continue;
+        }
+        if !is_valid_object_name(&object.name) {
+            let before = format!("skipped {}/", object.kind.prefix());
+            warnings.push(&before, &format!("{:?}", object.name), ": not a valid object name");
+            continue;
+        }
+        let key = domain.key_for(&object);
+        if !used_keys.insert(key.clone()) {
+            warnings.push(
+                "skipped ",
+                &object.to_string(),
+                ": its annotation key is taken by another object",
+            );
+            continue;
+        }
+        if selection.targets.len() == MAX_TRACKED {
+            beyond_limit += 1;
+            selection.kept_keys.insert(key);
+            continue;
+        }
+        selection.targets.push(Target { object, consumption, key });
+    }
+    if beyond_limit > 0 {
+        warnings.push_plain(format!(
+            "{beyond_limit} objects beyond the limit of {MAX_TRACKED} were not digested; they keep their annotations"
+        ));
+    }
+    selection
+}
+
+enum Token {
+    All,
+    Ref(ObjectRef),
+}
+
+impl Token {
+    fn into_ref(self) -> Option<ObjectRef> {
+        match self {
+            Token::Ref(object) => Some(object),
+            Token::All => None,
+        }
+    }
+}
+
+/// Comma-separated tokens; blanks are skipped, unparseable ones warned about.
+fn tokens<'a>(
+    list: &'a str,
+    annotation: &'a str,
+    warnings: &'a mut Warnings,
+) -> impl Iterator<Item = Token> + 'a {
+    list.split(',').map(str::trim).filter(|t| !t.is_empty()).filter_map(move |token| {
+        if token == "*" {
+            return Some(Token::All);
+        }
+        let parsed = ObjectRef::parse(token).map(Token::Ref);
+        if parsed.is_none() {
+            warnings.push(
+                "ignored unparseable token ",
+                &format!("{token:?}"),
+                &format!(" in {annotation}"),
+            );
+        }
+        parsed
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
+    use serde_json::json;
+
+    fn refs(names: &[(&str, &str)]) -> References {
+        let env_from: Vec<_> = names
+            .iter()
+            .map(|(kind, name)| match *kind {
+                "cm" => json!({"configMapRef": {"name": name}}),
+                _ => json!({"secretRef": {"name": name}}),
+            })
+            .collect();
+        let spec: PodSpec =
+            serde_json::from_value(json!({"containers": [{"name": "c", "envFrom": env_from}]}))
+                .expect("spec");
+        super::super::refs::references(&spec)
+    }
+
+    fn run(
+        refs: &References,
+        track: Option<&str>,
+        ignore: Option<&str>,
+    ) -> (Selection, Vec<String>) {
+        let mut warnings = Warnings::default();
+        let selection = select(refs, track, ignore, &AnnotationDomain::default(), &mut warnings);
+        (selection, warnings.into_response())
+    }
+
+    fn names(selection: &Selection) -> Vec<String> {
+        selection.targets.iter().map(|t| t.object.to_string()).collect()
+    }
+
+    #[test]
+    fn default_tracks_every_reference() {
+        let (s, w) = run(&refs(&[("secret", "b"), ("cm", "a")]), None, None);
+        assert_eq!(names(&s), ["configmap/a", "secret/b"]);
+        assert_eq!(s.targets[0].key, "configmap.configsum.dev/a");
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn track_lists_exactly_these() {
+        let r = refs(&[("cm", "a"), ("cm", "b"), ("secret", "s")]);
+        let (s, _) = run(&r, Some("configmap/b, secret/s"), None);
+        assert_eq!(names(&s), ["configmap/b", "secret/s"]);
+        let (s, _) = run(&r, Some(""), None);
+        assert!(s.targets.is_empty(), "an empty track list tracks nothing");
+    }
+
+    #[test]
+    fn tracked_but_unreferenced_is_digested_whole() {
+        let (s, _) = run(&refs(&[("cm", "a")]), Some("*, secret/extra"), None);
+        assert_eq!(names(&s), ["configmap/a", "secret/extra"]);
+        assert_eq!(
+            s.targets[1].consumption,
+            Consumption { keys: ConsumedKeys::All, optional: false }
+        );
+    }
+
+    #[test]
+    fn ignore_wins_over_track() {
+        let r = refs(&[("cm", "a"), ("secret", "s")]);
+        let (s, _) = run(&r, Some("*"), Some("secret/s"));
+        assert_eq!(names(&s), ["configmap/a"]);
+        let (s, _) = run(&r, Some("configmap/a"), Some("configmap/a"));
+        assert!(s.targets.is_empty());
+    }
+
+    #[test]
+    fn bad_tokens_are_skipped_with_a_warning() {
+        let (s, w) = run(&refs(&[("cm", "a")]), Some("configmap/a, cm/b,,  "), Some("Secret/x"));
+        assert_eq!(names(&s), ["configmap/a"]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w.iter().any(|m| m.contains("\"cm/b\"") && m.contains("configsum.dev/track")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter().any(|m| m.contains("\"Secret/x\"") && m.contains("configsum.dev/ignore")),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn invalid_names_are_skipped_with_a_warning() {
+        let (s, w) = run(&refs(&[("cm", "Bad_Name"), ("cm", "good"), ("secret", "")]), None, None);
+        assert_eq!(names(&s), ["configmap/good"]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("Bad_Name") && w[1].contains("secret/\"\""), "{w:?}");
+    }
+
+    #[test]
+    fn at_most_128_configmaps_first_then_by_name() {
+        let mut list: Vec<(String, String)> =
+            (0..100).map(|i| ("secret".into(), format!("s{i:03}"))).collect();
+        list.extend((0..100).map(|i| ("cm".into(), format!("c{i:03}"))));
+        let list: Vec<(&str, &str)> = list.iter().map(|(k, n)| (k.as_str(), n.as_str())).collect();
+        let (s, w) = run(&refs(&list), None, None);
+        assert_eq!(s.targets.len(), MAX_TRACKED);
+        assert_eq!(s.targets[99].object, ObjectRef::config_map("c099"));
+        assert_eq!(s.targets[127].object, ObjectRef::secret("s027"));
+        assert_eq!(s.kept_keys.len(), 72);
+        assert!(s.kept_keys.contains("secret.configsum.dev/s028"));
+        assert_eq!(w.len(), 1);
+        assert!(w[0].starts_with("72 objects beyond the limit of 128"), "{w:?}");
+    }
+
+    #[test]
+    fn colliding_keys_keep_the_first_in_name_order() {
+        let long = "a".repeat(70);
+        // A 63-character name equal to the shortened form of the long one.
+        let lookalike = format!("{}-6bd5e50348", "a".repeat(52));
+        let (s, w) = run(&refs(&[("cm", &long), ("cm", &lookalike)]), None, None);
+        assert_eq!(s.targets.len(), 1);
+        assert_eq!(s.targets[0].object.name, lookalike, "the earlier in name order wins");
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("taken by another object"));
+    }
+}

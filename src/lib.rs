@@ -1,0 +1,6 @@
+//! configsum: a mutating admission webhook that digests the ConfigMaps and
+//! Secrets a pod template consumes into pod-template annotations, so that a
+//! configuration change rolls the workload.
+
+pub mod admission;
+pub mod core;
