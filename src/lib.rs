@@ -3,4 +3,10 @@
 //! configuration change rolls the workload.
 
 pub mod admission;
+pub mod app;
+pub mod config;
 pub mod core;
+pub mod lookup;
+pub mod metrics;
+pub mod server;
+pub mod tls;

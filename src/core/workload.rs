@@ -117,11 +117,11 @@ impl WorkloadKind {
                 let annotations = pod.metadata.annotations.clone();
                 Ok(Workload {
                     metadata: pod.metadata,
-                    template: Template::Present(PodTemplate {
+                    template: Template::Present(Box::new(PodTemplate {
                         metadata_present: true,
                         annotations,
                         spec,
-                    }),
+                    })),
                 })
             }
         }
@@ -168,7 +168,7 @@ pub struct Workload {
 
 #[derive(Debug)]
 pub enum Template {
-    Present(PodTemplate),
+    Present(Box<PodTemplate>),
     /// An Argo Rollout whose pods come from `spec.workloadRef`, not its own template.
     WorkloadRef,
 }
@@ -195,7 +195,7 @@ fn templated<T: DeserializeOwned>(
 ) -> Result<Workload, ParseError> {
     let (metadata, template) = split(serde_json::from_str(object)?);
     let template = template.ok_or(ParseError::NoPodSpec)?;
-    Ok(Workload { metadata, template: Template::Present(pod_template(template)?) })
+    Ok(Workload { metadata, template: Template::Present(Box::new(pod_template(template)?)) })
 }
 
 fn pod_template(template: PodTemplateSpec) -> Result<PodTemplate, ParseError> {
@@ -232,7 +232,7 @@ fn parse_rollout(object: &str) -> Result<Workload, ParseError> {
     let spec = rollout.spec.ok_or(ParseError::NoPodSpec)?;
     let template = match (spec.workload_ref, spec.template) {
         (Some(r), _) if !r.is_null() => Template::WorkloadRef,
-        (_, Some(template)) => Template::Present(pod_template(template)?),
+        (_, Some(template)) => Template::Present(Box::new(pod_template(template)?)),
         (_, None) => return Err(ParseError::NoPodSpec),
     };
     Ok(Workload { metadata: rollout.metadata, template })

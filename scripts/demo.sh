@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `make demo`: configsum working end to end with no cluster.
+# Builds the binary, makes a throwaway CA and serving certificate, serves
+# examples/objects.yaml over TLS, and sends it an example AdmissionReview.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for tool in curl jq openssl base64; do
+  command -v "$tool" >/dev/null || missing="${missing:-} $tool"
+done
+if [ -n "${missing:-}" ]; then
+  echo "== installing${missing}"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq ${missing/base64/coreutils}
+fi
+
+work=.demo
+port=${DEMO_PORT:-18443}
+metrics_port=${DEMO_METRICS_PORT:-19090}
+url="https://localhost:$port"
+rm -rf "$work" && mkdir -p "$work"
+
+echo "== building configsum"
+cargo build --quiet --bin configsum
+bin=target/debug/configsum
+
+echo "== making a throwaway CA and serving certificate for localhost"
+certs/make-dev-certs.sh "$work/certs" localhost
+openssl rand -hex 32 > "$work/digest.key"
+
+server_pid=""
+stop_server() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true; fi
+  server_pid=""
+}
+trap stop_server EXIT
+
+start_server() {
+  "$bin" serve --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" \
+    --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$metrics_port" \
+    --digest-key-file "$work/digest.key" --objects-from "$1" --log-format text 2>>"$work/server.log" &
+  server_pid=$!
+  for _ in $(seq 100); do
+    curl -fsS --cacert "$work/certs/ca.crt" "$url/readyz" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "configsum did not become ready; its log:" >&2; cat "$work/server.log" >&2; exit 1
+}
+
+# review FILE: POST an AdmissionReview, print the decoded patch, keep the response.
+review() {
+  curl -fsS --cacert "$work/certs/ca.crt" -H 'Content-Type: application/json' \
+    --data-binary "@$1" "$url/mutate?timeout=10s" > "$work/response.json"
+  local patch
+  patch=$(jq -r '.response.patch // empty' "$work/response.json")
+  if [ -z "$patch" ]; then
+    echo "   (no patch: nothing to change)"
+    echo '[]' > "$work/patch.json"
+  else
+    echo "$patch" | base64 -d | jq . | tee "$work/patch.json" | sed 's/^/   /'
+  fi
+  jq -c '.response | {allowed, warnings, auditAnnotations} | with_entries(select(.value != null))' \
+    "$work/response.json" | sed 's/^/   response: /'
+}
+
+# Applies a JSON Patch of add/remove operations, as the API server would.
+apply_patch='reduce $patch[0][] as $op (.;
+  ($op.path | split("/")[1:] | map(gsub("~1"; "/") | gsub("~0"; "~"))) as $p
+  | if $op.op == "add" then setpath($p; $op.value) else delpaths([$p]) end)'
+
+# update_review: an UPDATE whose object is the patched object of the last review.
+update_review() {
+  jq --slurpfile patch "$work/patch.json" \
+    '.request.operation = "UPDATE" | .request.oldObject = .request.object
+     | .request.object |= ('"$apply_patch"')' "$1" > "$work/next-review.json"
+  cp "$work/next-review.json" "$work/review.json"
+}
+
+echo "== starting configsum serve with examples/objects.yaml"
+start_server examples/objects.yaml
+
+echo
+echo "== 1. CREATE of Deployment shop/web (env from app-config, envFrom db-credentials, volume nginx-conf)"
+cp examples/deployment-review.json "$work/review.json"
+review "$work/review.json"
+update_review "$work/review.json"
+echo "   pod-template annotations after the patch:"
+jq '.request.object.spec.template.metadata.annotations' "$work/review.json" | sed 's/^/   /'
+
+echo
+echo "== 2. the same Deployment written again, configuration unchanged"
+review "$work/review.json"
+
+echo
+echo "== 3. app-config's log-level changes; the Deployment is written again (restarting on examples/objects-changed.yaml)"
+stop_server
+start_server examples/objects-changed.yaml
+review "$work/review.json"
+
+echo
+echo "== configsum's log:"
+sed 's/^/   /' "$work/server.log"
+echo "== metrics (curl http://127.0.0.1:$metrics_port/metrics):"
+curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep '^configsum_admissions_total' | sed 's/^/   /'
+stop_server
+echo "== done: the changed ConfigMap changed the pod template, so Kubernetes would roll shop/web."

@@ -1,0 +1,216 @@
+//! The HTTP application as a value: `router` builds the axum `Router` of the
+//! TLS listener from its state, so tests can drive it in-process.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tokio::time::Instant;
+use tracing::{Instrument as _, info, info_span};
+
+use crate::admission::{WireError, encode_response, parse_review};
+use crate::core::workload::{Operation, WorkloadKind};
+use crate::core::{Decision, Digester, Plan, Settings, plan};
+use crate::lookup::{ObjectSource, lookup_budget, observe_all};
+use crate::metrics::Metrics;
+
+/// Largest AdmissionReview body accepted: an UPDATE carries `object` and
+/// `oldObject`, each up to the API server's 3 MiB request limit, plus the envelope.
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+pub struct AppState<S> {
+    pub source: S,
+    pub digester: Digester,
+    pub settings: Settings,
+    pub lookup_timeout: Duration,
+    pub metrics: Arc<Metrics>,
+    /// False until serving is possible, and again once shutdown begins.
+    pub ready: AtomicBool,
+}
+
+/// `/mutate`, `/healthz` and `/readyz` of the TLS listener.
+pub fn router<S: ObjectSource>(state: Arc<AppState<S>>) -> Router {
+    Router::new()
+        .route("/mutate", post(mutate::<S>))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz::<S>))
+        .with_state(state)
+}
+
+/// `/metrics` and `/healthz` of the plain-HTTP metrics listener.
+pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(metrics): State<Arc<Metrics>>| async move {
+                (
+                    [(
+                        header::CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    metrics.encode(),
+                )
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .with_state(metrics)
+}
+
+async fn readyz<S: ObjectSource>(State(state): State<Arc<AppState<S>>>) -> Response {
+    if state.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ok").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response()
+    }
+}
+
+/// Why a `/mutate` body got no AdmissionReview answer.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    #[error("request body is larger than {MAX_BODY_BYTES} bytes")]
+    TooLarge,
+    #[error("cannot read request body")]
+    BodyRead,
+    #[error(transparent)]
+    Wire(#[from] WireError),
+}
+
+impl AdmissionError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AdmissionError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            AdmissionError::BodyRead | AdmissionError::Wire(_) => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// The `outcome` label of `configsum_admissions_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            AdmissionError::TooLarge => "too_large",
+            AdmissionError::BodyRead | AdmissionError::Wire(_) => "bad_request",
+        }
+    }
+}
+
+impl IntoResponse for AdmissionError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.to_string() });
+        (self.status(), axum::Json(body)).into_response()
+    }
+}
+
+async fn read_body(body: Body) -> Result<Bytes, AdmissionError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|e| {
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+        if too_large { AdmissionError::TooLarge } else { AdmissionError::BodyRead }
+    })
+}
+
+/// The API server's `?timeout=10s` (a Go duration, whole seconds in practice).
+fn api_server_timeout(query: Option<&str>) -> Option<Duration> {
+    let value = query?.split('&').find_map(|pair| pair.strip_prefix("timeout="))?;
+    humantime::parse_duration(value).ok()
+}
+
+async fn mutate<S: ObjectSource>(
+    State(state): State<Arc<AppState<S>>>,
+    RawQuery(query): RawQuery,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let budget = lookup_budget(api_server_timeout(query.as_deref()), state.lookup_timeout);
+    let body = match read_body(body).await {
+        Ok(body) => body,
+        Err(e) => return reject(&state, e, started),
+    };
+    let request = match parse_review(&body) {
+        Ok(request) => request,
+        Err(e) => return reject(&state, e.into(), started),
+    };
+    let core_request = request.as_core();
+    let kind = WorkloadKind::from_gvk(core_request.group, core_request.version, core_request.kind)
+        .map_or("other", WorkloadKind::as_str);
+    let operation = operation_label(&request.operation);
+    let span = info_span!("admission", uid = %request.uid, kind = %request.kind.kind,
+        object = %request.display_name(), operation = %request.operation);
+
+    let (decision, outcome) = async {
+        match plan(&core_request, &state.settings) {
+            Plan::Skip(skip) => {
+                tracing::debug!(reason = skip.as_str(), "skipped");
+                (Decision::default(), "skipped")
+            }
+            Plan::Unparsable(warning) => (Decision::warn(warning), "unparsable"),
+            Plan::Mutate(mutation) => {
+                let deadline = started + budget;
+                let observations = observe_all(
+                    &state.source,
+                    &state.digester,
+                    &mutation,
+                    deadline,
+                    &state.metrics,
+                )
+                .await;
+                let decision = mutation.decide(observations, &state.settings);
+                let outcome = match (&decision.denied, decision.patch.is_empty()) {
+                    (Some(_), _) => "denied",
+                    (None, true) => "unchanged",
+                    (None, false) => "mutated",
+                };
+                (decision, outcome)
+            }
+        }
+    }
+    .instrument(span.clone())
+    .await;
+
+    let answer = encode_response(&request.uid, &decision);
+    let took = started.elapsed();
+    state.metrics.observe_admission(kind, operation, outcome, took);
+    span.in_scope(|| {
+        info!(
+            outcome,
+            patch_ops = decision.patch.len(),
+            warnings = decision.warnings.len(),
+            duration_ms = took.as_secs_f64() * 1000.0,
+            "admission answered"
+        );
+    });
+    ([(header::CONTENT_TYPE, "application/json")], answer).into_response()
+}
+
+fn reject<S>(state: &AppState<S>, error: AdmissionError, started: Instant) -> Response {
+    state.metrics.observe_admission("unknown", "unknown", error.metric_label(), started.elapsed());
+    info!(error = %error, "rejected a request that is not an AdmissionReview v1");
+    error.into_response()
+}
+
+fn operation_label(operation: &str) -> &'static str {
+    match Operation::parse(operation) {
+        Some(Operation::Create) => "CREATE",
+        Some(Operation::Update) => "UPDATE",
+        Some(Operation::Delete) => "DELETE",
+        Some(Operation::Connect) => "CONNECT",
+        None => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_api_server_timeout() {
+        assert_eq!(api_server_timeout(Some("timeout=10s")), Some(Duration::from_secs(10)));
+        assert_eq!(api_server_timeout(Some("a=b&timeout=3s")), Some(Duration::from_secs(3)));
+        assert_eq!(api_server_timeout(Some("timeout=soon")), None);
+        assert_eq!(api_server_timeout(None), None);
+    }
+}

@@ -1,0 +1,149 @@
+//! The command line (SPEC §7). Every flag is also `CONFIGSUM_<FLAG>`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::core::annotations::DEFAULT_DOMAIN;
+use crate::core::{AnnotationDomain, LookupErrorPolicy};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "configsum",
+    version,
+    about = "Roll Kubernetes workloads when their ConfigMaps and Secrets change"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the mutating admission webhook.
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// PEM certificate chain for the TLS listener (leaf first).
+    #[arg(long, env = "CONFIGSUM_TLS_CERT")]
+    pub tls_cert: PathBuf,
+    /// PEM private key: PKCS#8, PKCS#1 (RSA) or SEC1 (EC).
+    #[arg(long, env = "CONFIGSUM_TLS_KEY")]
+    pub tls_key: PathBuf,
+    /// Address of the HTTPS listener (/mutate, /healthz, /readyz).
+    #[arg(long, env = "CONFIGSUM_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Address of the plain-HTTP metrics listener (/metrics, /healthz).
+    #[arg(long, env = "CONFIGSUM_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub metrics_listen: SocketAddr,
+    /// File of Secret digest keys, one per line, at least 16 bytes each; the first signs.
+    #[arg(long, env = "CONFIGSUM_DIGEST_KEY_FILE")]
+    pub digest_key_file: Option<PathBuf>,
+    /// Domain of the annotations written and read.
+    #[arg(long, env = "CONFIGSUM_ANNOTATION_DOMAIN", default_value = DEFAULT_DOMAIN, value_parser = parse_domain)]
+    pub annotation_domain: AnnotationDomain,
+    /// Upper bound on all lookups of one review together.
+    #[arg(long, env = "CONFIGSUM_LOOKUP_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub lookup_timeout: Duration,
+    /// What to do when a ConfigMap or Secret cannot be read.
+    #[arg(long, env = "CONFIGSUM_ON_LOOKUP_ERROR", value_enum, default_value_t = OnLookupError::Allow)]
+    pub on_lookup_error: OnLookupError,
+    /// Digest Secrets with plain SHA-256 when no key file is given (guessable for weak Secrets).
+    #[arg(long, env = "CONFIGSUM_ALLOW_PLAIN_SECRET_DIGESTS")]
+    pub allow_plain_secret_digests: bool,
+    /// Serve ConfigMaps and Secrets from this YAML stream instead of the API server.
+    #[arg(long, env = "CONFIGSUM_OBJECTS_FROM")]
+    pub objects_from: Option<PathBuf>,
+    /// Log line format.
+    #[arg(long, env = "CONFIGSUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnLookupError {
+    Allow,
+    Deny,
+}
+
+impl From<OnLookupError> for LookupErrorPolicy {
+    fn from(value: OnLookupError) -> Self {
+        match value {
+            OnLookupError::Allow => LookupErrorPolicy::Allow,
+            OnLookupError::Deny => LookupErrorPolicy::Deny,
+        }
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+fn parse_domain(value: &str) -> Result<AnnotationDomain, String> {
+    AnnotationDomain::new(value).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let argv = ["configsum", "serve", "--tls-cert", "c.pem", "--tls-key", "k.pem"];
+        let cli = Cli::try_parse_from(argv.iter().chain(args))?;
+        let Command::Serve(args) = cli.command;
+        Ok(args)
+    }
+
+    #[test]
+    fn defaults_match_the_spec() {
+        let args = serve(&[]).expect("parses");
+        assert_eq!(args.listen.to_string(), "0.0.0.0:8443");
+        assert_eq!(args.metrics_listen.to_string(), "0.0.0.0:9090");
+        assert_eq!(args.lookup_timeout, Duration::from_secs(2));
+        assert_eq!(args.on_lookup_error, OnLookupError::Allow);
+        assert_eq!(args.annotation_domain, AnnotationDomain::default());
+        assert!(!args.allow_plain_secret_digests);
+        assert_eq!(args.log_format, LogFormat::Json);
+    }
+
+    #[test]
+    fn parses_every_flag() {
+        let args = serve(&[
+            "--listen",
+            "127.0.0.1:1",
+            "--metrics-listen",
+            "127.0.0.1:2",
+            "--digest-key-file",
+            "keys",
+            "--annotation-domain",
+            "example.com",
+            "--lookup-timeout",
+            "500ms",
+            "--on-lookup-error",
+            "deny",
+            "--allow-plain-secret-digests",
+            "--objects-from",
+            "objects.yaml",
+            "--log-format",
+            "text",
+        ])
+        .expect("parses");
+        assert_eq!(args.lookup_timeout, Duration::from_millis(500));
+        assert_eq!(args.on_lookup_error, OnLookupError::Deny);
+        assert_eq!(args.annotation_domain, AnnotationDomain::new("example.com").expect("domain"));
+        assert!(args.allow_plain_secret_digests);
+        assert_eq!(args.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(serve(&["--annotation-domain", "Not_A_Domain"]).is_err());
+        assert!(serve(&["--lookup-timeout", "soon"]).is_err());
+        assert!(serve(&["--on-lookup-error", "maybe"]).is_err());
+    }
+}

@@ -1,0 +1,144 @@
+//! Reading the ConfigMaps and Secrets a review references: the seam between
+//! the pure core and wherever the objects live, and the deadline around it.
+
+mod file;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use tokio::time::Instant;
+
+use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
+use crate::metrics::Metrics;
+
+pub use file::{FileSource, FileSourceError};
+
+/// At most this many lookups of one review run at once (SPEC §5).
+pub const LOOKUPS_PER_REVIEW: usize = 8;
+
+/// Where ConfigMaps and Secrets come from. `Ok(None)` means the object does not exist.
+pub trait ObjectSource: Send + Sync + 'static {
+    fn fetch(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+    ) -> impl Future<Output = Result<Option<Arc<ObjectContent>>, LookupError>> + Send;
+}
+
+/// A lookup that got neither the object nor a clear "not found".
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum LookupError {
+    #[error("timeout")]
+    Timeout,
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("connection error")]
+    Connection,
+    #[error("undecodable answer")]
+    Decode,
+}
+
+impl LookupError {
+    /// The `reason` label of `configsum_lookup_errors_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            LookupError::Timeout => "timeout",
+            LookupError::Status(429) => "throttled",
+            LookupError::Status(401) => "unauthorized",
+            LookupError::Status(403) => "forbidden",
+            LookupError::Status(code) if *code >= 500 => "server_error",
+            LookupError::Status(_) => "unexpected_status",
+            LookupError::Connection => "connection",
+            LookupError::Decode => "decode",
+        }
+    }
+}
+
+/// The review's lookup budget (SPEC §6): the API server gives up after its
+/// `?timeout=`, so stop at min(max(timeout - 1s, timeout / 2), `--lookup-timeout`),
+/// less a margin for digesting and answering.
+pub fn lookup_budget(api_server_timeout: Option<Duration>, lookup_timeout: Duration) -> Duration {
+    const MARGIN: Duration = Duration::from_millis(100);
+    let budget = match api_server_timeout {
+        Some(t) => t.saturating_sub(Duration::from_secs(1)).max(t / 2).min(lookup_timeout),
+        None => lookup_timeout,
+    };
+    budget.saturating_sub(MARGIN)
+}
+
+/// Looks up every target of `mutation` (at most [`LOOKUPS_PER_REVIEW`] at once),
+/// digests each as it arrives and drops its data. Lookups still running at
+/// `deadline` count as timed out.
+pub async fn observe_all<S: ObjectSource>(
+    source: &S,
+    digester: &Digester,
+    mutation: &Mutation,
+    deadline: Instant,
+    metrics: &Metrics,
+) -> Vec<Observation> {
+    let mut observations: Vec<Option<Observation>> = vec![None; mutation.targets.len()];
+    // Collected first: a lazy `map` closure here trips the `Send` check on the handler.
+    let lookups: Vec<_> = mutation
+        .targets
+        .iter()
+        .enumerate()
+        .map(|(index, target)| observe_one(source, digester, mutation, metrics, index, target))
+        .collect();
+    let mut running = futures_util::stream::iter(lookups).buffer_unordered(LOOKUPS_PER_REVIEW);
+    while let Ok(Some((index, observation))) =
+        tokio::time::timeout_at(deadline, running.next()).await
+    {
+        observations[index] = Some(observation);
+    }
+    let timed_out = observations.iter().filter(|o| o.is_none()).count();
+    for _ in 0..timed_out {
+        metrics.observe_lookup(Duration::ZERO, Some(LookupError::Timeout.metric_label()));
+    }
+    observations
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Observation::Unreadable(LookupError::Timeout.to_string())))
+        .collect()
+}
+
+async fn observe_one<S: ObjectSource>(
+    source: &S,
+    digester: &Digester,
+    mutation: &Mutation,
+    metrics: &Metrics,
+    index: usize,
+    target: &Target,
+) -> (usize, Observation) {
+    let started = Instant::now();
+    let found = source.fetch(&mutation.namespace, &target.object).await;
+    metrics.observe_lookup(started.elapsed(), found.as_ref().err().map(LookupError::metric_label));
+    let found = match &found {
+        Ok(content) => Ok(content.as_deref()),
+        Err(e) => Err(e.to_string()),
+    };
+    (index, mutation.observe(target, digester, found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_follows_the_api_server_timeout() {
+        let s = Duration::from_secs;
+        let ms = Duration::from_millis;
+        assert_eq!(lookup_budget(None, s(2)), ms(1900));
+        assert_eq!(lookup_budget(Some(s(10)), s(2)), ms(1900), "--lookup-timeout is the cap");
+        assert_eq!(lookup_budget(Some(s(2)), s(5)), ms(900), "timeout - 1s");
+        assert_eq!(lookup_budget(Some(s(1)), s(5)), ms(400), "timeout / 2 when larger");
+        assert_eq!(lookup_budget(Some(Duration::ZERO), s(2)), Duration::ZERO);
+    }
+
+    #[test]
+    fn error_labels_are_bounded() {
+        assert_eq!(LookupError::Status(503).metric_label(), "server_error");
+        assert_eq!(LookupError::Status(429).metric_label(), "throttled");
+        assert_eq!(LookupError::Status(418).metric_label(), "unexpected_status");
+    }
+}

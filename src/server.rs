@@ -1,0 +1,211 @@
+//! `configsum serve`: start-up checks, the TLS and metrics listeners, and the
+//! graceful shutdown on SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, info, warn};
+
+use crate::app::{AppState, metrics_router, router};
+use crate::config::ServeArgs;
+use crate::core::digest::DigestKeyError;
+use crate::core::{DigestKeys, Digester, Settings};
+use crate::lookup::{FileSource, FileSourceError, ObjectSource};
+use crate::metrics::Metrics;
+use crate::tls::{CertificateStore, TlsError, load_certified_key, server_config};
+
+/// How long a client may take for the TLS handshake or the request headers.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long in-flight requests may take to finish after SIGTERM.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
+
+/// Why `configsum serve` did not start. Never carries key material.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(
+        "no --digest-key-file given: refusing to digest Secrets with plain SHA-256 \
+         (pass --allow-plain-secret-digests to accept that)"
+    )]
+    NoDigestKey,
+    #[error("cannot read digest key file {path}: {source}")]
+    DigestKeyFile { path: PathBuf, source: std::io::Error },
+    #[error("digest key file {path}: {source}")]
+    DigestKey { path: PathBuf, source: DigestKeyError },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("TLS configuration: {0}")]
+    TlsConfig(#[from] rustls::Error),
+    #[error(transparent)]
+    Objects(#[from] FileSourceError),
+    #[error(
+        "no object source: reading from the Kubernetes API is not built yet; \
+         pass --objects-from FILE"
+    )]
+    NoObjectSource,
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+}
+
+/// Reads the digest keys, or refuses to start without them (SPEC §4).
+pub fn load_digest_keys(args: &ServeArgs) -> Result<DigestKeys, StartupError> {
+    let Some(path) = &args.digest_key_file else {
+        if !args.allow_plain_secret_digests {
+            return Err(StartupError::NoDigestKey);
+        }
+        warn!(
+            "Secret digests are plain SHA-256: anyone who can read a workload can test guesses of a \
+             low-entropy Secret offline; configure --digest-key-file"
+        );
+        return Ok(DigestKeys::none());
+    };
+    let text = std::fs::read(path)
+        .map_err(|source| StartupError::DigestKeyFile { path: path.clone(), source })?;
+    DigestKeys::parse(&text)
+        .map_err(|source| StartupError::DigestKey { path: path.clone(), source })
+}
+
+/// Runs the webhook until SIGTERM or SIGINT.
+pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
+    let digester = Digester::new(load_digest_keys(&args)?);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let certificate = load_certified_key(&args.tls_cert, &args.tls_key, &provider)?;
+    let store = Arc::new(CertificateStore::new(certificate));
+    let tls = server_config(store, provider)?;
+    let Some(path) = &args.objects_from else {
+        return Err(StartupError::NoObjectSource);
+    };
+    let source = FileSource::load(path)?;
+    info!(objects = source.len(), file = %path.display(), "serving ConfigMaps and Secrets from a file");
+    run(args, source, digester, tls).await
+}
+
+async fn run<S: ObjectSource>(
+    args: ServeArgs,
+    source: S,
+    digester: Digester,
+    tls: rustls::ServerConfig,
+) -> Result<(), StartupError> {
+    let metrics = Arc::new(Metrics::new());
+    let settings = Settings {
+        domain: args.annotation_domain.clone(),
+        on_lookup_error: args.on_lookup_error.into(),
+    };
+    let state = Arc::new(AppState {
+        source,
+        digester,
+        settings,
+        lookup_timeout: args.lookup_timeout,
+        metrics: metrics.clone(),
+        ready: AtomicBool::new(false),
+    });
+    let listener = bind(args.listen).await?;
+    let metrics_listener = bind(args.metrics_listen).await?;
+    info!(listen = %args.listen, metrics_listen = %args.metrics_listen, "configsum serve started");
+
+    let (stop, stopped) = watch::channel(false);
+    let acceptor = TlsAcceptor::from(Arc::new(tls));
+    let webhook =
+        tokio::spawn(serve_tls(listener, acceptor, router(state.clone()), stopped.clone()));
+    let mut metrics_stopped = stopped.clone();
+    let metrics_server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = metrics_stopped.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(metrics_listener, metrics_router(metrics))
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
+            warn!(error = %e, "metrics listener failed");
+        }
+    });
+    state.ready.store(true, Ordering::Relaxed);
+
+    shutdown_signal().await;
+    info!("shutting down: no longer ready, finishing in-flight requests");
+    state.ready.store(false, Ordering::Relaxed);
+    let _ = stop.send(true);
+    let _ = webhook.await;
+    let _ = metrics_server.await;
+    info!("stopped");
+    Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, StartupError> {
+    TcpListener::bind(addr).await.map_err(|source| StartupError::Bind { addr, source })
+}
+
+/// Accepts TLS connections until `stop`, then lets open connections finish
+/// their requests (bounded by [`DRAIN_TIMEOUT`]).
+async fn serve_tls(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    app: Router,
+    mut stop: watch::Receiver<bool>,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(HANDSHAKE_TIMEOUT);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            // The only change ever sent is the stop.
+            _ = stop.changed() => break,
+        };
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(app.clone());
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
+                Err(_) => return debug!(%peer, "TLS handshake timed out"),
+            };
+            let connection = builder.serve_connection(TokioIo::new(tls), service).into_owned();
+            if let Err(e) = watcher.watch(connection).await {
+                debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
+        warn!("some connections were still open after the drain timeout");
+    }
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,191 @@
+//! The real router, in-process (no sockets): wire format, status codes,
+//! deadlines and metrics.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use base64::Engine as _;
+use configsum::app::{AppState, MAX_BODY_BYTES, metrics_router, router};
+use configsum::core::{Digester, ObjectContent, ObjectRef, Settings};
+use configsum::lookup::{FileSource, LookupError, ObjectSource};
+use configsum::metrics::Metrics;
+use http_body_util::BodyExt as _;
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+const OBJECTS: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config, namespace: shop}
+data: {log-level: info}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: shop}
+stringData: {password: hunter2}
+"#;
+
+/// A source that answers after `delay`, to exercise the deadline.
+struct Slow {
+    inner: FileSource,
+    delay: Duration,
+}
+
+impl ObjectSource for Slow {
+    async fn fetch(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+    ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.fetch(namespace, object).await
+    }
+}
+
+fn state(delay: Duration) -> Arc<AppState<Slow>> {
+    let inner = FileSource::parse(OBJECTS, std::path::Path::new("test")).expect("objects");
+    Arc::new(AppState {
+        source: Slow { inner, delay },
+        digester: Digester::default(),
+        settings: Settings::default(),
+        lookup_timeout: Duration::from_secs(2),
+        metrics: Arc::new(Metrics::new()),
+        ready: AtomicBool::new(true),
+    })
+}
+
+fn review(dry_run: bool) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "uid-1", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "operation": "CREATE", "namespace": "shop", "name": "web", "dryRun": dry_run,
+        "object": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "c", "envFrom": [
+                {"configMapRef": {"name": "app-config"}}, {"secretRef": {"name": "db"}}]}]}}}}}})
+}
+
+async fn post(state: Arc<AppState<Slow>>, uri: &str, body: impl Into<Body>) -> (StatusCode, Value) {
+    let request = Request::post(uri)
+        .header("content-type", "application/json")
+        .body(body.into())
+        .expect("request");
+    let response = router(state).oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let bytes = response.into_body().collect().await.expect("body").to_bytes();
+    (status, serde_json::from_slice(&bytes).expect("every answer is JSON"))
+}
+
+fn decoded_patch(answer: &Value) -> Value {
+    let encoded = answer["response"]["patch"].as_str().expect("a base64 patch string");
+    let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64");
+    serde_json::from_slice(&bytes).expect("JSON patch")
+}
+
+#[tokio::test]
+async fn answers_with_the_uid_and_a_base64_patch() {
+    let (status, answer) =
+        post(state(Duration::ZERO), "/mutate?timeout=10s", review(false).to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(answer["kind"], "AdmissionReview");
+    assert_eq!(answer["response"]["uid"], "uid-1");
+    assert_eq!(answer["response"]["allowed"], true);
+    assert_eq!(answer["response"]["patchType"], "JSONPatch");
+    let patch = decoded_patch(&answer);
+    let paths: Vec<&str> =
+        patch.as_array().expect("array").iter().filter_map(|op| op["path"].as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/spec/template/metadata",
+            "/spec/template/metadata/annotations",
+            "/spec/template/metadata/annotations/configmap.configsum.dev~1app-config",
+            "/spec/template/metadata/annotations/secret.configsum.dev~1db",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn dry_run_gets_the_same_patch() {
+    let (_, real) = post(state(Duration::ZERO), "/mutate", review(false).to_string()).await;
+    let (_, dry) = post(state(Duration::ZERO), "/mutate", review(true).to_string()).await;
+    assert_eq!(decoded_patch(&real), decoded_patch(&dry));
+}
+
+#[tokio::test]
+async fn bad_bodies_get_400_with_a_json_error() {
+    for body in [
+        "",
+        "{",
+        "[]",
+        r#"{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}"#,
+        r#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}"#,
+    ] {
+        let (status, answer) = post(state(Duration::ZERO), "/mutate", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}");
+        assert!(answer["error"].as_str().is_some_and(|e| !e.is_empty()), "{body:?}: {answer}");
+    }
+}
+
+#[tokio::test]
+async fn oversized_bodies_get_413() {
+    let body = vec![b' '; MAX_BODY_BYTES + 1];
+    let (status, answer) = post(state(Duration::ZERO), "/mutate", body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(answer["error"].as_str().is_some_and(|e| e.contains("larger than")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_lookups_are_cut_at_the_api_server_deadline() {
+    // timeout=2s: the budget is max(1s, 1s) less a margin, well before a 5 s lookup.
+    let started = tokio::time::Instant::now();
+    let (status, answer) =
+        post(state(Duration::from_secs(5)), "/mutate?timeout=2s", review(false).to_string()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(started.elapsed() < Duration::from_secs(1), "answered after {:?}", started.elapsed());
+    let warnings = answer["response"]["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.as_str().is_some_and(|w| w.contains("could not be read (timeout)")))
+    );
+    assert!(answer["response"].get("patch").is_none(), "nothing existed, so nothing to keep");
+}
+
+#[tokio::test]
+async fn readiness_follows_the_flag() {
+    let state = state(Duration::ZERO);
+    let get = |state: Arc<AppState<Slow>>, path: &'static str| async move {
+        router(state)
+            .oneshot(Request::get(path).body(Body::empty()).expect("request"))
+            .await
+            .expect("infallible")
+            .status()
+    };
+    assert_eq!(get(state.clone(), "/readyz").await, StatusCode::OK);
+    assert_eq!(get(state.clone(), "/healthz").await, StatusCode::OK);
+    state.ready.store(false, Ordering::Relaxed);
+    assert_eq!(get(state.clone(), "/readyz").await, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(get(state, "/healthz").await, StatusCode::OK, "liveness is not readiness");
+}
+
+#[tokio::test]
+async fn metrics_count_admissions_by_kind_operation_and_outcome() {
+    let state = state(Duration::ZERO);
+    post(state.clone(), "/mutate", review(false).to_string()).await;
+    post(state.clone(), "/mutate", "nonsense").await;
+    let response = metrics_router(state.metrics.clone())
+        .oneshot(Request::get("/metrics").body(Body::empty()).expect("request"))
+        .await
+        .expect("infallible");
+    let text =
+        String::from_utf8(response.into_body().collect().await.expect("body").to_bytes().to_vec())
+            .expect("utf8");
+    assert!(text.contains(r#"configsum_admissions_total{kind="Deployment",operation="CREATE",outcome="mutated"} 1"#), "{text}");
+    assert!(text.contains(r#"configsum_admissions_total{kind="unknown",operation="unknown",outcome="bad_request"} 1"#), "{text}");
+    assert!(text.contains("configsum_lookup_duration_seconds_count 2"), "{text}");
+    assert!(!text.contains("hunter2"));
+}

@@ -1,0 +1,170 @@
+//! Small builders for workloads, reviews and object sets, shared by the tests
+//! and the benchmark.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use configsum::core::{
+    Decision, DigestKeys, Digester, ObjectContent, ObjectRef, Request, Settings, review,
+};
+use serde_json::{Value, json};
+
+pub const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+pub fn keyed_digester() -> Digester {
+    Digester::new(DigestKeys::parse(KEY).expect("test key"))
+}
+
+/// ConfigMaps and Secrets by namespace and ref.
+#[derive(Default)]
+pub struct Objects {
+    objects: BTreeMap<(String, ObjectRef), ObjectContent>,
+    unreadable: BTreeMap<(String, ObjectRef), String>,
+}
+
+impl Objects {
+    pub fn config_map(mut self, namespace: &str, name: &str, data: &[(&str, &str)]) -> Self {
+        self.insert(namespace, ObjectRef::config_map(name), data);
+        self
+    }
+
+    pub fn secret(mut self, namespace: &str, name: &str, data: &[(&str, &str)]) -> Self {
+        self.insert(namespace, ObjectRef::secret(name), data);
+        self
+    }
+
+    /// Lookups of this object fail with `reason`.
+    pub fn unreadable(mut self, namespace: &str, object: ObjectRef, reason: &str) -> Self {
+        self.unreadable.insert((namespace.to_owned(), object), reason.to_owned());
+        self
+    }
+
+    pub fn insert(&mut self, namespace: &str, object: ObjectRef, data: &[(&str, &str)]) {
+        let entries = data.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect();
+        self.objects.insert((namespace.to_owned(), object), ObjectContent::from_entries(entries));
+    }
+
+    pub fn remove(&mut self, namespace: &str, object: &ObjectRef) {
+        self.objects.remove(&(namespace.to_owned(), object.clone()));
+    }
+
+    pub fn lookup(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+    ) -> Result<Option<&ObjectContent>, String> {
+        let key = (namespace.to_owned(), object.clone());
+        if let Some(reason) = self.unreadable.get(&key) {
+            return Err(reason.clone());
+        }
+        Ok(self.objects.get(&key))
+    }
+}
+
+/// A pod spec whose containers read each named object, all keys (envFrom).
+pub fn pod_spec_env_from(config_maps: &[&str], secrets: &[&str]) -> Value {
+    let mut env_from: Vec<Value> =
+        config_maps.iter().map(|n| json!({"configMapRef": {"name": n}})).collect();
+    env_from.extend(secrets.iter().map(|n| json!({"secretRef": {"name": n}})));
+    json!({"containers": [{"name": "app", "image": "app:1", "envFrom": env_from}]})
+}
+
+/// A workload of `kind` in `namespace` with `spec` as its pod spec.
+pub fn workload(kind: &str, namespace: &str, spec: Value) -> Value {
+    let api_version = match kind {
+        "Job" | "CronJob" => "batch/v1",
+        "Rollout" => "argoproj.io/v1alpha1",
+        "Pod" => "v1",
+        _ => "apps/v1",
+    };
+    let metadata = json!({"name": "w", "namespace": namespace});
+    match kind {
+        "Pod" => {
+            json!({"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": spec})
+        }
+        "CronJob" => {
+            json!({"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": {
+            "schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": spec}}}}})
+        }
+        _ => json!({"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": {
+            "selector": {"matchLabels": {"app": "w"}},
+            "template": {"metadata": {"labels": {"app": "w"}}, "spec": spec}}}),
+    }
+}
+
+pub fn group_version(kind: &str) -> (&'static str, &'static str) {
+    match kind {
+        "Job" | "CronJob" => ("batch", "v1"),
+        "Rollout" => ("argoproj.io", "v1alpha1"),
+        "Pod" => ("", "v1"),
+        _ => ("apps", "v1"),
+    }
+}
+
+/// The pointer of the annotations map that carries the digests.
+pub fn annotations_pointer(kind: &str) -> &'static str {
+    if kind == "Pod" { "/metadata/annotations" } else { "/spec/template/metadata/annotations" }
+}
+
+/// One admission: what the webhook decides for `object` (and `old`).
+pub struct Admit<'a> {
+    pub kind: &'a str,
+    pub operation: &'a str,
+    pub namespace: &'a str,
+    pub sub_resource: Option<&'a str>,
+    pub object: &'a Value,
+    pub old: Option<&'a Value>,
+    pub settings: Settings,
+    pub digester: Digester,
+}
+
+impl<'a> Admit<'a> {
+    pub fn new(kind: &'a str, operation: &'a str, object: &'a Value) -> Self {
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or("default");
+        Admit {
+            kind,
+            operation,
+            namespace,
+            sub_resource: None,
+            object,
+            old: None,
+            settings: Settings::default(),
+            digester: keyed_digester(),
+        }
+    }
+
+    pub fn run(&self, objects: &Objects) -> Decision {
+        let (group, version) = group_version(self.kind);
+        let object = self.object.to_string();
+        let old = self.old.map(Value::to_string);
+        let request = Request {
+            group,
+            version,
+            kind: self.kind,
+            sub_resource: self.sub_resource,
+            operation: self.operation,
+            namespace: Some(self.namespace),
+            object: Some(&object),
+            old_object: old.as_deref(),
+        };
+        review(&request, &self.settings, &self.digester, |ns, o| objects.lookup(ns, o))
+    }
+}
+
+/// `object` with the decision's patch applied, as the API server would.
+pub fn apply(object: &Value, decision: &Decision) -> Value {
+    let mut patched = object.clone();
+    json_patch::patch(&mut patched, &decision.patch).expect("the patch applies");
+    patched
+}
+
+/// The annotations at `pointer`, or an empty map.
+pub fn annotations_at(object: &Value, pointer: &str) -> BTreeMap<String, String> {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect()
+        })
+        .unwrap_or_default()
+}
