@@ -174,15 +174,10 @@ async fn mutate<S: ObjectSource>(
     let answer = encode_response(&request.uid, &decision);
     let took = started.elapsed();
     state.metrics.observe_admission(kind, operation, outcome, took);
-    span.in_scope(|| {
-        info!(
-            outcome,
-            patch_ops = decision.patch.len(),
-            warnings = decision.warnings.len(),
-            duration_ms = took.as_secs_f64() * 1000.0,
-            "admission answered"
-        );
-    });
+    // Outside the span, so JSON logs carry these fields at the top level.
+    info!(uid = %request.uid, kind = %request.kind.kind, object = %request.display_name(),
+        operation = %request.operation, outcome, patch_ops = decision.patch.len(),
+        warnings = decision.warnings.len(), duration_ms = took.as_secs_f64() * 1000.0, "admission answered");
     ([(header::CONTENT_TYPE, "application/json")], answer).into_response()
 }
 

@@ -71,11 +71,17 @@ impl Metrics {
         self.admission_duration.observe(took.as_secs_f64());
     }
 
+    /// Records one finished lookup, failed with `error` if set.
     pub fn observe_lookup(&self, took: Duration, error: Option<&'static str>) {
         self.lookup_duration.observe(took.as_secs_f64());
         if let Some(reason) = error {
-            self.lookup_errors.get_or_create(&ReasonLabels { reason }).inc();
+            self.count_lookup_error(reason);
         }
+    }
+
+    /// Counts a failed lookup without a duration (one cut off by the deadline).
+    pub fn count_lookup_error(&self, reason: &'static str) {
+        self.lookup_errors.get_or_create(&ReasonLabels { reason }).inc();
     }
 
     /// The registry in the Prometheus/OpenMetrics text format.

@@ -111,7 +111,9 @@ async fn run<S: ObjectSource>(
     });
     let listener = bind(args.listen).await?;
     let metrics_listener = bind(args.metrics_listen).await?;
-    info!(listen = %args.listen, metrics_listen = %args.metrics_listen, "configsum serve started");
+    // The bound addresses, so that port 0 (tests) can be found from the log.
+    let local = |l: &TcpListener| l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    info!(listen = %local(&listener), metrics_listen = %local(&metrics_listener), "configsum serve started");
 
     let (stop, stopped) = watch::channel(false);
     let acceptor = TlsAcceptor::from(Arc::new(tls));

@@ -94,7 +94,7 @@ pub async fn observe_all<S: ObjectSource>(
     }
     let timed_out = observations.iter().filter(|o| o.is_none()).count();
     for _ in 0..timed_out {
-        metrics.observe_lookup(Duration::ZERO, Some(LookupError::Timeout.metric_label()));
+        metrics.count_lookup_error(LookupError::Timeout.metric_label());
     }
     observations
         .into_iter()

@@ -1,0 +1,235 @@
+//! Runs the real `configsum` binary and talks to it over real TLS.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncBufReadExt as _, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
+use tokio_rustls::TlsConnector;
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path =
+            std::env::temp_dir().join(format!("configsum-{label}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("temp dir");
+        TempDir(path)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Makes a CA and a serving certificate for localhost with certs/make-dev-certs.sh.
+pub fn make_certs(dir: &Path, key_type: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("certs/make-dev-certs.sh");
+    let status = std::process::Command::new(script)
+        .arg(dir)
+        .arg("localhost")
+        .env("KEY_TYPE", key_type)
+        .status()
+        .expect("run make-dev-certs.sh (needs openssl)");
+    assert!(status.success(), "make-dev-certs.sh failed for {key_type}");
+}
+
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A running `configsum serve` and its captured log lines.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    pub metrics_addr: String,
+    pub logs: Arc<Mutex<Vec<String>>>,
+    pub ca: PathBuf,
+}
+
+impl Server {
+    /// Starts `configsum serve` with `args` (listening on free loopback ports)
+    /// and waits for its "started" log line.
+    pub async fn start(args: &[&str], env: &[(&str, &str)], ca: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_configsum"))
+            .arg("serve")
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--log-format",
+                "json",
+            ])
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn configsum");
+        let stderr = child.stderr.take().expect("stderr");
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let sink = logs.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            let mut started_tx = Some(started_tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains("configsum serve started") {
+                    if let Some(tx) = started_tx.take() {
+                        let _ = tx.send(line.clone());
+                    }
+                }
+                sink.lock().expect("log lock").push(line);
+            }
+        });
+        let started = tokio::time::timeout(Duration::from_secs(30), started_rx)
+            .await
+            .expect("configsum started within 30 s")
+            .expect("configsum printed its start line");
+        let line: serde_json::Value = serde_json::from_str(&started).expect("JSON log line");
+        Server {
+            child,
+            addr: line["listen"].as_str().expect("listen").to_owned(),
+            metrics_addr: line["metrics_listen"].as_str().expect("metrics_listen").to_owned(),
+            logs,
+            ca: ca.to_owned(),
+        }
+    }
+
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().expect("log lock").clone()
+    }
+
+    pub fn connector(&self) -> TlsConnector {
+        tls_connector(&self.ca, None)
+    }
+
+    /// POSTs `body` to `path` over a fresh TLS connection that verifies the CA.
+    pub async fn post(&self, path: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
+        let mut sender = self.connect(self.connector()).await;
+        send(&mut sender, "POST", path, body).await
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Vec<u8>) {
+        let mut sender = self.connect(self.connector()).await;
+        send(&mut sender, "GET", path, Vec::new()).await
+    }
+
+    /// An HTTP/1.1 connection over TLS, for several requests.
+    pub async fn connect(
+        &self,
+        connector: TlsConnector,
+    ) -> hyper::client::conn::http1::SendRequest<Full<Bytes>> {
+        let tcp = TcpStream::connect(&self.addr).await.expect("connect");
+        let name = ServerName::try_from("localhost").expect("server name");
+        let tls = connector.connect(name, tcp).await.expect("TLS handshake verifying the CA");
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+                .await
+                .expect("HTTP handshake");
+        tokio::spawn(connection);
+        sender
+    }
+
+    /// Sends SIGTERM and waits for the exit code.
+    pub async fn terminate(mut self) -> Option<i32> {
+        let pid = self.child.id().expect("running");
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let exit = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("exits")
+            .expect("wait");
+        exit.code()
+    }
+}
+
+pub fn tls_connector(
+    ca: &Path,
+    versions: Option<&[&'static rustls::SupportedProtocolVersion]>,
+) -> TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("CA file") {
+        roots.add(cert.expect("CA cert")).expect("add CA");
+    }
+    let builder = match versions {
+        Some(versions) => rustls::ClientConfig::builder_with_protocol_versions(versions),
+        None => rustls::ClientConfig::builder(),
+    };
+    TlsConnector::from(Arc::new(builder.with_root_certificates(roots).with_no_client_auth()))
+}
+
+pub async fn send(
+    sender: &mut hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    method: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> (u16, Vec<u8>) {
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("request");
+    let response = sender.send_request(request).await.expect("response");
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.expect("body").to_bytes().to_vec();
+    (status, body)
+}
+
+/// A plain-HTTP GET (the metrics listener).
+pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .expect("handshake");
+    tokio::spawn(connection);
+    let (status, body) = send(&mut sender, "GET", path, Vec::new()).await;
+    (status, String::from_utf8(body).expect("utf8"))
+}
+
+impl Server {
+    /// Waits for the exit code of a server already sent SIGTERM.
+    pub async fn terminate_wait(mut self) -> Option<i32> {
+        let exit = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("exits")
+            .expect("wait");
+        exit.code()
+    }
+
+    /// Sends SIGTERM, waits for exit 0, and returns every log line.
+    pub async fn terminate_logs(self) -> Vec<String> {
+        let logs = self.logs.clone();
+        assert_eq!(self.terminate().await, Some(0));
+        // The reader task drains stderr until EOF; give it a moment after exit.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        logs.lock().expect("log lock").clone()
+    }
+}
