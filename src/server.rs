@@ -211,3 +211,34 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Cli, Command};
+    use clap::Parser as _;
+
+    fn args(extra: &[&str]) -> ServeArgs {
+        let argv = ["configsum", "serve", "--tls-cert", "c", "--tls-key", "k"];
+        let Command::Serve(args) = Cli::parse_from(argv.iter().chain(extra)).command;
+        args
+    }
+
+    #[test]
+    fn digest_key_rules_at_start_up() {
+        assert!(matches!(load_digest_keys(&args(&[])), Err(StartupError::NoDigestKey)));
+        assert!(
+            load_digest_keys(&args(&["--allow-plain-secret-digests"])).is_ok_and(|k| k.is_empty())
+        );
+        let dir = std::env::temp_dir().join(format!("configsum-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("keys");
+        std::fs::write(&file, "0123456789abcdef0123456789abcdef\n").expect("key file");
+        let file = file.display().to_string();
+        // A key file given with --allow-plain-secret-digests is used as usual.
+        let keys =
+            load_digest_keys(&args(&["--digest-key-file", &file, "--allow-plain-secret-digests"]));
+        assert!(keys.is_ok_and(|k| !k.is_empty()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -123,6 +123,77 @@ async fn observe_one<S: ObjectSource>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::{Plan, Request, Settings, plan};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Records how many fetches run at once; each takes 10 ms of (paused) time.
+    #[derive(Default)]
+    struct Counting {
+        running: AtomicUsize,
+        most: AtomicUsize,
+        calls: AtomicUsize,
+    }
+
+    impl ObjectSource for Counting {
+        async fn fetch(
+            &self,
+            _: &str,
+            _: &ObjectRef,
+        ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            Ok(None)
+        }
+    }
+
+    fn mutation_with(config_maps: usize) -> Mutation {
+        let env_from: Vec<_> = (0..config_maps)
+            .map(|i| serde_json::json!({"configMapRef": {"name": format!("cm-{i}")}}))
+            .collect();
+        let object =
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "envFrom": env_from}]}})
+            .to_string();
+        let request = Request {
+            version: "v1",
+            kind: "Pod",
+            operation: "CREATE",
+            namespace: Some("ns"),
+            object: Some(&object),
+            ..Request::default()
+        };
+        match plan(&request, &Settings::default()) {
+            Plan::Mutate(mutation) => mutation,
+            other => panic!("expected a mutation, got {other:?}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn at_most_eight_lookups_at_once_each_object_once() {
+        let source = Counting::default();
+        let mutation = mutation_with(20);
+        let deadline = Instant::now() + Duration::from_secs(1);
+        let observations =
+            observe_all(&source, &Digester::default(), &mutation, deadline, &Metrics::new()).await;
+        assert_eq!(observations, vec![Observation::Absent; 20]);
+        assert_eq!(source.most.load(Ordering::SeqCst), LOOKUPS_PER_REVIEW);
+        assert_eq!(source.calls.load(Ordering::SeqCst), 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lookups_past_the_deadline_are_timeouts() {
+        let source = Counting::default();
+        let mutation = mutation_with(9);
+        // Eight finish at 10 ms; the ninth would finish at 20 ms.
+        let deadline = Instant::now() + Duration::from_millis(15);
+        let observations =
+            observe_all(&source, &Digester::default(), &mutation, deadline, &Metrics::new()).await;
+        assert_eq!(observations.iter().filter(|o| **o == Observation::Absent).count(), 8);
+        assert_eq!(observations[8], Observation::Unreadable("timeout".into()));
+    }
 
     #[test]
     fn budget_follows_the_api_server_timeout() {
