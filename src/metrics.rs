@@ -7,6 +7,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -22,8 +23,15 @@ struct ReasonLabels {
     reason: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
 pub struct Metrics {
     registry: Registry,
+    certificate_reloads: Family<OutcomeLabels, Counter>,
+    certificate_expiry: Gauge,
     admissions: Family<AdmissionLabels, Counter>,
     admission_duration: Histogram,
     lookup_duration: Histogram,
@@ -56,7 +64,27 @@ impl Metrics {
         );
         let lookup_errors = Family::<ReasonLabels, Counter>::default();
         registry.register("lookup_errors", "Lookups that failed, by reason", lookup_errors.clone());
-        Metrics { registry, admissions, admission_duration, lookup_duration, lookup_errors }
+        let certificate_reloads = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "certificate_reloads",
+            "Serving certificate changes seen on disk, by outcome (loaded or rejected)",
+            certificate_reloads.clone(),
+        );
+        let certificate_expiry = Gauge::default();
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "notAfter of the serving certificate in use, as a Unix timestamp",
+            certificate_expiry.clone(),
+        );
+        Metrics {
+            registry,
+            certificate_reloads,
+            certificate_expiry,
+            admissions,
+            admission_duration,
+            lookup_duration,
+            lookup_errors,
+        }
     }
 
     /// Records one answered review. `kind` and `operation` must come from fixed sets.
@@ -84,17 +112,21 @@ impl Metrics {
         self.lookup_errors.get_or_create(&ReasonLabels { reason }).inc();
     }
 
+    pub fn count_certificate_reload(&self, loaded: bool) {
+        let outcome = if loaded { "loaded" } else { "rejected" };
+        self.certificate_reloads.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    pub fn set_certificate_expiry(&self, unix_seconds: Option<i64>) {
+        self.certificate_expiry.set(unix_seconds.unwrap_or(0));
+    }
+
     /// The registry in the Prometheus/OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
-    }
-
-    /// Lets the TLS layer register its own metrics.
-    pub fn registry_mut(&mut self) -> &mut Registry {
-        &mut self.registry
     }
 }
 

@@ -13,6 +13,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
@@ -21,12 +22,17 @@ use crate::app::{AppState, metrics_router, router};
 use crate::config::ServeArgs;
 use crate::core::digest::DigestKeyError;
 use crate::core::{DigestKeys, Digester, Settings};
-use crate::lookup::{FileSource, FileSourceError, ObjectSource};
+use crate::lookup::{FileSource, FileSourceError, KubeSource, ObjectSource};
 use crate::metrics::Metrics;
-use crate::tls::{CertificateStore, TlsError, load_certified_key, server_config};
+use crate::tls::{
+    CertificateStore, TlsError, expiry_unix_seconds, load_certified_key, reload_on_change,
+    server_config,
+};
 
 /// How long a client may take for the TLS handshake or the request headers.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the certificate files are compared with the pair in use.
+const CERTIFICATE_POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// How long in-flight requests may take to finish after SIGTERM.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 
@@ -48,11 +54,8 @@ pub enum StartupError {
     TlsConfig(#[from] rustls::Error),
     #[error(transparent)]
     Objects(#[from] FileSourceError),
-    #[error(
-        "no object source: reading from the Kubernetes API is not built yet; \
-         pass --objects-from FILE"
-    )]
-    NoObjectSource,
+    #[error("cannot find the Kubernetes API (in-cluster, KUBECONFIG or ~/.kube/config): {0}")]
+    Kube(#[source] kube::Error),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
 }
@@ -78,16 +81,31 @@ pub fn load_digest_keys(args: &ServeArgs) -> Result<DigestKeys, StartupError> {
 /// Runs the webhook until SIGTERM or SIGINT.
 pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
     let digester = Digester::new(load_digest_keys(&args)?);
+    let metrics = Arc::new(Metrics::new());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certificate = load_certified_key(&args.tls_cert, &args.tls_key, &provider)?;
+    metrics.set_certificate_expiry(expiry_unix_seconds(&certificate));
     let store = Arc::new(CertificateStore::new(certificate));
-    let tls = server_config(store, provider)?;
-    let Some(path) = &args.objects_from else {
-        return Err(StartupError::NoObjectSource);
-    };
-    let source = FileSource::load(path)?;
-    info!(objects = source.len(), file = %path.display(), "serving ConfigMaps and Secrets from a file");
-    run(args, source, digester, tls).await
+    let tls = server_config(store.clone(), provider.clone())?;
+    let files = (args.tls_cert.clone(), args.tls_key.clone());
+    tokio::spawn(reload_on_change(
+        store,
+        files,
+        provider,
+        metrics.clone(),
+        CERTIFICATE_POLL_INTERVAL,
+    ));
+    match &args.objects_from {
+        Some(path) => {
+            let source = FileSource::load(path)?;
+            info!(objects = source.len(), file = %path.display(), "serving ConfigMaps and Secrets from a file");
+            run(args, source, digester, tls, metrics).await
+        }
+        None => {
+            let source = KubeSource::infer().await.map_err(StartupError::Kube)?;
+            run(args, source, digester, tls, metrics).await
+        }
+    }
 }
 
 async fn run<S: ObjectSource>(
@@ -95,8 +113,9 @@ async fn run<S: ObjectSource>(
     source: S,
     digester: Digester,
     tls: rustls::ServerConfig,
+    metrics: Arc<Metrics>,
 ) -> Result<(), StartupError> {
-    let metrics = Arc::new(Metrics::new());
+    let signals = ShutdownSignals::register();
     let settings = Settings {
         domain: args.annotation_domain.clone(),
         on_lookup_error: args.on_lookup_error.into(),
@@ -122,7 +141,7 @@ async fn run<S: ObjectSource>(
     let mut metrics_stopped = stopped.clone();
     let metrics_server = tokio::spawn(async move {
         let shutdown = async move {
-            let _ = metrics_stopped.wait_for(|s| *s).await;
+            let _ = metrics_stopped.changed().await;
         };
         if let Err(e) = axum::serve(metrics_listener, metrics_router(metrics))
             .with_graceful_shutdown(shutdown)
@@ -131,16 +150,32 @@ async fn run<S: ObjectSource>(
             warn!(error = %e, "metrics listener failed");
         }
     });
-    state.ready.store(true, Ordering::Relaxed);
+    let readiness = tokio::spawn(become_ready(state.clone()));
 
-    shutdown_signal().await;
+    signals.received().await;
     info!("shutting down: no longer ready, finishing in-flight requests");
+    readiness.abort();
     state.ready.store(false, Ordering::Relaxed);
     let _ = stop.send(true);
     let _ = webhook.await;
     let _ = metrics_server.await;
     info!("stopped");
     Ok(())
+}
+
+/// Ready once the object source answers (the certificate is loaded already).
+async fn become_ready<S: ObjectSource>(state: Arc<AppState<S>>) {
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match state.source.check_ready().await {
+            Ok(()) => break,
+            Err(e) => warn!(error = %e, "the Kubernetes API server does not answer yet; not ready"),
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(5));
+    }
+    state.ready.store(true, Ordering::Relaxed);
+    info!("ready");
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, StartupError> {
@@ -194,21 +229,37 @@ async fn serve_tls(
     }
 }
 
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(e) => {
-                warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
+/// SIGTERM and SIGINT, registered at once so that a signal arriving right
+/// after start-up is already handled gracefully.
+struct ShutdownSignals {
+    terminate: Option<Signal>,
+    interrupt: Option<Signal>,
+}
+
+impl ShutdownSignals {
+    fn register() -> Self {
+        let register = |kind: SignalKind| {
+            signal(kind).map_err(|e| warn!(error = %e, "cannot listen for a shutdown signal")).ok()
+        };
+        ShutdownSignals {
+            terminate: register(SignalKind::terminate()),
+            interrupt: register(SignalKind::interrupt()),
+        }
+    }
+
+    async fn received(mut self) {
+        async fn recv(signal: Option<&mut Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
             }
         }
-    };
-    tokio::select! {
-        _ = terminate => {}
-        _ = tokio::signal::ctrl_c() => {}
+        tokio::select! {
+            _ = recv(self.terminate.as_mut()) => {}
+            _ = recv(self.interrupt.as_mut()) => {}
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! the pure core and wherever the objects live, and the deadline around it.
 
 mod file;
+mod kube;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Tar
 use crate::metrics::Metrics;
 
 pub use file::{FileSource, FileSourceError};
+pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS};
 
 /// At most this many lookups of one review run at once (SPEC §5).
 pub const LOOKUPS_PER_REVIEW: usize = 8;
@@ -25,6 +27,11 @@ pub trait ObjectSource: Send + Sync + 'static {
         namespace: &str,
         object: &ObjectRef,
     ) -> impl Future<Output = Result<Option<Arc<ObjectContent>>, LookupError>> + Send;
+
+    /// Whether lookups can be served at all; readiness waits for `Ok`.
+    fn check_ready(&self) -> impl Future<Output = Result<(), LookupError>> + Send {
+        async { Ok(()) }
+    }
 }
 
 /// A lookup that got neither the object nor a clear "not found".

@@ -1,0 +1,82 @@
+//! ConfigMaps and Secrets read from the Kubernetes API server.
+//!
+//! Every lookup is a GET without `resourceVersion`: the API server answers it
+//! from etcd with a quorum read, so a write it acknowledged before the review
+//! was sent is always seen (SPEC §5). A watch cache could lag; this cannot.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{Api, Client};
+use tokio::sync::Semaphore;
+
+use super::{LookupError, ObjectSource};
+use crate::core::{ObjectContent, ObjectKind, ObjectRef};
+
+/// Most lookups in flight at once across all reviews of this replica, so a
+/// burst of reviews cannot flood the API server.
+pub const SERVER_WIDE_LOOKUPS: usize = 64;
+
+pub struct KubeSource {
+    client: Client,
+    in_flight: Semaphore,
+}
+
+impl KubeSource {
+    pub fn new(client: Client) -> Self {
+        KubeSource { client, in_flight: Semaphore::new(SERVER_WIDE_LOOKUPS) }
+    }
+
+    /// Finds the API server in the SPEC's order: the in-cluster service
+    /// account, else `KUBECONFIG`, else `~/.kube/config`. (kube's own `infer`
+    /// tries the kubeconfig first.)
+    pub async fn infer() -> Result<Self, kube::Error> {
+        let mut config = match kube::Config::incluster() {
+            Ok(config) => config,
+            Err(_) => {
+                kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions::default()).await?
+            }
+        };
+        // No retries: a review has a second or two, a 429 asks us to back off,
+        // and a failed lookup only keeps the existing digest.
+        config.default_retry = false;
+        Ok(KubeSource::new(Client::try_from(config)?))
+    }
+}
+
+impl ObjectSource for KubeSource {
+    /// Ready once the API server answers `GET /version`.
+    async fn check_ready(&self) -> Result<(), LookupError> {
+        self.client.apiserver_version().await.map(|_| ()).map_err(|e| classify(&e))
+    }
+
+    async fn fetch(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+    ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
+        // Never closed, so acquiring cannot fail.
+        let _permit = self.in_flight.acquire().await.map_err(|_| LookupError::Connection)?;
+        let content = match object.kind {
+            ObjectKind::ConfigMap => {
+                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+                api.get_opt(&object.name).await.map(|o| o.map(ObjectContent::from_config_map))
+            }
+            ObjectKind::Secret => {
+                let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+                api.get_opt(&object.name).await.map(|o| o.map(ObjectContent::from_secret))
+            }
+        };
+        content.map(|c| c.map(Arc::new)).map_err(|e| classify(&e))
+    }
+}
+
+/// Maps a client error to a lookup error. Only the status code is kept: the
+/// API server's message could echo request details.
+fn classify(error: &kube::Error) -> LookupError {
+    match error {
+        kube::Error::Api(status) => LookupError::Status(status.code),
+        kube::Error::SerdeError(_) | kube::Error::FromUtf8(_) => LookupError::Decode,
+        _ => LookupError::Connection,
+    }
+}

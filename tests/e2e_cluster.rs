@@ -1,0 +1,397 @@
+//! The real binary against the fake API server: freshness, faults, deadlines,
+//! concurrency, certificate rotation, SIGTERM and log hygiene.
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/server.rs"]
+mod server;
+
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use fake_apiserver::{FakeApiServer, Fault};
+use serde_json::{Value, json};
+use server::*;
+
+const NS: &str = "team-a";
+const CM: &str = "configmap.configsum.dev/app-config";
+const SECRET: &str = "secret.configsum.dev/db";
+
+struct Cluster {
+    api: FakeApiServer,
+    dir: TempDir,
+}
+
+impl Cluster {
+    async fn new(label: &str) -> Cluster {
+        install_crypto_provider();
+        let dir = TempDir::new(label);
+        make_certs(&dir.0, "ec-sec1");
+        std::fs::write(dir.path("digest.key"), "0123456789abcdef0123456789abcdef\n").expect("key");
+        let api = FakeApiServer::start().await;
+        api.put_config_map(NS, "app-config", &[("log-level", "debug")]);
+        api.put_secret(NS, "db", &[("password", "hunter2-e2e-secret")]);
+        Cluster { api, dir }
+    }
+
+    async fn start(&self, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let kubeconfig = self.api.kubeconfig(&self.dir.0).display().to_string();
+        let (cert, key, digest) =
+            (self.path("tls.crt"), self.path("tls.key"), self.path("digest.key"));
+        let mut args =
+            vec!["--tls-cert", cert.as_str(), "--tls-key", &key, "--digest-key-file", &digest];
+        args.extend_from_slice(extra);
+        let mut env = env.to_vec();
+        env.push(("KUBECONFIG", &kubeconfig));
+        let server = Server::start(&args, &env, &self.dir.path("ca.crt")).await;
+        wait_ready(&server).await;
+        server
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path(name).display().to_string()
+    }
+}
+
+async fn wait_ready(server: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.get("/readyz").await.0 != 200 {
+        assert!(Instant::now() < deadline, "not ready within 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn web(annotations: Option<Value>) -> Value {
+    let mut template_meta = json!({"labels": {"app": "web"}});
+    if let Some(annotations) = annotations {
+        template_meta["annotations"] = annotations;
+    }
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": template_meta,
+            "spec": {"containers": [{"name": "app", "image": "web:1",
+                "env": [{"name": "LOG", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "log-level"}}}],
+                "envFrom": [{"secretRef": {"name": "db"}}]}]}}}})
+}
+
+fn review(uid: &str, object: &Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "operation": "UPDATE", "namespace": NS, "name": "web", "object": object, "oldObject": object}}))
+    .expect("json")
+}
+
+/// POSTs a review and returns (response, the object with the patch applied).
+async fn admit(server: &Server, uid: &str, object: &Value, timeout: &str) -> (Value, Value) {
+    let (status, body) =
+        server.post(&format!("/mutate?timeout={timeout}"), review(uid, object)).await;
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(answer["response"]["uid"], uid);
+    let mut patched = object.clone();
+    if let Some(encoded) = answer["response"]["patch"].as_str() {
+        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64");
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("patch");
+        json_patch::patch(&mut patched, &patch).expect("applies");
+    }
+    (answer, patched)
+}
+
+fn annotations(object: &Value) -> Value {
+    object["spec"]["template"]["metadata"]["annotations"].clone()
+}
+
+#[tokio::test]
+async fn every_review_sees_the_write_acknowledged_before_it() {
+    let cluster = Cluster::new("freshness").await;
+    let server = cluster.start(&[], &[]).await;
+    let mut object = web(None);
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..20 {
+        cluster.api.put_config_map(NS, "app-config", &[("log-level", &format!("level-{i}"))]);
+        let (_, patched) = admit(&server, &format!("fresh-{i}"), &object, "10s").await;
+        let digest = annotations(&patched)[CM].as_str().expect("digest").to_owned();
+        assert!(seen.insert(digest), "review {i} did not see the new ConfigMap");
+        object = patched;
+    }
+    assert_eq!(cluster.api.requests(&FakeApiServer::config_map_path(NS, "app-config")), 20);
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+#[tokio::test]
+async fn each_fault_keeps_the_faulty_annotation_and_updates_the_rest() {
+    let cluster = Cluster::new("faults").await;
+    let server = cluster.start(&["--lookup-timeout", "1s"], &[]).await;
+    let (_, current) = admit(&server, "baseline", &web(None), "10s").await;
+    let before = annotations(&current);
+    let secret_path = FakeApiServer::secret_path(NS, "db");
+    let faults = [
+        ("timeout", Fault::Delay(Duration::from_secs(5))),
+        ("HTTP 503", Fault::Status(503)),
+        ("HTTP 500", Fault::Status(500)),
+        ("HTTP 429", Fault::Status(429)),
+        ("HTTP 403", Fault::Status(403)),
+        ("HTTP 401", Fault::Status(401)),
+        ("connection error", Fault::Drop),
+    ];
+    for (i, (reason, fault)) in faults.into_iter().enumerate() {
+        cluster.api.put_config_map(NS, "app-config", &[("log-level", &format!("changed-{i}"))]);
+        cluster.api.fault(&secret_path, Some(fault));
+        let started = Instant::now();
+        let (answer, patched) = admit(&server, &format!("fault-{i}"), &current, "10s").await;
+        let took = started.elapsed();
+        cluster.api.fault(&secret_path, None);
+        assert!(took < Duration::from_millis(1500), "{reason}: answered after {took:?}");
+        assert_eq!(answer["response"]["allowed"], true);
+        let after = annotations(&patched);
+        assert_eq!(
+            after[SECRET], before[SECRET],
+            "{reason}: the Secret's digest is kept as it was"
+        );
+        assert_ne!(after[CM], before[CM], "{reason}: the ConfigMap's digest still moves");
+        let warnings = answer["response"]["warnings"].to_string();
+        assert!(
+            warnings.contains("secret db could not be read") && warnings.contains(reason),
+            "{reason}: {warnings}"
+        );
+    }
+    let (status, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+    assert_eq!(status, 200);
+    for reason in
+        ["timeout", "server_error", "throttled", "forbidden", "unauthorized", "connection"]
+    {
+        assert!(
+            metrics.contains(&format!("configsum_lookup_errors_total{{reason=\"{reason}\"}}")),
+            "{reason}\n{metrics}"
+        );
+    }
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_missing_object_is_absent_and_deny_mode_denies_on_errors() {
+    let cluster = Cluster::new("deny").await;
+    let server = cluster.start(&["--on-lookup-error", "deny"], &[]).await;
+    cluster.api.delete("configmaps", NS, "app-config");
+    let (answer, patched) = admit(&server, "absent", &web(None), "10s").await;
+    assert_eq!(annotations(&patched)[CM], "absent");
+    assert!(answer["response"]["warnings"].to_string().contains("configmap app-config not found"));
+
+    cluster.api.fault(&FakeApiServer::secret_path(NS, "db"), Some(Fault::Status(503)));
+    let (answer, _) = admit(&server, "denied", &web(None), "10s").await;
+    assert_eq!(answer["response"]["allowed"], false);
+    assert!(
+        answer["response"]["status"]["message"].as_str().is_some_and(|m| m.contains("secret/db")),
+        "{answer}"
+    );
+    assert!(answer["response"].get("patch").is_none());
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+#[tokio::test]
+async fn lookups_run_concurrently_once_per_object() {
+    let cluster = Cluster::new("concurrency").await;
+    let server = cluster.start(&[], &[]).await;
+    let spec = json!({"containers": [{"name": "c", "envFrom": [
+        {"configMapRef": {"name": "a"}}, {"configMapRef": {"name": "b"}},
+        {"secretRef": {"name": "c"}}, {"secretRef": {"name": "d"}}],
+        "env": [{"name": "X", "valueFrom": {"configMapKeyRef": {"name": "a", "key": "k"}}}]}],
+        "volumes": [{"name": "v", "secret": {"secretName": "c"}}]});
+    let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"selector": {}, "template": {"spec": spec}}});
+    let paths = [
+        FakeApiServer::config_map_path(NS, "a"),
+        FakeApiServer::config_map_path(NS, "b"),
+        FakeApiServer::secret_path(NS, "c"),
+        FakeApiServer::secret_path(NS, "d"),
+    ];
+    for path in &paths {
+        cluster.api.fault(path, Some(Fault::Delay(Duration::from_millis(200))));
+    }
+    let started = Instant::now();
+    let (answer, _) = admit(&server, "parallel", &object, "10s").await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(200) && took < Duration::from_millis(600),
+        "took {took:?}, not ~200 ms"
+    );
+    assert_eq!(
+        answer["response"]["warnings"].as_array().map(Vec::len),
+        Some(4),
+        "all four are absent"
+    );
+    for path in &paths {
+        assert_eq!(cluster.api.requests(path), 1, "{path}");
+    }
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+#[tokio::test]
+async fn two_hundred_concurrent_reviews_are_all_correct() {
+    let cluster = Cluster::new("burst").await;
+    let server = std::sync::Arc::new(cluster.start(&[], &[]).await);
+    let (_, expected) = admit(&server, "expected", &web(None), "10s").await;
+    let expected = annotations(&expected);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let server = server.clone();
+        tasks.spawn(async move {
+            let (answer, patched) = admit(&server, &format!("burst-{i}"), &web(None), "10s").await;
+            (answer, annotations(&patched))
+        });
+    }
+    let mut answered = 0;
+    while let Some(result) = tasks.join_next().await {
+        let (answer, got) = result.expect("task");
+        assert_eq!(got, expected);
+        assert!(answer["response"].get("warnings").is_none(), "{answer}");
+        answered += 1;
+    }
+    assert_eq!(answered, 200);
+    assert!(
+        cluster.api.most_in_flight() <= 64,
+        "server-wide cap: {}",
+        cluster.api.most_in_flight()
+    );
+    let server = std::sync::Arc::into_inner(server).expect("only owner");
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+#[tokio::test]
+async fn sigterm_answers_every_request_in_flight_and_exits_zero() {
+    let cluster = Cluster::new("drain").await;
+    let server = std::sync::Arc::new(cluster.start(&[], &[]).await);
+    cluster.api.fault(
+        &FakeApiServer::secret_path(NS, "db"),
+        Some(Fault::Delay(Duration::from_millis(500))),
+    );
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let server = server.clone();
+        tasks.spawn(async move { admit(&server, &format!("drain-{i}"), &web(None), "10s").await });
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = server.child.id().expect("pid").to_string();
+    assert!(
+        std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success()
+    );
+    let mut answered = 0;
+    while let Some(result) = tasks.join_next().await {
+        let (answer, patched) = result.expect("every in-flight review is answered");
+        assert_eq!(answer["response"]["allowed"], true);
+        assert!(
+            annotations(&patched)[SECRET].as_str().is_some_and(|d| d.starts_with("hmac-sha256:"))
+        );
+        answered += 1;
+    }
+    assert_eq!(answered, 20);
+    let server = std::sync::Arc::into_inner(server).expect("only owner");
+    assert_eq!(server.terminate_wait().await, Some(0));
+}
+
+#[tokio::test]
+async fn no_secret_value_reaches_the_logs_at_trace_level() {
+    let cluster = Cluster::new("logs").await;
+    let server = cluster.start(&[], &[("CONFIGSUM_LOG", "trace")]).await;
+    admit(&server, "logs-1", &web(None), "10s").await;
+    cluster.api.fault(&FakeApiServer::secret_path(NS, "db"), Some(Fault::Status(500)));
+    admit(&server, "logs-2", &web(None), "10s").await;
+    let logs = server.terminate_logs().await;
+    assert!(logs.len() > 5, "trace logging is on");
+    let encoded = base64::engine::general_purpose::STANDARD.encode("hunter2-e2e-secret");
+    for line in &logs {
+        assert!(
+            !line.contains("hunter2-e2e-secret") && !line.contains(&encoded),
+            "secret in log: {line}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn certificate_rotation_by_symlink_swap_while_requests_flow() {
+    let cluster = Cluster::new("rotation").await;
+    // Lay the pair out as the kubelet mounts a Secret: tls.crt -> ..data/tls.crt, ..data -> ..v1.
+    let mount = cluster.dir.path("mount");
+    let v1 = mount.join("..v1");
+    std::fs::create_dir_all(&v1).expect("mount");
+    for file in ["tls.crt", "tls.key"] {
+        std::fs::copy(cluster.dir.path(file), v1.join(file)).expect("copy");
+        std::os::unix::fs::symlink(format!("..data/{file}"), mount.join(file)).expect("symlink");
+    }
+    std::os::unix::fs::symlink("..v1", mount.join("..data")).expect("..data");
+    // A second certificate from another CA.
+    let next = TempDir::new("rotation-next");
+    make_certs(&next.0, "ec-pkcs8");
+
+    let kubeconfig = cluster.api.kubeconfig(&cluster.dir.0).display().to_string();
+    let (cert, key, digest) = (
+        mount.join("tls.crt").display().to_string(),
+        mount.join("tls.key").display().to_string(),
+        cluster.path("digest.key"),
+    );
+    let args = ["--tls-cert", cert.as_str(), "--tls-key", &key, "--digest-key-file", &digest];
+    let server = std::sync::Arc::new(
+        Server::start(&args, &[("KUBECONFIG", &kubeconfig)], &cluster.dir.path("ca.crt")).await,
+    );
+    wait_ready(&server).await;
+
+    // Requests flow on one kept-alive connection throughout the swap.
+    let flowing = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            let mut sender = server.connect(server.connector()).await;
+            for i in 0..60 {
+                let (status, _) =
+                    send(&mut sender, "POST", "/mutate", review(&format!("flow-{i}"), &web(None)))
+                        .await;
+                assert_eq!(status, 200, "request {i} during rotation");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The kubelet's swap: write ..v2, then atomically repoint ..data.
+    let v2 = mount.join("..v2");
+    std::fs::create_dir_all(&v2).expect("v2");
+    for file in ["tls.crt", "tls.key"] {
+        std::fs::copy(next.path(file), v2.join(file)).expect("copy");
+    }
+    std::os::unix::fs::symlink("..v2", mount.join("..data_tmp")).expect("tmp link");
+    std::fs::rename(mount.join("..data_tmp"), mount.join("..data")).expect("swap");
+
+    // New connections see the new certificate within a few poll intervals.
+    let new_ca = next.path("ca.crt");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let tcp = tokio::net::TcpStream::connect(&server.addr).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        if tls_connector(&new_ca, None).connect(name, tcp).await.is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new certificate was not served within 10 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    flowing.await.expect("no request failed during rotation");
+    let (_, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+    assert!(
+        metrics.contains(r#"configsum_certificate_reloads_total{outcome="loaded"} 1"#),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("configsum_certificate_expiry_timestamp_seconds 0"), "{metrics}");
+
+    // A broken pair is refused and the current one kept.
+    std::fs::write(v2.join("tls.key"), "not a key").expect("break key");
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let tcp = tokio::net::TcpStream::connect(&server.addr).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    assert!(
+        tls_connector(&new_ca, None).connect(name, tcp).await.is_ok(),
+        "still serving the good pair"
+    );
+    let (_, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+    assert!(
+        metrics.contains(r#"configsum_certificate_reloads_total{outcome="rejected"} 1"#),
+        "{metrics}"
+    );
+    let server = std::sync::Arc::into_inner(server).expect("only owner");
+    assert_eq!(server.terminate().await, Some(0));
+}
