@@ -35,6 +35,12 @@ impl Cluster {
     }
 
     async fn start(&self, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let server = self.start_unready(extra, env).await;
+        wait_ready(&server).await;
+        server
+    }
+
+    async fn start_unready(&self, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let kubeconfig = self.api.kubeconfig(&self.dir.0).display().to_string();
         let (cert, key, digest) =
             (self.path("tls.crt"), self.path("tls.key"), self.path("digest.key"));
@@ -43,9 +49,7 @@ impl Cluster {
         args.extend_from_slice(extra);
         let mut env = env.to_vec();
         env.push(("KUBECONFIG", &kubeconfig));
-        let server = Server::start(&args, &env, &self.dir.path("ca.crt")).await;
-        wait_ready(&server).await;
-        server
+        Server::start(&args, &env, &self.dir.path("ca.crt")).await
     }
 
     fn path(&self, name: &str) -> String {
@@ -98,6 +102,20 @@ async fn admit(server: &Server, uid: &str, object: &Value, timeout: &str) -> (Va
 
 fn annotations(object: &Value) -> Value {
     object["spec"]["template"]["metadata"]["annotations"].clone()
+}
+
+#[tokio::test]
+async fn not_ready_until_the_api_server_answers() {
+    let cluster = Cluster::new("readiness").await;
+    cluster.api.fault("/version", Some(Fault::Status(503)));
+    let server = cluster.start_unready(&[], &[]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(server.get("/readyz").await.0, 503, "not ready while the API server fails");
+    assert_eq!(server.get("/healthz").await.0, 200, "but alive");
+    cluster.api.fault("/version", None);
+    wait_ready(&server).await;
+    assert!(cluster.api.requests("/version") >= 2);
+    assert_eq!(server.terminate().await, Some(0));
 }
 
 #[tokio::test]
