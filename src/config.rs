@@ -24,7 +24,30 @@ pub struct Cli {
 pub enum Command {
     /// Run the mutating admission webhook.
     Serve(ServeArgs),
+    /// Create the shared digest key Secret with a random key unless it exists (run by the install Job).
+    EnsureDigestKey(EnsureDigestKeyArgs),
 }
+
+#[derive(Args, Debug, Clone)]
+pub struct EnsureDigestKeyArgs {
+    /// Namespace of the Secret (the webhook's own).
+    #[arg(long, env = "CONFIGSUM_NAMESPACE")]
+    pub namespace: String,
+    /// Name of the Secret.
+    #[arg(long, env = "CONFIGSUM_SECRET_NAME", default_value = DIGEST_KEY_SECRET)]
+    pub secret_name: String,
+    /// Data key in the Secret that holds the key file.
+    #[arg(long, env = "CONFIGSUM_SECRET_KEY", default_value = DIGEST_KEY_FILE_NAME)]
+    pub secret_key: String,
+    /// Log line format.
+    #[arg(long, env = "CONFIGSUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+}
+
+/// Default name of the digest key Secret the manifests mount.
+pub const DIGEST_KEY_SECRET: &str = "configsum-digest-key";
+/// Default data key (and mounted file name) of the digest key file.
+pub const DIGEST_KEY_FILE_NAME: &str = "keys";
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
@@ -94,9 +117,10 @@ mod tests {
 
     fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
         let argv = ["configsum", "serve", "--tls-cert", "c.pem", "--tls-key", "k.pem"];
-        let cli = Cli::try_parse_from(argv.iter().chain(args))?;
-        let Command::Serve(args) = cli.command;
-        Ok(args)
+        match Cli::try_parse_from(argv.iter().chain(args))?.command {
+            Command::Serve(args) => Ok(args),
+            other => panic!("parsed as {other:?}"),
+        }
     }
 
     #[test]

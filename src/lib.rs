@@ -6,6 +6,7 @@ pub mod admission;
 pub mod app;
 pub mod config;
 pub mod core;
+pub mod digest_key;
 pub mod lookup;
 pub mod metrics;
 pub mod server;

@@ -12,8 +12,11 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let cli = Cli::parse();
-    let Command::Serve(args) = cli.command;
-    init_logging(args.log_format);
+    let log_format = match &cli.command {
+        Command::Serve(args) => args.log_format,
+        Command::EnsureDigestKey(args) => args.log_format,
+    };
+    init_logging(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -21,10 +24,19 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(configsum::server::serve(args)) {
+    let result = match cli.command {
+        Command::Serve(args) => {
+            runtime.block_on(configsum::server::serve(args)).map_err(|e| e.to_string())
+        }
+        Command::EnsureDigestKey(args) => runtime
+            .block_on(configsum::digest_key::run(&args))
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "configsum serve could not start");
+            tracing::error!(error = %e, "configsum failed");
             eprintln!("configsum: {e}");
             ExitCode::FAILURE
         }

@@ -271,8 +271,10 @@ mod tests {
 
     fn args(extra: &[&str]) -> ServeArgs {
         let argv = ["configsum", "serve", "--tls-cert", "c", "--tls-key", "k"];
-        let Command::Serve(args) = Cli::parse_from(argv.iter().chain(extra)).command;
-        args
+        match Cli::parse_from(argv.iter().chain(extra)).command {
+            Command::Serve(args) => args,
+            other => panic!("parsed as {other:?}"),
+        }
     }
 
     #[test]

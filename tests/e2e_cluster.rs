@@ -424,3 +424,56 @@ async fn certificate_rotation_by_symlink_swap_while_requests_flow() {
     let server = std::sync::Arc::into_inner(server).expect("only owner");
     assert_eq!(server.terminate().await, Some(0));
 }
+
+/// Runs `configsum ensure-digest-key` against the fake API server.
+async fn ensure_digest_key(cluster: &Cluster) -> (Option<i32>, String) {
+    let kubeconfig = cluster.api.kubeconfig(&cluster.dir.0);
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_configsum"))
+        .args(["ensure-digest-key", "--namespace", "configsum-system"])
+        .env("KUBECONFIG", kubeconfig)
+        .output()
+        .await
+        .expect("run configsum ensure-digest-key");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[tokio::test]
+async fn ensure_digest_key_creates_a_random_key_once_and_keeps_any_existing_one() {
+    let cluster = Cluster::new("digest-key").await;
+    let path = FakeApiServer::secret_path("configsum-system", "configsum-digest-key");
+    let key_of = |cluster: &Cluster| -> String {
+        let secret = cluster.api.object(&path).expect("the Secret exists");
+        let encoded = secret["data"]["keys"].as_str().expect("data.keys").to_owned();
+        String::from_utf8(
+            base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64"),
+        )
+        .expect("utf8")
+    };
+    let (code, logs) = ensure_digest_key(&cluster).await;
+    assert_eq!(code, Some(0), "{logs}");
+    let first = key_of(&cluster);
+    assert_eq!(first.trim().len(), 64, "32 random bytes as hex");
+    assert!(configsum::core::DigestKeys::parse(first.as_bytes()).is_ok());
+    assert!(!logs.contains(first.trim()), "the key is never logged");
+
+    // Re-applying the manifests runs the Job again: the key stays.
+    let (code, _) = ensure_digest_key(&cluster).await;
+    assert_eq!(code, Some(0));
+    assert_eq!(key_of(&cluster), first);
+
+    // A user's own key is kept; an unusable one is an error, not overwritten.
+    let other = Cluster::new("digest-key-byo").await;
+    other.api.put_secret(
+        "configsum-system",
+        "configsum-digest-key",
+        &[("keys", "my-own-key-of-enough-length\n")],
+    );
+    let (code, _) = ensure_digest_key(&other).await;
+    assert_eq!(code, Some(0));
+    assert_eq!(key_of(&other), "my-own-key-of-enough-length\n");
+    other.api.put_secret("configsum-system", "configsum-digest-key", &[("keys", "short")]);
+    let (code, logs) = ensure_digest_key(&other).await;
+    assert_eq!(code, Some(1));
+    assert!(logs.contains("not a usable digest key file"), "{logs}");
+    assert_eq!(key_of(&other), "short");
+}

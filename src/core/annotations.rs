@@ -10,6 +10,10 @@ use super::object_ref::{ObjectKind, ObjectRef, is_dns_subdomain};
 
 pub const DEFAULT_DOMAIN: &str = "configsum.dev";
 
+/// The namespace label that opts a namespace in (SPEC §8). It does not move
+/// with `--annotation-domain`: the webhook configuration selects on it.
+pub const NAMESPACE_LABEL: &str = "configsum.dev/enabled";
+
 /// Longest name used as is in a key; longer names are shortened and hashed.
 const MAX_NAME_PART: usize = 63;
 const SHORTENED_PREFIX: usize = 52;

@@ -49,6 +49,30 @@ const TEMPLATE_ANNOTATIONS: &[&str] = &["spec", "template", "metadata", "annotat
 const OBJECT_ANNOTATIONS: &[&str] = &["metadata", "annotations"];
 
 impl WorkloadKind {
+    /// Every kind configsum mutates; the webhook's rules must list exactly these.
+    pub const ALL: [WorkloadKind; 7] = [
+        WorkloadKind::Deployment,
+        WorkloadKind::StatefulSet,
+        WorkloadKind::DaemonSet,
+        WorkloadKind::ReplicaSet,
+        WorkloadKind::Job,
+        WorkloadKind::Rollout,
+        WorkloadKind::Pod,
+    ];
+
+    /// API group, version and resource (plural), as in webhook rules.
+    pub fn resource(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            WorkloadKind::Deployment => ("apps", "v1", "deployments"),
+            WorkloadKind::StatefulSet => ("apps", "v1", "statefulsets"),
+            WorkloadKind::DaemonSet => ("apps", "v1", "daemonsets"),
+            WorkloadKind::ReplicaSet => ("apps", "v1", "replicasets"),
+            WorkloadKind::Job => ("batch", "v1", "jobs"),
+            WorkloadKind::Rollout => ("argoproj.io", "v1alpha1", "rollouts"),
+            WorkloadKind::Pod => ("", "v1", "pods"),
+        }
+    }
+
     /// The kind for a `request.kind`, or `None` for kinds left untouched
     /// (CronJobs among them: their Jobs are written later, from a copy).
     pub fn from_gvk(group: &str, version: &str, kind: &str) -> Option<Self> {
@@ -257,6 +281,14 @@ mod tests {
         assert_eq!(WorkloadKind::from_gvk("batch", "v1", "CronJob"), None);
         assert_eq!(WorkloadKind::from_gvk("apps", "v1beta1", "Deployment"), None);
         assert_eq!(WorkloadKind::from_gvk("", "v1", "ConfigMap"), None);
+    }
+
+    #[test]
+    fn resources_agree_with_kinds() {
+        for kind in WorkloadKind::ALL {
+            let (group, version, _) = kind.resource();
+            assert_eq!(WorkloadKind::from_gvk(group, version, kind.as_str()), Some(kind));
+        }
     }
 
     #[test]

@@ -13,6 +13,11 @@ use tokio::sync::Semaphore;
 use super::{LookupError, ObjectSource};
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 
+/// What the webhook asks of the API server, for its RBAC (SPEC §8):
+/// (API group, resource, verbs). `GET /version` needs no grant.
+pub const WEBHOOK_PERMISSIONS: &[(&str, &str, &[&str])] =
+    &[("", "configmaps", &["get"]), ("", "secrets", &["get"])];
+
 /// Most lookups in flight at once across all reviews of this replica, so a
 /// burst of reviews cannot flood the API server.
 pub const SERVER_WIDE_LOOKUPS: usize = 64;
@@ -27,21 +32,25 @@ impl KubeSource {
         KubeSource { client, in_flight: Semaphore::new(SERVER_WIDE_LOOKUPS) }
     }
 
-    /// Finds the API server in the SPEC's order: the in-cluster service
-    /// account, else `KUBECONFIG`, else `~/.kube/config`. (kube's own `infer`
-    /// tries the kubeconfig first.)
     pub async fn infer() -> Result<Self, kube::Error> {
-        let mut config = match kube::Config::incluster() {
-            Ok(config) => config,
-            Err(_) => {
-                kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions::default()).await?
-            }
-        };
-        // No retries: a review has a second or two, a 429 asks us to back off,
-        // and a failed lookup only keeps the existing digest.
-        config.default_retry = false;
-        Ok(KubeSource::new(Client::try_from(config)?))
+        Ok(KubeSource::new(kube_client().await?))
     }
+}
+
+/// A client for the API server, found in the SPEC's order: the in-cluster
+/// service account, else `KUBECONFIG`, else `~/.kube/config` (kube's own
+/// `infer` tries the kubeconfig first).
+pub async fn kube_client() -> Result<Client, kube::Error> {
+    let mut config = match kube::Config::incluster() {
+        Ok(config) => config,
+        Err(_) => {
+            kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions::default()).await?
+        }
+    };
+    // No retries: a review has a second or two, a 429 asks us to back off,
+    // and a failed lookup only keeps the existing digest.
+    config.default_retry = false;
+    Client::try_from(config)
 }
 
 impl ObjectSource for KubeSource {

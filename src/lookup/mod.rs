@@ -15,7 +15,7 @@ use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Tar
 use crate::metrics::Metrics;
 
 pub use file::{FileSource, FileSourceError};
-pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS};
+pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, WEBHOOK_PERMISSIONS, kube_client};
 
 /// At most this many lookups of one review run at once (SPEC §5).
 pub const LOOKUPS_PER_REVIEW: usize = 8;

@@ -186,6 +186,9 @@ impl FakeApiServer {
             Some(Fault::Drop) => return Err(std::io::Error::other("injected connection drop")),
             None => {}
         }
+        if request.method() == hyper::Method::POST {
+            return Ok(self.create(&path, request).await);
+        }
         if request.method() != hyper::Method::GET {
             return Ok(status(405, "method not allowed"));
         }
@@ -199,6 +202,37 @@ impl FakeApiServer {
             Some(object) => json_response(StatusCode::OK, &object),
             None => status(404, "not found"),
         })
+    }
+}
+
+impl FakeApiServer {
+    /// POST to a collection: 201 with the stored object, or 409 if it exists.
+    async fn create(&self, collection: &str, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        use http_body_util::BodyExt as _;
+        let Ok(body) = request.into_body().collect().await else {
+            return status(400, "unreadable body");
+        };
+        let Ok(mut object) = serde_json::from_slice::<Value>(&body.to_bytes()) else {
+            return status(400, "not JSON");
+        };
+        let Some(name) = object["metadata"]["name"].as_str().map(str::to_owned) else {
+            return status(422, "metadata.name is required");
+        };
+        let path = format!("{collection}/{name}");
+        let mut state = self.state.lock().expect("state");
+        if state.objects.contains_key(&path) {
+            return status(409, "already exists");
+        }
+        state.resource_version += 1;
+        object["metadata"]["resourceVersion"] = json!(state.resource_version.to_string());
+        object["metadata"]["uid"] = json!(format!("uid-{name}"));
+        state.objects.insert(path, object.clone());
+        json_response(StatusCode::CREATED, &object)
+    }
+
+    /// The stored object at `path`, if any.
+    pub fn object(&self, path: &str) -> Option<Value> {
+        self.state.lock().expect("state").objects.get(path).cloned()
     }
 }
 
@@ -221,6 +255,7 @@ fn json_response(code: StatusCode, body: &Value) -> Response<Full<Bytes>> {
 fn status(code: u16, message: &str) -> Response<Full<Bytes>> {
     let reason = match code {
         404 => "NotFound",
+        409 => "AlreadyExists",
         403 => "Forbidden",
         401 => "Unauthorized",
         429 => "TooManyRequests",
