@@ -1,16 +1,20 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
-.PHONY: all build test lint fmt demo certs bench clean
+.PHONY: all build test lint fmt demo certs certs-overlay bench image deploy undeploy e2e clean
 
 CARGO ?= cargo
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+IMAGE ?= configsum:$(VERSION)
 
 all: build
 
+## build: the release binary, target/release/configsum.
 build:
 	$(CARGO) build --release --bin configsum
 
-## test: formatting, clippy, and every unit, property and end-to-end test.
+## test: formatting, clippy, every unit, property and end-to-end test, and the manifests' schemas.
 test: lint
 	$(CARGO) test --all-targets
+	scripts/validate-manifests.sh
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -23,14 +27,36 @@ fmt:
 demo:
 	scripts/demo.sh
 
-## certs: a development CA and serving certificate in certs/out (KEY_TYPE=ec-sec1|ec-pkcs8|rsa-pkcs1).
+## certs: a development CA and a serving certificate in certs/out (KEY_TYPE=ec-sec1|ec-pkcs8|rsa-pkcs1).
 certs:
 	certs/make-dev-certs.sh certs/out
+
+## certs-overlay: prepare manifests/overlays/dev-ca for a cluster without cert-manager.
+certs-overlay:
+	certs/dev-ca-overlay.sh
 
 ## bench: micro-benchmark of one review through the pure path.
 bench:
 	$(CARGO) bench --bench review
 
+## image: the container image $(IMAGE) (needs Docker).
+image:
+	docker build -t $(IMAGE) .
+
+## deploy: install on the current kubectl context (needs cert-manager), with image $(IMAGE).
+deploy:
+	@# A finished digest-key Job from an earlier apply would refuse a new image (Job templates are immutable).
+	-kubectl -n configsum-system delete job configsum-digest-key --ignore-not-found
+	kubectl kustomize manifests/ | sed 's|image: configsum:$(VERSION)$$|image: $(IMAGE)|' | kubectl apply -f -
+
+## undeploy: remove everything deploy installed (the digest key Secret goes with the namespace).
+undeploy:
+	kubectl kustomize manifests/ | kubectl delete --ignore-not-found -f -
+
+## e2e: a kind cluster end to end (needs Docker, kind, kubectl and network access).
+e2e:
+	IMAGE=$(IMAGE) scripts/kind-e2e.sh
+
 clean:
 	$(CARGO) clean
-	rm -rf .demo certs/out
+	rm -rf .demo certs/out manifests/overlays/dev-ca/generated

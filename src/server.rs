@@ -34,7 +34,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the certificate files are compared with the pair in use.
 const CERTIFICATE_POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// How long in-flight requests may take to finish after SIGTERM.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// Why `configsum serve` did not start. Never carries key material.
 #[derive(Debug, thiserror::Error)]

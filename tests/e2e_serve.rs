@@ -383,3 +383,32 @@ async fn metrics_and_one_log_line_per_admission_without_secret_values() {
         assert!(!logs.iter().any(|l| l.contains(secret)), "{secret} leaked into the logs");
     }
 }
+
+#[tokio::test]
+async fn dev_certificates_verify_for_the_service_dns_name() {
+    install_crypto_provider();
+    let dir = TempDir::new("service-certs");
+    make_certs_for(&dir.0, "ec-sec1", &[]);
+    std::fs::write(dir.path("objects.yaml"), OBJECTS).expect("objects");
+    let (cert, key, objects) = (dir.path("tls.crt"), dir.path("tls.key"), dir.path("objects.yaml"));
+    let (cert, key, objects) =
+        (cert.display().to_string(), key.display().to_string(), objects.display().to_string());
+    let args = [
+        "--tls-cert",
+        cert.as_str(),
+        "--tls-key",
+        &key,
+        "--objects-from",
+        &objects,
+        "--allow-plain-secret-digests",
+    ];
+    let server = Server::start(&args, &[], &dir.path("ca.crt")).await;
+    for name in [
+        "configsum-webhook.configsum-system.svc",
+        "configsum-webhook.configsum-system.svc.cluster.local",
+    ] {
+        assert!(server.handshake_as(name).await.is_ok(), "{name} verifies");
+    }
+    assert!(server.handshake_as("other.configsum-system.svc").await.is_err(), "other names do not");
+    assert_eq!(server.terminate().await, Some(0));
+}

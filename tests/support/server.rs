@@ -42,10 +42,15 @@ impl Drop for TempDir {
 
 /// Makes a CA and a serving certificate for localhost with certs/make-dev-certs.sh.
 pub fn make_certs(dir: &Path, key_type: &str) {
+    make_certs_for(dir, key_type, &["localhost"]);
+}
+
+/// The same for `names`; none means the script's defaults (the Service names).
+pub fn make_certs_for(dir: &Path, key_type: &str, names: &[&str]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("certs/make-dev-certs.sh");
     let status = std::process::Command::new(script)
         .arg(dir)
-        .arg("localhost")
+        .args(names)
         .env("KEY_TYPE", key_type)
         .status()
         .expect("run make-dev-certs.sh (needs openssl)");
@@ -134,6 +139,13 @@ impl Server {
     pub async fn get(&self, path: &str) -> (u16, Vec<u8>) {
         let mut sender = self.connect(self.connector()).await;
         send(&mut sender, "GET", path, Vec::new()).await
+    }
+
+    /// A TLS handshake to this server that verifies the CA for `name`.
+    pub async fn handshake_as(&self, name: &str) -> Result<(), std::io::Error> {
+        let tcp = TcpStream::connect(&self.addr).await?;
+        let name = ServerName::try_from(name.to_owned()).map_err(std::io::Error::other)?;
+        self.connector().connect(name, tcp).await.map(|_| ())
     }
 
     /// An HTTP/1.1 connection over TLS, for several requests.

@@ -1,0 +1,513 @@
+//! The manifests and the code cannot drift apart: every claim the manifests
+//! make about the server (ports, paths, arguments, kinds, RBAC, Secrets) is
+//! checked against the code itself. Schema validation is in
+//! scripts/validate-manifests.sh (part of `make test`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use clap::Parser as _;
+use configsum::app::{AppState, metrics_router, router};
+use configsum::config::{Cli, Command, DIGEST_KEY_FILE_NAME, DIGEST_KEY_SECRET};
+use configsum::core::annotations::NAMESPACE_LABEL;
+use configsum::core::workload::{Operation, WorkloadKind};
+use configsum::core::{Digester, Settings};
+use configsum::lookup::{FileSource, WEBHOOK_PERMISSIONS, lookup_budget};
+use configsum::metrics::Metrics;
+use configsum::server::DRAIN_TIMEOUT;
+use serde_json::Value;
+use tower::ServiceExt as _;
+
+const BASE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/base");
+
+struct Manifests {
+    objects: Vec<Value>,
+    kustomization: Value,
+}
+
+impl Manifests {
+    fn load() -> Manifests {
+        let mut objects = Vec::new();
+        for file in resource_files() {
+            let text = std::fs::read_to_string(Path::new(BASE).join(&file)).expect("manifest file");
+            let docs: Vec<Value> =
+                serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+            objects.extend(docs.into_iter().filter(|d| !d.is_null()));
+        }
+        let text = std::fs::read_to_string(Path::new(BASE).join("kustomization.yaml"))
+            .expect("kustomization");
+        Manifests {
+            objects,
+            kustomization: serde_saphyr::from_str(&text).expect("kustomization YAML"),
+        }
+    }
+
+    fn all(&self, kind: &str) -> Vec<&Value> {
+        self.objects.iter().filter(|o| o["kind"] == kind).collect()
+    }
+
+    fn one(&self, kind: &str, name: &str) -> &Value {
+        let found: Vec<_> =
+            self.all(kind).into_iter().filter(|o| o["metadata"]["name"] == name).collect();
+        assert_eq!(found.len(), 1, "expected exactly one {kind} {name}");
+        found[0]
+    }
+
+    fn namespace(&self) -> &str {
+        self.kustomization["namespace"].as_str().expect("kustomization namespace")
+    }
+
+    fn deployment(&self) -> &Value {
+        self.one("Deployment", "configsum-webhook")
+    }
+
+    fn webhook(&self) -> &Value {
+        let config = self.one("MutatingWebhookConfiguration", "configsum");
+        let webhooks = config["webhooks"].as_array().expect("webhooks");
+        assert_eq!(webhooks.len(), 1);
+        &webhooks[0]
+    }
+}
+
+fn resource_files() -> Vec<String> {
+    let text =
+        std::fs::read_to_string(Path::new(BASE).join("kustomization.yaml")).expect("kustomization");
+    let k: Value = serde_saphyr::from_str(&text).expect("YAML");
+    k["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .map(|r| r.as_str().expect("path").to_owned())
+        .collect()
+}
+
+fn container<'a>(pod_owner: &'a Value, name: &str) -> &'a Value {
+    let containers =
+        pod_owner["spec"]["template"]["spec"]["containers"].as_array().expect("containers");
+    containers.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("container {name}"))
+}
+
+fn args(container: &Value) -> Vec<String> {
+    container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string arg").to_owned())
+        .collect()
+}
+
+fn parse_cli(args: &[String]) -> Command {
+    // The kubelet expands $(POD_NAMESPACE) before the process sees it.
+    let argv = std::iter::once("configsum".to_owned())
+        .chain(args.iter().map(|a| a.replace("$(POD_NAMESPACE)", "ns")));
+    Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("the CLI rejects {args:?}: {e}")).command
+}
+
+fn serve_args(m: &Manifests) -> configsum::config::ServeArgs {
+    match parse_cli(&args(container(m.deployment(), "webhook"))) {
+        Command::Serve(args) => args,
+        other => panic!("the webhook container runs {other:?}"),
+    }
+}
+
+fn port_named(container: &Value, name: &str) -> u16 {
+    let ports = container["ports"].as_array().expect("ports");
+    let port = ports.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("port {name}"));
+    port["containerPort"].as_u64().and_then(|p| u16::try_from(p).ok()).expect("containerPort")
+}
+
+#[test]
+fn kustomization_lists_every_file_and_nothing_else() {
+    let listed: BTreeSet<String> = resource_files().into_iter().collect();
+    let on_disk: BTreeSet<String> = std::fs::read_dir(BASE)
+        .expect("base dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
+        .collect();
+    assert_eq!(listed, on_disk);
+    let m = Manifests::load();
+    assert_eq!(m.one("Namespace", m.namespace())["metadata"]["name"], m.namespace());
+    for object in &m.objects {
+        let namespaced = !matches!(
+            object["kind"].as_str(),
+            Some(
+                "Namespace" | "ClusterRole" | "ClusterRoleBinding" | "MutatingWebhookConfiguration"
+            )
+        );
+        if namespaced {
+            assert_eq!(
+                object["metadata"]["namespace"],
+                m.namespace(),
+                "{}",
+                object["metadata"]["name"]
+            );
+        }
+    }
+}
+
+#[test]
+fn webhook_rules_cover_exactly_what_the_server_mutates() {
+    let m = Manifests::load();
+    let mut in_manifest = BTreeSet::new();
+    for rule in m.webhook()["rules"].as_array().expect("rules") {
+        assert_eq!(rule["scope"], "Namespaced");
+        let list = |field: &str| -> Vec<String> {
+            rule[field]
+                .as_array()
+                .expect(field)
+                .iter()
+                .map(|v| v.as_str().expect("string").to_owned())
+                .collect()
+        };
+        for group in list("apiGroups") {
+            for version in list("apiVersions") {
+                for resource in list("resources") {
+                    for operation in list("operations") {
+                        in_manifest.insert((
+                            group.clone(),
+                            version.clone(),
+                            resource.clone(),
+                            operation,
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    let mut in_code = BTreeSet::new();
+    for kind in WorkloadKind::ALL {
+        let (group, version, resource) = kind.resource();
+        for (operation, name) in [
+            (Operation::Create, "CREATE"),
+            (Operation::Update, "UPDATE"),
+            (Operation::Delete, "DELETE"),
+            (Operation::Connect, "CONNECT"),
+        ] {
+            if kind.mutates(operation) {
+                in_code.insert((
+                    group.to_owned(),
+                    version.to_owned(),
+                    resource.to_owned(),
+                    name.to_owned(),
+                ));
+            }
+        }
+    }
+    assert_eq!(in_manifest, in_code);
+}
+
+#[test]
+fn webhook_settings_follow_the_spec() {
+    let m = Manifests::load();
+    let webhook = m.webhook();
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["admissionReviewVersions"], serde_json::json!(["v1"]));
+    assert_eq!(webhook["reinvocationPolicy"], "IfNeeded");
+    assert_eq!(webhook["failurePolicy"], "Ignore");
+    assert_eq!(webhook["matchPolicy"], "Equivalent");
+    let condition = webhook["matchConditions"][0]["expression"].as_str().expect("matchCondition");
+    assert!(
+        condition.contains("ownerReferences") && condition.contains("controller"),
+        "{condition}"
+    );
+
+    // Opt-in label, own namespace and kube-system excluded.
+    let expressions =
+        webhook["namespaceSelector"]["matchExpressions"].as_array().expect("selector");
+    let by_key: BTreeMap<&str, &Value> =
+        expressions.iter().map(|e| (e["key"].as_str().expect("key"), e)).collect();
+    assert_eq!(by_key[NAMESPACE_LABEL]["operator"], "In");
+    assert_eq!(by_key[NAMESPACE_LABEL]["values"], serde_json::json!(["true"]));
+    let excluded = &by_key["kubernetes.io/metadata.name"];
+    assert_eq!(excluded["operator"], "NotIn");
+    let excluded: Vec<&str> =
+        excluded["values"].as_array().expect("values").iter().filter_map(Value::as_str).collect();
+    assert!(excluded.contains(&m.namespace()) && excluded.contains(&"kube-system"), "{excluded:?}");
+
+    // The server answers well inside timeoutSeconds, whatever its lookups do.
+    let timeout = Duration::from_secs(webhook["timeoutSeconds"].as_u64().expect("timeoutSeconds"));
+    assert!(timeout <= Duration::from_secs(5), "a short timeout: {timeout:?}");
+    let budget = lookup_budget(Some(timeout), serve_args(&m).lookup_timeout);
+    assert!(
+        budget + Duration::from_millis(500) <= timeout,
+        "budget {budget:?} leaves no margin in {timeout:?}"
+    );
+}
+
+#[test]
+fn service_ports_container_ports_and_listen_addresses_agree() {
+    let m = Manifests::load();
+    let webhook = m.webhook();
+    let service = m
+        .one("Service", webhook["clientConfig"]["service"]["name"].as_str().expect("service name"));
+    assert_eq!(webhook["clientConfig"]["service"]["namespace"], m.namespace());
+    assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate");
+    let ports = service["spec"]["ports"].as_array().expect("ports");
+    let https = ports
+        .iter()
+        .find(|p| p["port"] == webhook["clientConfig"]["service"]["port"])
+        .expect("webhook port");
+    let container = container(m.deployment(), "webhook");
+    let target = port_named(container, https["targetPort"].as_str().expect("named targetPort"));
+    let args = serve_args(&m);
+    assert_eq!(args.listen.port(), target);
+    let default = match parse_cli(&["serve".into(), "--tls-cert=c".into(), "--tls-key=k".into()]) {
+        Command::Serve(args) => args,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(default.listen.port(), target, "the default --listen port is the container port");
+    assert_eq!(args.metrics_listen.port(), port_named(container, "metrics"));
+    assert_eq!(default.metrics_listen.port(), port_named(container, "metrics"));
+    let pod_labels = &m.deployment()["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in service["spec"]["selector"].as_object().expect("selector") {
+        assert_eq!(&pod_labels[key], value);
+    }
+}
+
+#[tokio::test]
+async fn probe_paths_answer_on_their_listeners() {
+    let m = Manifests::load();
+    let container = container(m.deployment(), "webhook");
+    let args = serve_args(&m);
+    let state = Arc::new(AppState {
+        source: FileSource::default(),
+        digester: Digester::default(),
+        settings: Settings::default(),
+        lookup_timeout: args.lookup_timeout,
+        metrics: Arc::new(Metrics::new()),
+        ready: AtomicBool::new(true),
+    });
+    for probe in ["readinessProbe", "livenessProbe"] {
+        let get = &container[probe]["httpGet"];
+        let path = get["path"].as_str().expect("path").to_owned();
+        let port = port_named(container, get["port"].as_str().expect("named port"));
+        let app = if port == args.listen.port() {
+            assert_eq!(get["scheme"], "HTTPS", "{probe}: the webhook listener is TLS");
+            router(state.clone())
+        } else {
+            assert_eq!(port, args.metrics_listen.port(), "{probe}: an unknown port");
+            assert_eq!(get["scheme"], "HTTP", "{probe}: the metrics listener is plain HTTP");
+            metrics_router(state.metrics.clone())
+        };
+        let response = app
+            .oneshot(Request::get(&path).body(Body::empty()).expect("request"))
+            .await
+            .expect("answer");
+        assert_eq!(response.status(), StatusCode::OK, "{probe} {path}");
+    }
+}
+
+#[test]
+fn every_container_argument_is_accepted_by_the_cli() {
+    let m = Manifests::load();
+    let serve = serve_args(&m);
+    assert!(
+        serve.digest_key_file.is_some()
+            && serve.objects_from.is_none()
+            && !serve.allow_plain_secret_digests
+    );
+    let job = m.one("Job", "configsum-digest-key");
+    match parse_cli(&args(container(job, "ensure-digest-key"))) {
+        Command::EnsureDigestKey(ensure) => {
+            assert_eq!(ensure.secret_name, DIGEST_KEY_SECRET);
+            assert_eq!(ensure.secret_key, DIGEST_KEY_FILE_NAME);
+        }
+        other => panic!("the Job runs {other:?}"),
+    }
+}
+
+#[test]
+fn mounted_secrets_are_the_ones_made_for_them() {
+    let m = Manifests::load();
+    let deployment = m.deployment();
+    let container = container(deployment, "webhook");
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes");
+    let mount_of = |file: &Path| -> String {
+        let mounts = container["volumeMounts"].as_array().expect("mounts");
+        let mount = mounts
+            .iter()
+            .find(|v| file.starts_with(v["mountPath"].as_str().unwrap_or("-")))
+            .unwrap_or_else(|| panic!("{} is not under a mount", file.display()));
+        let volume = volumes.iter().find(|v| v["name"] == mount["name"]).expect("volume");
+        volume["secret"]["secretName"].as_str().expect("a Secret volume").to_owned()
+    };
+    let args = serve_args(&m);
+    let certificate = m.one("Certificate", "configsum-webhook");
+    assert_eq!(
+        mount_of(&args.tls_cert),
+        certificate["spec"]["secretName"].as_str().expect("secretName")
+    );
+    assert_eq!(
+        mount_of(&args.tls_key),
+        certificate["spec"]["secretName"].as_str().expect("secretName")
+    );
+    assert_eq!(args.tls_cert.file_name().and_then(|f| f.to_str()), Some("tls.crt"));
+    assert_eq!(args.tls_key.file_name().and_then(|f| f.to_str()), Some("tls.key"));
+    let key_file = args.digest_key_file.expect("--digest-key-file");
+    assert_eq!(mount_of(&key_file), DIGEST_KEY_SECRET);
+    assert_eq!(key_file.file_name().and_then(|f| f.to_str()), Some(DIGEST_KEY_FILE_NAME));
+}
+
+#[test]
+fn cert_manager_chain_has_its_required_fields() {
+    let m = Manifests::load();
+    let issuer = |name: &Value| m.one("Issuer", name.as_str().expect("issuer name"));
+    let root = m.one("Certificate", "configsum-root-ca");
+    assert_eq!(root["spec"]["isCA"], true);
+    assert!(root["spec"]["secretName"].is_string() && root["spec"]["commonName"].is_string());
+    assert!(issuer(&root["spec"]["issuerRef"]["name"])["spec"]["selfSigned"].is_object());
+    let leaf = m.one("Certificate", "configsum-webhook");
+    let ca_issuer = issuer(&leaf["spec"]["issuerRef"]["name"]);
+    assert_eq!(
+        ca_issuer["spec"]["ca"]["secretName"], root["spec"]["secretName"],
+        "the CA Issuer signs with the root"
+    );
+    let dns: Vec<&str> = leaf["spec"]["dnsNames"]
+        .as_array()
+        .expect("dnsNames")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let service = m.webhook()["clientConfig"]["service"]["name"].as_str().expect("service");
+    assert!(dns.contains(&format!("{service}.{}.svc", m.namespace()).as_str()), "{dns:?}");
+    for certificate in m.all("Certificate") {
+        assert_eq!(certificate["spec"]["issuerRef"]["kind"], "Issuer");
+        assert_eq!(certificate["spec"]["issuerRef"]["group"], "cert-manager.io");
+    }
+    // The caBundle is the root's, which leaf renewals never change.
+    let config = m.one("MutatingWebhookConfiguration", "configsum");
+    assert_eq!(
+        config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        format!("{}/configsum-root-ca", m.namespace())
+    );
+    let days = |d: &Value| {
+        d.as_str()
+            .and_then(|s| s.strip_suffix('h')?.parse::<u64>().ok())
+            .expect("duration in hours")
+    };
+    assert!(
+        days(&root["spec"]["duration"]) > 10 * days(&leaf["spec"]["duration"]),
+        "the root outlives many leaves"
+    );
+}
+
+#[test]
+fn rbac_grants_what_the_code_calls_and_nothing_more() {
+    let m = Manifests::load();
+    let rules_of = |role: &Value| -> BTreeSet<(String, String, String, Option<String>)> {
+        let mut out = BTreeSet::new();
+        for rule in role["rules"].as_array().expect("rules") {
+            let strings = |f: &str| -> Vec<String> {
+                rule[f]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+                    .unwrap_or_default()
+            };
+            let names = strings("resourceNames");
+            for group in strings("apiGroups") {
+                for resource in strings("resources") {
+                    for verb in strings("verbs") {
+                        if names.is_empty() {
+                            out.insert((group.clone(), resource.clone(), verb.clone(), None));
+                        }
+                        for name in &names {
+                            out.insert((
+                                group.clone(),
+                                resource.clone(),
+                                verb.clone(),
+                                Some(name.clone()),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        out
+    };
+    assert_eq!(m.all("ClusterRole").len(), 1);
+    assert_eq!(m.all("Role").len(), 1);
+    let webhook_role = m.one("ClusterRole", "configsum-webhook");
+    let expected: BTreeSet<_> = WEBHOOK_PERMISSIONS
+        .iter()
+        .flat_map(|(g, r, verbs)| {
+            verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))
+        })
+        .collect();
+    assert_eq!(rules_of(webhook_role), expected);
+    let key_role = m.one("Role", "configsum-digest-key");
+    let expected = BTreeSet::from([
+        (String::new(), "secrets".into(), "create".into(), None),
+        (String::new(), "secrets".into(), "get".into(), Some(DIGEST_KEY_SECRET.to_owned())),
+    ]);
+    assert_eq!(rules_of(key_role), expected);
+
+    // Each role is bound to the ServiceAccount that runs the code needing it.
+    let binding_subject = |kind: &str, name: &str| {
+        let binding = m.one(kind, name);
+        assert_eq!(binding["roleRef"]["name"], name);
+        binding["subjects"][0]["name"].as_str().expect("subject").to_owned()
+    };
+    let sa_of = |owner: &Value| {
+        owner["spec"]["template"]["spec"]["serviceAccountName"].as_str().expect("SA").to_owned()
+    };
+    assert_eq!(binding_subject("ClusterRoleBinding", "configsum-webhook"), sa_of(m.deployment()));
+    assert_eq!(
+        binding_subject("RoleBinding", "configsum-digest-key"),
+        sa_of(m.one("Job", "configsum-digest-key"))
+    );
+}
+
+#[test]
+fn the_deployment_is_highly_available_and_locked_down() {
+    let m = Manifests::load();
+    let deployment = m.deployment();
+    let spec = &deployment["spec"];
+    assert!(spec["replicas"].as_u64().is_some_and(|r| r >= 2));
+    assert_eq!(spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0);
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["topologySpreadConstraints"][0]["topologyKey"], "kubernetes.io/hostname");
+    let pdb = m.one("PodDisruptionBudget", "configsum-webhook");
+    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["spec"]["selector"]["matchLabels"], spec["selector"]["matchLabels"]);
+    for (key, value) in spec["selector"]["matchLabels"].as_object().expect("labels") {
+        assert_eq!(&spec["template"]["metadata"]["labels"][key], value);
+    }
+    let pre_stop = pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
+        .as_u64()
+        .expect("preStop sleep");
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().expect("grace period");
+    assert!(
+        grace > pre_stop + DRAIN_TIMEOUT.as_secs(),
+        "grace {grace}s < preStop {pre_stop}s + drain"
+    );
+
+    for owner in [deployment, m.one("Job", "configsum-digest-key")] {
+        let pod = &owner["spec"]["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        for container in pod["containers"].as_array().expect("containers") {
+            let sc = &container["securityContext"];
+            assert_eq!(sc["readOnlyRootFilesystem"], true);
+            assert_eq!(sc["allowPrivilegeEscalation"], false);
+            assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+            assert!(container["resources"]["requests"]["memory"].is_string());
+            assert!(container["resources"]["limits"]["memory"].is_string());
+            assert_eq!(
+                container["image"],
+                format!("configsum:{}", env!("CARGO_PKG_VERSION")),
+                "image tag = crate version"
+            );
+        }
+    }
+    let makefile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Makefile"))
+        .expect("Makefile");
+    assert!(
+        makefile.contains("IMAGE ?= configsum:$(VERSION)"),
+        "make image builds the tag the manifests use"
+    );
+}
