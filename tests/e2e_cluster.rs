@@ -90,14 +90,8 @@ async fn admit(server: &Server, uid: &str, object: &Value, timeout: &str) -> (Va
     let (status, body) =
         server.post(&format!("/mutate?timeout={timeout}"), review(uid, object)).await;
     assert_eq!(status, 200);
-    let answer: Value = serde_json::from_slice(&body).expect("JSON");
+    let (answer, patched) = apply_response(object, &body);
     assert_eq!(answer["response"]["uid"], uid);
-    let mut patched = object.clone();
-    if let Some(encoded) = answer["response"]["patch"].as_str() {
-        let bytes = base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64");
-        let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("patch");
-        json_patch::patch(&mut patched, &patch).expect("applies");
-    }
     (answer, patched)
 }
 

@@ -7,7 +7,6 @@ mod server;
 
 use std::time::Duration;
 
-use base64::Engine as _;
 use serde_json::{Value, json};
 use server::*;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -90,20 +89,6 @@ fn web() -> Value {
             "spec": {"containers": [{"name": "app", "image": "web:1",
                 "env": [{"name": "LOG", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "log-level"}}}],
                 "envFrom": [{"secretRef": {"name": "db"}}]}]}}}})
-}
-
-/// Decodes the response as the API server does and applies its patch to `object`.
-fn apply_response(object: &Value, body: &[u8]) -> (Value, Value) {
-    let answer: Value = serde_json::from_slice(body).expect("AdmissionReview JSON");
-    let mut patched = object.clone();
-    if let Some(encoded) = answer["response"]["patch"].as_str() {
-        assert_eq!(answer["response"]["patchType"], "JSONPatch");
-        let bytes =
-            base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64 patch");
-        let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("RFC 6902 patch");
-        json_patch::patch(&mut patched, &patch).expect("patch applies");
-    }
-    (answer, patched)
 }
 
 #[tokio::test]

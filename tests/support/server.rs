@@ -245,3 +245,24 @@ impl Server {
         logs.lock().expect("log lock").clone()
     }
 }
+
+/// Decodes an AdmissionReview answer as the API server does (base64 JSON
+/// Patch) and applies its patch to `object`: (the answer, the patched object).
+pub fn apply_response(
+    object: &serde_json::Value,
+    body: &[u8],
+) -> (serde_json::Value, serde_json::Value) {
+    use base64::Engine as _;
+    let answer: serde_json::Value = serde_json::from_slice(body).expect("AdmissionReview JSON");
+    let mut patched = object.clone();
+    if let Some(encoded) = answer["response"]["patch"].as_str() {
+        assert_eq!(answer["response"]["patchType"], "JSONPatch");
+        let bytes =
+            base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64 patch");
+        let patch: json_patch::Patch = serde_json::from_slice(&bytes).expect("RFC 6902 patch");
+        json_patch::patch(&mut patched, &patch).expect("patch applies");
+    } else {
+        assert!(answer["response"].get("patchType").is_none(), "patchType without patch");
+    }
+    (answer, patched)
+}
