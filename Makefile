@@ -35,9 +35,12 @@ certs:
 certs-overlay:
 	certs/dev-ca-overlay.sh
 
-## bench: micro-benchmark of one review through the pure path.
+## bench: the pure-path micro-benchmark, then the load benchmark against the nginx floor
+## (report in target/bench/load.md). Not part of `make test`, which runs a smoke version.
 bench:
+	scripts/install-bench-deps.sh
 	$(CARGO) bench --bench review
+	$(CARGO) bench --bench load
 
 ## image: the container image $(IMAGE) (needs Docker).
 image:
