@@ -419,13 +419,23 @@ fn no_patch_when_annotations_would_exceed_256_kib() {
 
 #[test]
 fn unparsable_objects_are_allowed_with_a_warning() {
-    let not_a_deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": "many",
-        "template": {"spec": {"containers": [{"name": "c", "env": [{"name": "PASSWORD", "value": "hunter2"}]}]}}}});
+    // A field configsum reads, with the wrong type.
+    let not_a_deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {
+        "template": {"spec": {"containers": [{"name": "c", "env": [{"name": "PASSWORD", "value": "hunter2",
+            "valueFrom": {"secretKeyRef": {"name": ["many"], "key": "k"}}}]}]}}}});
     let decision = Admit::new("Deployment", "CREATE", &not_a_deployment).run(&objects());
     assert!(decision.patch.is_empty() && decision.denied.is_none());
     assert_eq!(decision.warnings.len(), 1);
     assert!(
         decision.warnings[0].contains("does not parse") && !decision.warnings[0].contains("many"),
+        "{:?}",
+        decision.warnings
+    );
+    let wrong_kind =
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "spec": {"template": {"spec": {}}}});
+    let decision = Admit::new("Deployment", "CREATE", &wrong_kind).run(&objects());
+    assert!(
+        decision.patch.is_empty() && decision.warnings[0].contains("not an apps/v1 Deployment"),
         "{:?}",
         decision.warnings
     );

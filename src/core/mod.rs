@@ -7,6 +7,7 @@ pub mod digest;
 pub mod mutate;
 pub mod object_ref;
 pub mod patch;
+pub mod pod_spec;
 pub mod refs;
 pub mod selection;
 pub mod warnings;

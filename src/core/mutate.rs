@@ -144,7 +144,9 @@ pub fn plan(request: &Request<'_>, settings: &Settings) -> Plan {
     };
     let workload = match kind.parse(object) {
         Ok(workload) => workload,
-        Err(ParseError::NoPodSpec) => return unparsable("it has no pod template spec"),
+        Err(e @ (ParseError::NoPodSpec | ParseError::WrongKind { .. })) => {
+            return unparsable(&e.to_string());
+        }
         // serde's message may quote the object's values: give only the position.
         Err(ParseError::Json(e)) => {
             return unparsable(&format!(

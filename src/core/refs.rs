@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Container, KeyToPath, PodSpec};
+use super::pod_spec::{Container, KeyToPath, PodSpec};
 
 use super::object_ref::ObjectRef;
 
@@ -27,11 +27,15 @@ impl ConsumedKeys {
 
     fn from_items(items: Option<&Vec<KeyToPath>>) -> Self {
         match items {
-            Some(items) if !items.is_empty() => {
-                ConsumedKeys::Keys(items.iter().map(|item| item.key.clone()).collect())
-            }
+            Some(items) if !items.is_empty() => ConsumedKeys::Keys(
+                items.iter().map(|item| item.key.clone().unwrap_or_default()).collect(),
+            ),
             _ => ConsumedKeys::All,
         }
+    }
+
+    fn one(key: &Option<String>) -> Self {
+        ConsumedKeys::Keys(BTreeSet::from([key.clone().unwrap_or_default()]))
     }
 }
 
@@ -85,53 +89,59 @@ impl References {
 /// application and are left out on purpose.
 pub fn references(spec: &PodSpec) -> References {
     let mut refs = References::default();
-    let containers = spec.containers.iter().chain(spec.init_containers.iter().flatten());
+    let containers = spec.containers.iter().chain(spec.init_containers.iter()).flatten();
     for container in containers {
         add_container(&mut refs, container);
     }
     for volume in spec.volumes.iter().flatten() {
         if let Some(cm) = &volume.config_map {
             let keys = ConsumedKeys::from_items(cm.items.as_ref());
-            refs.add(ObjectRef::config_map(&cm.name), keys, cm.optional);
+            refs.add(ObjectRef::config_map(name(&cm.name)), keys, cm.optional);
         }
         if let Some(secret) = &volume.secret {
-            let name = secret.secret_name.as_deref().unwrap_or_default();
             let keys = ConsumedKeys::from_items(secret.items.as_ref());
-            refs.add(ObjectRef::secret(name), keys, secret.optional);
+            refs.add(ObjectRef::secret(name(&secret.secret_name)), keys, secret.optional);
         }
         let sources = volume.projected.iter().flat_map(|p| p.sources.iter().flatten());
         for source in sources {
             if let Some(cm) = &source.config_map {
                 let keys = ConsumedKeys::from_items(cm.items.as_ref());
-                refs.add(ObjectRef::config_map(&cm.name), keys, cm.optional);
+                refs.add(ObjectRef::config_map(name(&cm.name)), keys, cm.optional);
             }
             if let Some(secret) = &source.secret {
                 let keys = ConsumedKeys::from_items(secret.items.as_ref());
-                refs.add(ObjectRef::secret(&secret.name), keys, secret.optional);
+                refs.add(ObjectRef::secret(name(&secret.name)), keys, secret.optional);
             }
         }
     }
     refs
 }
 
+/// A missing name is the empty name, which the selection rejects as invalid.
+fn name(name: &Option<String>) -> &str {
+    name.as_deref().unwrap_or_default()
+}
+
 fn add_container(refs: &mut References, container: &Container) {
     for env in container.env.iter().flatten() {
         let Some(from) = &env.value_from else { continue };
         if let Some(sel) = &from.config_map_key_ref {
-            let keys = ConsumedKeys::Keys(BTreeSet::from([sel.key.clone()]));
-            refs.add(ObjectRef::config_map(&sel.name), keys, sel.optional);
+            refs.add(
+                ObjectRef::config_map(name(&sel.name)),
+                ConsumedKeys::one(&sel.key),
+                sel.optional,
+            );
         }
         if let Some(sel) = &from.secret_key_ref {
-            let keys = ConsumedKeys::Keys(BTreeSet::from([sel.key.clone()]));
-            refs.add(ObjectRef::secret(&sel.name), keys, sel.optional);
+            refs.add(ObjectRef::secret(name(&sel.name)), ConsumedKeys::one(&sel.key), sel.optional);
         }
     }
     for env_from in container.env_from.iter().flatten() {
         if let Some(cm) = &env_from.config_map_ref {
-            refs.add(ObjectRef::config_map(&cm.name), ConsumedKeys::All, cm.optional);
+            refs.add(ObjectRef::config_map(name(&cm.name)), ConsumedKeys::All, cm.optional);
         }
         if let Some(secret) = &env_from.secret_ref {
-            refs.add(ObjectRef::secret(&secret.name), ConsumedKeys::All, secret.optional);
+            refs.add(ObjectRef::secret(name(&secret.name)), ConsumedKeys::All, secret.optional);
         }
     }
 }

@@ -127,7 +127,7 @@ fn tokens<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::PodSpec;
+    use crate::core::pod_spec::PodSpec;
     use serde_json::json;
 
     fn refs(names: &[(&str, &str)]) -> References {

@@ -7,12 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::IgnoredAny;
+
+use super::pod_spec::{Container, Metadata, PodSpec, Volume};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -116,39 +114,46 @@ impl WorkloadKind {
         }
     }
 
-    /// Reads the object as this kind.
+    /// Reads the object as this kind: its `apiVersion` and `kind` must match,
+    /// and the fields configsum reads must have their API types.
     pub fn parse(self, object: &str) -> Result<Workload, ParseError> {
-        match self {
-            WorkloadKind::Deployment => {
-                templated(object, |d: Deployment| (d.metadata, d.spec.map(|s| s.template)))
-            }
-            WorkloadKind::StatefulSet => {
-                templated(object, |s: StatefulSet| (s.metadata, s.spec.map(|s| s.template)))
-            }
-            WorkloadKind::DaemonSet => {
-                templated(object, |d: DaemonSet| (d.metadata, d.spec.map(|s| s.template)))
-            }
-            WorkloadKind::ReplicaSet => {
-                templated(object, |r: ReplicaSet| (r.metadata, r.spec.and_then(|s| s.template)))
-            }
-            WorkloadKind::Job => {
-                templated(object, |j: Job| (j.metadata, j.spec.map(|s| s.template)))
-            }
-            WorkloadKind::Rollout => parse_rollout(object),
-            WorkloadKind::Pod => {
-                let pod: Pod = serde_json::from_str(object)?;
-                let spec = pod.spec.ok_or(ParseError::NoPodSpec)?;
-                let annotations = pod.metadata.annotations.clone();
-                Ok(Workload {
-                    metadata: pod.metadata,
-                    template: Template::Present(Box::new(PodTemplate {
-                        metadata_present: true,
-                        annotations,
-                        spec,
-                    })),
-                })
-            }
+        let view: ObjectView = serde_json::from_str(object)?;
+        let (group, version, _) = self.resource();
+        let api_version =
+            if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+        if view.api_version != api_version || view.kind != self.as_str() {
+            return Err(ParseError::WrongKind {
+                expected: format!("{api_version} {}", self.as_str()),
+            });
         }
+        let spec = view.spec.ok_or(ParseError::NoPodSpec)?;
+        let template = match self {
+            WorkloadKind::Pod => {
+                let pod = PodTemplate {
+                    metadata_present: true,
+                    annotations: view.metadata.annotations.clone(),
+                    spec: PodSpec {
+                        containers: spec.containers,
+                        init_containers: spec.init_containers,
+                        volumes: spec.volumes,
+                    },
+                };
+                Template::Present(Box::new(pod))
+            }
+            WorkloadKind::Rollout if spec.workload_ref.is_some() => Template::WorkloadRef,
+            _ => {
+                let template = spec.template.ok_or(ParseError::NoPodSpec)?;
+                let pod_spec = template.spec.ok_or(ParseError::NoPodSpec)?;
+                let metadata_present = template.metadata.is_some();
+                let annotations = template.metadata.and_then(|m| m.annotations);
+                Template::Present(Box::new(PodTemplate {
+                    metadata_present,
+                    annotations,
+                    spec: pod_spec,
+                }))
+            }
+        };
+        Ok(Workload { metadata: view.metadata, template })
     }
 
     /// Only the digest-carrying annotations of an object (for `oldObject`, whose
@@ -186,7 +191,7 @@ impl WorkloadKind {
 #[derive(Debug)]
 pub struct Workload {
     /// The workload's own metadata: opt-out annotations and owner references.
-    pub metadata: ObjectMeta,
+    pub metadata: Metadata,
     pub template: Template,
 }
 
@@ -209,57 +214,41 @@ pub struct PodTemplate {
 pub enum ParseError {
     #[error("{0}")]
     Json(#[from] serde_json::Error),
+    #[error("it is not an {expected}")]
+    WrongKind { expected: String },
     #[error("it has no pod template spec")]
     NoPodSpec,
 }
 
-fn templated<T: DeserializeOwned>(
-    object: &str,
-    split: impl FnOnce(T) -> (ObjectMeta, Option<PodTemplateSpec>),
-) -> Result<Workload, ParseError> {
-    let (metadata, template) = split(serde_json::from_str(object)?);
-    let template = template.ok_or(ParseError::NoPodSpec)?;
-    Ok(Workload { metadata, template: Template::Present(Box::new(pod_template(template)?)) })
+/// One view for every kind: templated kinds have `spec.template`, a Pod has
+/// its pod spec fields directly under `spec`; the names never collide.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ObjectView {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    metadata: Metadata,
+    spec: Option<SpecView>,
 }
 
-fn pod_template(template: PodTemplateSpec) -> Result<PodTemplate, ParseError> {
-    let spec = template.spec.ok_or(ParseError::NoPodSpec)?;
-    let metadata_present = template.metadata.is_some();
-    let annotations = template.metadata.and_then(|m| m.annotations);
-    Ok(PodTemplate { metadata_present, annotations, spec })
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecView {
+    template: Option<TemplateView>,
+    workload_ref: Option<IgnoredAny>,
+    // A Pod's own spec (not `#[serde(flatten)]`, which would buffer every other field).
+    containers: Option<Vec<Container>>,
+    init_containers: Option<Vec<Container>>,
+    volumes: Option<Vec<Volume>>,
 }
 
-/// Argo Rollouts have no k8s-openapi type; only the fields configsum reads.
-fn parse_rollout(object: &str) -> Result<Workload, ParseError> {
-    #[derive(Deserialize)]
-    struct Rollout {
-        #[serde(rename = "apiVersion")]
-        api_version: String,
-        kind: String,
-        #[serde(default)]
-        metadata: ObjectMeta,
-        spec: Option<RolloutSpec>,
-    }
-    #[derive(Deserialize)]
-    struct RolloutSpec {
-        template: Option<PodTemplateSpec>,
-        #[serde(rename = "workloadRef")]
-        workload_ref: Option<serde_json::Value>,
-    }
-    let rollout: Rollout = serde_json::from_str(object)?;
-    if rollout.api_version != "argoproj.io/v1alpha1" || rollout.kind != "Rollout" {
-        return Err(ParseError::Json(serde::de::Error::custom(format!(
-            "expected argoproj.io/v1alpha1 Rollout, found {} {}",
-            rollout.api_version, rollout.kind
-        ))));
-    }
-    let spec = rollout.spec.ok_or(ParseError::NoPodSpec)?;
-    let template = match (spec.workload_ref, spec.template) {
-        (Some(r), _) if !r.is_null() => Template::WorkloadRef,
-        (_, Some(template)) => Template::Present(Box::new(pod_template(template)?)),
-        (_, None) => return Err(ParseError::NoPodSpec),
-    };
-    Ok(Workload { metadata: rollout.metadata, template })
+#[derive(Deserialize)]
+struct TemplateView {
+    metadata: Option<Metadata>,
+    spec: Option<PodSpec>,
 }
 
 #[cfg(test)]
