@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod app;
 pub mod config;
+pub mod controller;
 pub mod core;
 pub mod digest_key;
 pub mod lookup;

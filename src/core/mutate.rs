@@ -212,6 +212,11 @@ pub fn plan(request: &Request<'_>, settings: &Settings) -> Plan {
 }
 
 impl Mutation {
+    /// Whether the template already carries configsum digests.
+    pub fn has_digests(&self) -> bool {
+        !self.existing.is_empty()
+    }
+
     /// The existing annotation value for `target` (see SPEC §3), if any.
     pub fn existing(&self, target: &Target) -> Option<&str> {
         self.existing.get(&target.key).map(String::as_str)

@@ -32,7 +32,7 @@ impl Operation {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum WorkloadKind {
     Deployment,
     StatefulSet,
