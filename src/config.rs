@@ -26,6 +26,51 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create the shared digest key Secret with a random key unless it exists (run by the install Job).
     EnsureDigestKey(EnsureDigestKeyArgs),
+    /// Roll workloads when only their ConfigMaps or Secrets change.
+    Controller(ControllerArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ControllerArgs {
+    /// File of Secret digest keys, one per line, at least 16 bytes each; the first signs.
+    #[arg(long, env = "CONFIGSUM_DIGEST_KEY_FILE")]
+    pub digest_key_file: Option<PathBuf>,
+    /// Digest Secrets with plain SHA-256 when no key file is given.
+    #[arg(long, env = "CONFIGSUM_ALLOW_PLAIN_SECRET_DIGESTS")]
+    pub allow_plain_secret_digests: bool,
+    /// Address of the plain-HTTP listener (/metrics, /healthz, /readyz).
+    #[arg(long, env = "CONFIGSUM_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub metrics_listen: SocketAddr,
+    /// Changes to a workload's objects within this window become one patch.
+    #[arg(long, env = "CONFIGSUM_WINDOW", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub window: Duration,
+    /// Patches per second, on average, across all workloads.
+    #[arg(long, env = "CONFIGSUM_RATE", default_value_t = 5.0)]
+    pub rate: f64,
+    /// Patches allowed at once before the rate applies.
+    #[arg(long, env = "CONFIGSUM_BURST", default_value_t = 20)]
+    pub burst: u32,
+    /// Least time between two patches of one workload.
+    #[arg(long, env = "CONFIGSUM_MIN_INTERVAL", default_value = "0s", value_parser = humantime::parse_duration)]
+    pub min_interval: Duration,
+    /// Name of the coordination.k8s.io/v1 Lease used for leader election.
+    #[arg(long, env = "CONFIGSUM_LEASE_NAME", default_value = "configsum-controller")]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: POD_NAMESPACE, else configsum-system).
+    #[arg(long, env = "CONFIGSUM_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// This replica's name in the Lease (default: POD_NAME, else the host name).
+    #[arg(long, env = "CONFIGSUM_IDENTITY")]
+    pub identity: Option<String>,
+    /// How long a leader's Lease lasts without renewal.
+    #[arg(long, env = "CONFIGSUM_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+    /// Domain of the annotations written and read.
+    #[arg(long, env = "CONFIGSUM_ANNOTATION_DOMAIN", default_value = DEFAULT_DOMAIN, value_parser = parse_domain)]
+    pub annotation_domain: AnnotationDomain,
+    /// Log line format.
+    #[arg(long, env = "CONFIGSUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -15,6 +15,7 @@ fn main() -> ExitCode {
     let log_format = match &cli.command {
         Command::Serve(args) => args.log_format,
         Command::EnsureDigestKey(args) => args.log_format,
+        Command::Controller(args) => args.log_format,
     };
     init_logging(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -32,6 +33,9 @@ fn main() -> ExitCode {
             .block_on(configsum::digest_key::run(&args))
             .map(|_| ())
             .map_err(|e| e.to_string()),
+        Command::Controller(args) => {
+            runtime.block_on(configsum::controller::run(args)).map_err(|e| e.to_string())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

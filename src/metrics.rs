@@ -121,6 +121,11 @@ impl Metrics {
         self.certificate_expiry.set(unix_seconds.unwrap_or(0));
     }
 
+    /// For components that register their own metrics (the controller).
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// The registry in the Prometheus/OpenMetrics text format.
     pub fn encode(&self) -> String {
         let mut out = String::new();

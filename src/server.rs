@@ -62,8 +62,16 @@ pub enum StartupError {
 
 /// Reads the digest keys, or refuses to start without them (SPEC §4).
 pub fn load_digest_keys(args: &ServeArgs) -> Result<DigestKeys, StartupError> {
-    let Some(path) = &args.digest_key_file else {
-        if !args.allow_plain_secret_digests {
+    digest_keys(args.digest_key_file.as_deref(), args.allow_plain_secret_digests)
+}
+
+/// The digest keys from `file`; without one, plain digests only if `allow_plain`.
+pub fn digest_keys(
+    file: Option<&std::path::Path>,
+    allow_plain: bool,
+) -> Result<DigestKeys, StartupError> {
+    let Some(path) = file else {
+        if !allow_plain {
             return Err(StartupError::NoDigestKey);
         }
         warn!(
@@ -73,9 +81,9 @@ pub fn load_digest_keys(args: &ServeArgs) -> Result<DigestKeys, StartupError> {
         return Ok(DigestKeys::none());
     };
     let text = std::fs::read(path)
-        .map_err(|source| StartupError::DigestKeyFile { path: path.clone(), source })?;
+        .map_err(|source| StartupError::DigestKeyFile { path: path.to_owned(), source })?;
     DigestKeys::parse(&text)
-        .map_err(|source| StartupError::DigestKey { path: path.clone(), source })
+        .map_err(|source| StartupError::DigestKey { path: path.to_owned(), source })
 }
 
 /// Runs the webhook until SIGTERM or SIGINT.
@@ -178,7 +186,7 @@ async fn become_ready<S: ObjectSource>(state: Arc<AppState<S>>) {
     info!("ready");
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, StartupError> {
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, StartupError> {
     TcpListener::bind(addr).await.map_err(|source| StartupError::Bind { addr, source })
 }
 
@@ -231,13 +239,13 @@ async fn serve_tls(
 
 /// SIGTERM and SIGINT, registered at once so that a signal arriving right
 /// after start-up is already handled gracefully.
-struct ShutdownSignals {
+pub struct ShutdownSignals {
     terminate: Option<Signal>,
     interrupt: Option<Signal>,
 }
 
 impl ShutdownSignals {
-    fn register() -> Self {
+    pub fn register() -> Self {
         let register = |kind: SignalKind| {
             signal(kind).map_err(|e| warn!(error = %e, "cannot listen for a shutdown signal")).ok()
         };
@@ -247,7 +255,7 @@ impl ShutdownSignals {
         }
     }
 
-    async fn received(mut self) {
+    pub async fn received(mut self) {
         async fn recv(signal: Option<&mut Signal>) {
             match signal {
                 Some(signal) => {

@@ -25,6 +25,13 @@ impl<K: Eq + Hash + Clone> Coalescer<K> {
         self.pending.entry(key).or_insert(now);
     }
 
+    /// Makes `key` due at once (start-up catch-up), keeping an open window's start.
+    pub fn due_now(&mut self, key: K, now: Instant) {
+        let opened = now.checked_sub(self.window).unwrap_or(now);
+        let entry = self.pending.entry(key).or_insert(opened);
+        *entry = (*entry).min(opened);
+    }
+
     /// When the window of `key` opened, if it is pending.
     pub fn opened(&self, key: &K) -> Option<Instant> {
         self.pending.get(key).copied()

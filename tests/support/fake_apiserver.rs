@@ -100,6 +100,8 @@ struct State {
     /// Merge patches applied just before the next PATCH of a path (a concurrent writer).
     interleaved: HashMap<String, Value>,
     resource_version: u64,
+    /// Every change, so a watch from an older resourceVersion misses nothing.
+    history: Vec<WatchEvent>,
 }
 
 #[derive(Clone)]
@@ -261,7 +263,9 @@ impl FakeApiServer {
             state.resource_version += 1;
             let rv = state.resource_version;
             stamp(&mut object, &key, rv);
-            let _ = self.events.send(WatchEvent { kind: "DELETED", key, object });
+            let event = WatchEvent { kind: "DELETED", key, object };
+            state.history.push(event.clone());
+            let _ = self.events.send(event);
         }
     }
 
@@ -465,32 +469,38 @@ impl FakeApiServer {
         let timeout = Duration::from_secs(
             query.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(290),
         );
+        // Subscribe before reading the history, then skip what the history covered.
         let mut events = self.events.subscribe();
         let mut gone = self.gone.subscribe();
         let state = self.state.clone();
-        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1024);
+        let replay: Vec<WatchEvent> = {
+            let state = self.state.lock().expect("state");
+            state.history.iter().filter(|e| rv_of(&e.object) > since).cloned().collect()
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(65_536);
         tokio::spawn(async move {
             let line = |v: Value| Bytes::from(format!("{v}\n"));
             let deadline = tokio::time::Instant::now() + timeout;
             let mut ticker = tokio::time::interval(Duration::from_millis(500));
+            let mut sent_up_to = since;
+            for event in replay {
+                sent_up_to = sent_up_to.max(rv_of(&event.object));
+                if let Some(out) = render(event, &target, selector.as_ref(), metadata_only, since) {
+                    if tx.send(line(out)).await.is_err() {
+                        return;
+                    }
+                }
+            }
             loop {
                 tokio::select! {
                     event = events.recv() => {
                         let Ok(event) = event else { break };
-                        let rv: u64 = event.object["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).unwrap_or(0);
-                        let k = &event.key;
-                        let relevant = k.prefix == target.prefix && k.plural == target.plural
-                            && (target.namespace.is_none() || k.namespace == target.namespace) && rv > since;
-                        if !relevant {
+                        if rv_of(&event.object) <= sent_up_to {
                             continue;
                         }
-                        let mut kind = event.kind;
-                        if selector.is_some() && !selects(selector.as_ref(), &event.object) {
-                            // An object that stops matching the selector leaves the watch as DELETED.
-                            if event.kind == "MODIFIED" { kind = "DELETED" } else { continue }
+                        if let Some(out) = render(event, &target, selector.as_ref(), metadata_only, since) {
+                            if tx.send(line(out)).await.is_err() { break }
                         }
-                        let object = if metadata_only { partial(&event.object) } else { event.object };
-                        if tx.send(line(json!({"type": kind, "object": object}))).await.is_err() { break }
                     }
                     plural = gone.recv() => {
                         if plural.is_ok_and(|p| p == target.plural) {
@@ -619,6 +629,35 @@ fn stamp(object: &mut Value, key: &Key, rv: u64) {
         meta["creationTimestamp"] = json!("2026-11-22T00:00:00Z");
     }
     meta["resourceVersion"] = json!(rv.to_string());
+}
+
+/// A change as a watch event line for this watch, if it concerns it.
+fn render(
+    event: WatchEvent,
+    target: &Target,
+    selector: Option<&String>,
+    metadata_only: bool,
+    since: u64,
+) -> Option<Value> {
+    let k = &event.key;
+    let relevant = k.prefix == target.prefix
+        && k.plural == target.plural
+        && (target.namespace.is_none() || k.namespace == target.namespace)
+        && rv_of(&event.object) > since;
+    if !relevant {
+        return None;
+    }
+    let mut kind = event.kind;
+    if selector.is_some() && !selects(selector, &event.object) {
+        // An object that stops matching the selector leaves the watch as DELETED.
+        if event.kind == "MODIFIED" { kind = "DELETED" } else { return None }
+    }
+    let object = if metadata_only { partial(&event.object) } else { event.object };
+    Some(json!({"type": kind, "object": object}))
+}
+
+fn rv_of(object: &Value) -> u64 {
+    object["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
 /// The object as a PartialObjectMetadata (metadata-only requests).

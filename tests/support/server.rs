@@ -74,45 +74,17 @@ impl Server {
     /// Starts `configsum serve` with `args` (listening on free loopback ports)
     /// and waits for its "started" log line.
     pub async fn start(args: &[&str], env: &[(&str, &str)], ca: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_configsum"))
-            .arg("serve")
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "127.0.0.1:0",
-                "--log-format",
-                "json",
-            ])
-            .args(args)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn configsum");
-        let stderr = child.stderr.take().expect("stderr");
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
-        let sink = logs.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            let mut started_tx = Some(started_tx);
-            while let Ok(Some(line)) = lines.next_line().await {
-                if line.contains("configsum serve started") {
-                    if let Some(tx) = started_tx.take() {
-                        let _ = tx.send(line.clone());
-                    }
-                }
-                sink.lock().expect("log lock").push(line);
-            }
-        });
-        let started = tokio::time::timeout(Duration::from_secs(30), started_rx)
-            .await
-            .expect("configsum started within 30 s")
-            .expect("configsum printed its start line");
-        let line: serde_json::Value = serde_json::from_str(&started).expect("JSON log line");
+        let mut all = vec![
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+        ];
+        all.extend_from_slice(args);
+        let (child, logs, line) = spawn(&all, env, "configsum serve started").await;
         Server {
             child,
             addr: line["listen"].as_str().expect("listen").to_owned(),
@@ -178,6 +150,45 @@ impl Server {
             .expect("wait");
         exit.code()
     }
+}
+
+/// Runs the configsum binary with `args` and `env`, collecting its stderr
+/// lines, until it logs `started` (returned as JSON).
+pub async fn spawn(
+    args: &[&str],
+    env: &[(&str, &str)],
+    started: &'static str,
+) -> (Child, Arc<Mutex<Vec<String>>>, serde_json::Value) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_configsum"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn configsum");
+    let stderr = child.stderr.take().expect("stderr");
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let sink = logs.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        let mut started_tx = Some(started_tx);
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains(started) {
+                if let Some(tx) = started_tx.take() {
+                    let _ = tx.send(line.clone());
+                }
+            }
+            sink.lock().expect("log lock").push(line);
+        }
+    });
+    let line = tokio::time::timeout(Duration::from_secs(30), started_rx)
+        .await
+        .unwrap_or_else(|_| panic!("configsum did not log {started:?} within 30 s"))
+        .expect("configsum printed its start line");
+    (child, logs, serde_json::from_str(&line).expect("JSON log line"))
 }
 
 pub fn tls_connector(

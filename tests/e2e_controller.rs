@@ -1,0 +1,418 @@
+//! `configsum controller`, the real binary, against the fake API server:
+//! content changes roll exactly the workloads that track them, with the
+//! webhook's digests; metadata-only changes, first observations and restarts
+//! roll nothing; bursts coalesce; patches are paced, guarded and led.
+
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/fixtures.rs"]
+mod fixtures;
+#[path = "support/server.rs"]
+mod server;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fake_apiserver::FakeApiServer;
+use fixtures::{Admit, Objects, apply};
+use serde_json::{Value, json};
+use server::TempDir;
+use tokio::process::Child;
+
+const NS: &str = "team-a";
+const KEY: &str = "0123456789abcdef0123456789abcdef\n";
+const SECRET_KEY: &str = "secret.configsum.dev/db";
+
+struct Controller {
+    child: Child,
+    metrics_addr: String,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Controller {
+    async fn start(
+        api: &FakeApiServer,
+        dir: &TempDir,
+        identity: &str,
+        extra: &[&str],
+    ) -> Controller {
+        let kubeconfig = api.kubeconfig(&dir.0).display().to_string();
+        let key = dir.path("digest.key");
+        std::fs::write(&key, KEY).expect("key");
+        let key = key.display().to_string();
+        let mut args = vec![
+            "controller",
+            "--digest-key-file",
+            key.as_str(),
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--window",
+            "500ms",
+            "--lease-namespace",
+            "configsum-system",
+            "--identity",
+            identity,
+            "--lease-duration",
+            "3s",
+            "--log-format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let (child, logs, line) =
+            server::spawn(&args, &[("KUBECONFIG", &kubeconfig)], "configsum controller started")
+                .await;
+        let controller = Controller {
+            child,
+            metrics_addr: line["metrics_listen"].as_str().expect("addr").to_owned(),
+            logs,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while server::http_get(&controller.metrics_addr, "/readyz").await.0 != 200 {
+            assert!(
+                Instant::now() < deadline,
+                "not ready: {:?}",
+                controller.logs.lock().expect("logs")
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        controller
+    }
+
+    async fn metrics(&self) -> String {
+        server::http_get(&self.metrics_addr, "/metrics").await.1
+    }
+
+    async fn stop(mut self) -> Option<i32> {
+        let pid = self.child.id().expect("pid").to_string();
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("exits")
+            .expect("wait")
+            .code()
+    }
+}
+
+/// The cluster as the test sees it, mirrored into `Objects` for the webhook's pure path.
+struct Cluster {
+    api: FakeApiServer,
+    dir: TempDir,
+    objects: Objects,
+}
+
+impl Cluster {
+    async fn new(label: &str) -> Cluster {
+        server::install_crypto_provider();
+        let api = FakeApiServer::start().await;
+        api.put_namespace("configsum-system", &[]);
+        api.put_namespace(NS, &[("configsum.dev/enabled", "true")]);
+        let mut cluster = Cluster { api, dir: TempDir::new(label), objects: Objects::default() };
+        cluster.secret("db", &[("password", "one")]);
+        cluster.config_map("app", &[("level", "info")]);
+        cluster
+    }
+
+    fn secret(&mut self, name: &str, data: &[(&str, &str)]) {
+        self.api.put_secret(NS, name, data);
+        self.objects.insert(NS, configsum::core::ObjectRef::secret(name), data);
+    }
+
+    fn config_map(&mut self, name: &str, data: &[(&str, &str)]) {
+        self.api.put_config_map(NS, name, data);
+        self.objects.insert(NS, configsum::core::ObjectRef::config_map(name), data);
+    }
+
+    /// A Deployment reading `secrets` and `config_maps` whole; with digests as
+    /// the webhook would have written them at its last write, if `admitted`.
+    fn deployment(
+        &self,
+        namespace: &str,
+        name: &str,
+        config_maps: &[&str],
+        secrets: &[&str],
+        admitted: bool,
+    ) -> Value {
+        let mut object = fixtures::workload(
+            "Deployment",
+            namespace,
+            fixtures::pod_spec_env_from(config_maps, secrets),
+        );
+        object["metadata"]["name"] = json!(name);
+        if admitted {
+            let decision = Admit::new("Deployment", "CREATE", &object).run(&self.objects);
+            object = apply(&object, &decision);
+        }
+        self.api.put(&FakeApiServer::deployment_path(namespace, name), object.clone());
+        object
+    }
+
+    /// What the webhook would write now for the stored Deployment.
+    fn webhook_digests(&self, namespace: &str, name: &str) -> Value {
+        let object =
+            self.api.object(&FakeApiServer::deployment_path(namespace, name)).expect("deployment");
+        let decision = Admit::new("Deployment", "UPDATE", &object).run(&self.objects);
+        apply(&object, &decision)["spec"]["template"]["metadata"]["annotations"].clone()
+    }
+
+    fn annotations(&self, namespace: &str, name: &str) -> Value {
+        let object =
+            self.api.object(&FakeApiServer::deployment_path(namespace, name)).expect("deployment");
+        object["spec"]["template"]["metadata"]["annotations"].clone()
+    }
+
+    fn patches(&self, namespace: &str, name: &str) -> usize {
+        self.api.calls("PATCH", &FakeApiServer::deployment_path(namespace, name))
+    }
+
+    async fn wait_for(
+        &self,
+        what: &str,
+        within: Duration,
+        check: impl Fn(&Cluster) -> bool,
+    ) -> Duration {
+        let started = Instant::now();
+        while !check(self) {
+            assert!(started.elapsed() < within, "{what}: not within {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    }
+}
+
+#[tokio::test]
+async fn a_secret_change_patches_exactly_its_workloads_with_the_webhooks_digests() {
+    let mut cluster = Cluster::new("ctl-change").await;
+    cluster.deployment(NS, "uses-secret", &["app"], &["db"], true);
+    cluster.deployment(NS, "uses-config-only", &["app"], &[], true);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        cluster.patches(NS, "uses-secret") + cluster.patches(NS, "uses-config-only"),
+        0,
+        "all current at start"
+    );
+
+    let before = cluster.annotations(NS, "uses-secret");
+    cluster.secret("db", &[("password", "two")]);
+    let took = cluster
+        .wait_for("the patch", Duration::from_millis(1500), |c| {
+            c.annotations(NS, "uses-secret") != before
+        })
+        .await;
+    eprintln!("reaction time with a 500 ms window: {took:?}");
+    assert_eq!(
+        cluster.annotations(NS, "uses-secret"),
+        cluster.webhook_digests(NS, "uses-secret"),
+        "same digests as the webhook"
+    );
+    assert_eq!(cluster.patches(NS, "uses-secret"), 1);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(cluster.patches(NS, "uses-config-only"), 0, "only workloads tracking the Secret");
+
+    // The Event names the object, never its content.
+    let events = cluster.api.list(&format!("/api/v1/namespaces/{NS}/events"));
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["involvedObject"]["name"], "uses-secret");
+    let message = events[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("secret/db") && !message.contains("two"), "{message}");
+    let metrics = controller.metrics().await;
+    assert!(
+        metrics.contains(r#"configsum_controller_patches_total{outcome="patched"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("configsum_controller_reaction_seconds_count 1"), "{metrics}");
+    assert!(metrics.contains("configsum_controller_watched_objects 2"), "{metrics}");
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn metadata_only_changes_patch_nothing() {
+    let cluster = Cluster::new("ctl-labels").await;
+    cluster.deployment(NS, "web", &["app"], &["db"], true);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    cluster.api.set_labels(&FakeApiServer::secret_path(NS, "db"), json!({"team": "payments"}));
+    cluster.api.set_labels(&FakeApiServer::config_map_path(NS, "app"), json!({"team": "payments"}));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(cluster.patches(NS, "web"), 0);
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn secrets_created_and_deleted_after_their_workload_move_the_digest() {
+    let mut cluster = Cluster::new("ctl-create").await;
+    cluster.deployment(NS, "web", &["app"], &["db", "later"], true);
+    assert_eq!(cluster.annotations(NS, "web")["secret.configsum.dev/later"], "absent");
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    cluster.secret("later", &[("token", "t")]);
+    cluster
+        .wait_for("created", Duration::from_millis(1500), |c| {
+            c.annotations(NS, "web")["secret.configsum.dev/later"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("hmac-sha256:"))
+        })
+        .await;
+    cluster.api.delete("secrets", NS, "later");
+    cluster.objects.remove(NS, &configsum::core::ObjectRef::secret("later"));
+    cluster
+        .wait_for("deleted", Duration::from_millis(1500), |c| {
+            c.annotations(NS, "web")["secret.configsum.dev/later"] == "absent"
+        })
+        .await;
+    assert_eq!(cluster.annotations(NS, "web"), cluster.webhook_digests(NS, "web"));
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn first_observations_patch_nothing_until_a_tracked_object_changes() {
+    let mut cluster = Cluster::new("ctl-first").await;
+    cluster.deployment(NS, "no-digests", &["app"], &["db"], false);
+    cluster.api.put_namespace("team-b", &[]);
+    cluster.deployment("team-b", "later-labelled", &[], &["db"], false);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    cluster.api.put_namespace("team-b", &[("configsum.dev/enabled", "true")]);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        cluster.patches(NS, "no-digests") + cluster.patches("team-b", "later-labelled"),
+        0,
+        "first observations"
+    );
+
+    cluster.secret("db", &[("password", "rotated")]);
+    cluster
+        .wait_for("digests added", Duration::from_millis(1500), |c| {
+            !c.annotations(NS, "no-digests").is_null()
+        })
+        .await;
+    assert_eq!(cluster.annotations(NS, "no-digests"), cluster.webhook_digests(NS, "no-digests"));
+    // team-b's "db" is another Secret (namespaced), which did not change.
+    assert_eq!(cluster.patches("team-b", "later-labelled"), 0);
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn restarts_patch_nothing_when_current_and_catch_up_otherwise() {
+    let mut cluster = Cluster::new("ctl-restart").await;
+    cluster.deployment(NS, "web", &["app"], &["db"], true);
+    let first = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(first.stop().await, Some(0));
+    let second = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(cluster.patches(NS, "web"), 0, "everything current: zero patches");
+    assert_eq!(second.stop().await, Some(0));
+
+    // Changed while no controller ran: caught up at start.
+    cluster.secret("db", &[("password", "while-down")]);
+    let third = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    cluster.wait_for("caught up", Duration::from_secs(5), |c| c.patches(NS, "web") == 1).await;
+    assert_eq!(cluster.annotations(NS, "web"), cluster.webhook_digests(NS, "web"));
+    assert_eq!(third.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_burst_is_one_patch_and_many_workloads_are_paced() {
+    let mut cluster = Cluster::new("ctl-storm").await;
+    for i in 0..60 {
+        cluster.deployment(NS, &format!("w{i:03}"), &[], &["db"], true);
+    }
+    let controller =
+        Controller::start(&cluster.api, &cluster.dir, "a", &["--rate", "20", "--burst", "10"])
+            .await;
+    for i in 0..50 {
+        cluster.secret("db", &[("password", &format!("v{i}"))]);
+    }
+    // 60 patches: 10 at once, then 20 per second: about 2.5 s, not less than 2.
+    let took = cluster
+        .wait_for("all patched", Duration::from_secs(10), |c| {
+            (0..60).all(|i| c.patches(NS, &format!("w{i:03}")) >= 1)
+        })
+        .await;
+    eprintln!("60 workloads, burst 10, rate 20/s: all patched after {took:?}");
+    assert!(took >= Duration::from_millis(2000), "the token bucket paces patches: {took:?}");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    for i in 0..60 {
+        let name = format!("w{i:03}");
+        assert_eq!(cluster.patches(NS, &name), 1, "{name}: one patch for the whole burst");
+        assert_eq!(cluster.annotations(NS, &name), cluster.webhook_digests(NS, &name));
+    }
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_conflict_is_retried_on_the_fresh_object() {
+    let mut cluster = Cluster::new("ctl-conflict").await;
+    cluster.deployment(NS, "web", &["app"], &["db"], true);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    let path = FakeApiServer::deployment_path(NS, "web");
+    cluster.api.interleave_write(
+        &path,
+        json!({"spec": {"template": {"metadata": {"annotations": {"team.example/rev": "7"}}}}}),
+    );
+    cluster.secret("db", &[("password", "raced")]);
+    cluster
+        .wait_for("patched", Duration::from_secs(3), |c| {
+            c.annotations(NS, "web")[SECRET_KEY] == c.webhook_digests(NS, "web")[SECRET_KEY]
+        })
+        .await;
+    assert_eq!(cluster.patches(NS, "web"), 2, "one conflict, one retry");
+    assert_eq!(
+        cluster.annotations(NS, "web")["team.example/rev"],
+        "7",
+        "the concurrent write is kept"
+    );
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn only_the_leader_patches_and_the_other_takes_over() {
+    let mut cluster = Cluster::new("ctl-leader").await;
+    cluster.deployment(NS, "web", &["app"], &["db"], true);
+    let a = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    let b = Controller::start(&cluster.api, &cluster.dir, "b", &[]).await;
+    let lease_path =
+        "/apis/coordination.k8s.io/v1/namespaces/configsum-system/leases/configsum-controller";
+    let holder = |c: &Cluster| {
+        c.api
+            .object(lease_path)
+            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_owned))
+    };
+    assert_eq!(holder(&cluster).as_deref(), Some("a"));
+    cluster.secret("db", &[("password", "led")]);
+    cluster
+        .wait_for("patched once", Duration::from_millis(1500), |c| c.patches(NS, "web") == 1)
+        .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(cluster.patches(NS, "web"), 1, "the follower did not patch too");
+
+    let stopped = Instant::now();
+    assert_eq!(a.stop().await, Some(0));
+    cluster
+        .wait_for("takeover", Duration::from_secs(3), |c| holder(c).as_deref() == Some("b"))
+        .await;
+    eprintln!("takeover after the leader stopped: {:?}", stopped.elapsed());
+    cluster.secret("db", &[("password", "after-takeover")]);
+    cluster
+        .wait_for("the new leader patches", Duration::from_millis(2500), |c| {
+            c.patches(NS, "web") == 2
+        })
+        .await;
+    assert_eq!(cluster.annotations(NS, "web"), cluster.webhook_digests(NS, "web"));
+    assert_eq!(b.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_410_gone_watch_relists_and_keeps_working() {
+    let mut cluster = Cluster::new("ctl-gone").await;
+    cluster.deployment(NS, "web", &["app"], &["db"], true);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    cluster.api.expire_watches("secrets");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.secret("db", &[("password", "after-410")]);
+    cluster
+        .wait_for("patched after the re-list", Duration::from_secs(3), |c| {
+            c.patches(NS, "web") == 1
+        })
+        .await;
+    assert_eq!(cluster.annotations(NS, "web"), cluster.webhook_digests(NS, "web"));
+    assert_eq!(controller.stop().await, Some(0));
+}
