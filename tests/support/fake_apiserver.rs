@@ -100,8 +100,10 @@ struct State {
     /// Merge patches applied just before the next PATCH of a path (a concurrent writer).
     interleaved: HashMap<String, Value>,
     resource_version: u64,
-    /// Every change, so a watch from an older resourceVersion misses nothing.
-    history: Vec<WatchEvent>,
+    /// Every change (the object only for deletions; others replay the current
+    /// object, as a compacted watch cache would), so a watch from an older
+    /// resourceVersion misses nothing.
+    history: Vec<(u64, &'static str, Key, Option<Value>)>,
 }
 
 #[derive(Clone)]
@@ -187,6 +189,12 @@ impl FakeApiServer {
         self.put_body(&Self::secret_path(namespace, name), "v1", "Secret", body);
     }
 
+    /// A Secret whose one key holds `encoded` (already base64): cheap for many large Secrets.
+    pub fn put_secret_encoded(&self, namespace: &str, name: &str, key: &str, encoded: &str) {
+        let body = json!({"type": "Opaque", "data": {key: encoded}});
+        self.put_body(&Self::secret_path(namespace, name), "v1", "Secret", body);
+    }
+
     /// A Namespace with these labels.
     pub fn put_namespace(&self, name: &str, labels: &[(&str, &str)]) {
         let labels: serde_json::Map<String, Value> =
@@ -263,9 +271,8 @@ impl FakeApiServer {
             state.resource_version += 1;
             let rv = state.resource_version;
             stamp(&mut object, &key, rv);
-            let event = WatchEvent { kind: "DELETED", key, object };
-            state.history.push(event.clone());
-            let _ = self.events.send(event);
+            state.history.push((rv, "DELETED", key.clone(), Some(object.clone())));
+            let _ = self.events.send(WatchEvent { kind: "DELETED", key, object });
         }
     }
 
@@ -420,17 +427,6 @@ impl FakeApiServer {
         }
     }
 
-    fn matching(state: &State, target: &Target, selector: Option<&String>) -> Vec<Value> {
-        state
-            .objects
-            .iter()
-            .filter(|(k, _)| k.prefix == target.prefix && k.plural == target.plural)
-            .filter(|(k, _)| target.namespace.is_none() || k.namespace == target.namespace)
-            .filter(|(_, v)| selects(selector, v))
-            .map(|(_, v)| v.clone())
-            .collect()
-    }
-
     fn list_response(
         &self,
         target: &Target,
@@ -438,9 +434,13 @@ impl FakeApiServer {
         metadata_only: bool,
     ) -> Response<Body> {
         let state = self.state.lock().expect("state");
-        let items: Vec<Value> = Self::matching(&state, target, query.get("labelSelector"))
+        let items: Vec<Value> = state
+            .objects
             .iter()
-            .map(|o| if metadata_only { partial(o) } else { o.clone() })
+            .filter(|(k, _)| k.prefix == target.prefix && k.plural == target.plural)
+            .filter(|(k, _)| target.namespace.is_none() || k.namespace == target.namespace)
+            .filter(|(_, v)| selects(query.get("labelSelector"), v))
+            .map(|(_, o)| if metadata_only { partial(o) } else { o.clone() })
             .collect();
         let (api_version, kind) = if metadata_only {
             ("meta.k8s.io/v1".to_owned(), "PartialObjectMetadataList".to_owned())
@@ -475,7 +475,17 @@ impl FakeApiServer {
         let state = self.state.clone();
         let replay: Vec<WatchEvent> = {
             let state = self.state.lock().expect("state");
-            state.history.iter().filter(|e| rv_of(&e.object) > since).cloned().collect()
+            state
+                .history
+                .iter()
+                .filter(|(rv, _, key, _)| {
+                    *rv > since && key.prefix == target.prefix && key.plural == target.plural
+                })
+                .filter_map(|(_, kind, key, deleted)| {
+                    let object = deleted.clone().or_else(|| state.objects.get(key).cloned())?;
+                    Some(WatchEvent { kind, key: key.clone(), object })
+                })
+                .collect()
         };
         let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(65_536);
         tokio::spawn(async move {
