@@ -79,3 +79,15 @@ replicasets=$(kubectl -n "$ns" get replicaset -l app=web -o name | wc -l)
 echo "digest: $after; ReplicaSets: $replicasets"
 [ "$before" != "$after" ] && [ "$replicasets" -ge 2 ] || { echo "FAIL: the change did not roll the Deployment" >&2; exit 1; }
 echo "PASS: a new ReplicaSet rolled out for the changed ConfigMap"
+
+echo "== the controller: change the ConfigMap only, no write to the Deployment"
+kubectl -n configsum-system rollout status deployment/configsum-controller --timeout=120s
+kubectl -n "$ns" create configmap app-config --from-literal=log-level=warn --dry-run=client -o yaml | kubectl apply -f -
+for _ in $(seq 30); do
+  latest=$(kubectl -n "$ns" get deploy web -o jsonpath='{.spec.template.metadata.annotations.configmap\.configsum\.dev/app-config}')
+  [ "$latest" != "$after" ] && break
+  sleep 1
+done
+[ "$latest" != "$after" ] || { echo "FAIL: the controller did not roll the Deployment" >&2; exit 1; }
+kubectl -n "$ns" rollout status deployment/web --timeout=120s
+echo "PASS: the controller rolled the Deployment for a ConfigMap-only change"

@@ -208,6 +208,12 @@ async fn a_secret_change_patches_exactly_its_workloads_with_the_webhooks_digests
     assert_eq!(cluster.patches(NS, "uses-secret"), 1);
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(cluster.patches(NS, "uses-config-only"), 0, "only workloads tracking the Secret");
+    let path = FakeApiServer::deployment_path(NS, "uses-secret");
+    assert_eq!(
+        cluster.api.calls("GET", &path),
+        0,
+        "workloads come from the watch: no `get` permission needed"
+    );
 
     // The Event names the object, never its content.
     let events = cluster.api.list(&format!("/api/v1/namespaces/{NS}/events"));

@@ -14,6 +14,7 @@ use axum::http::{Request, StatusCode};
 use clap::Parser as _;
 use configsum::app::{AppState, metrics_router, router};
 use configsum::config::{Cli, Command, DIGEST_KEY_FILE_NAME, DIGEST_KEY_SECRET};
+use configsum::controller::{CLUSTER_PERMISSIONS, LEASE_VERBS};
 use configsum::core::annotations::NAMESPACE_LABEL;
 use configsum::core::workload::{Operation, WorkloadKind};
 use configsum::core::{Digester, Settings};
@@ -112,6 +113,13 @@ fn serve_args(m: &Manifests) -> configsum::config::ServeArgs {
     match parse_cli(&args(container(m.deployment(), "webhook"))) {
         Command::Serve(args) => args,
         other => panic!("the webhook container runs {other:?}"),
+    }
+}
+
+fn controller_args(m: &Manifests) -> configsum::config::ControllerArgs {
+    match parse_cli(&args(container(m.one("Deployment", "configsum-controller"), "controller"))) {
+        Command::Controller(args) => args,
+        other => panic!("the controller container runs {other:?}"),
     }
 }
 
@@ -429,8 +437,8 @@ fn rbac_grants_what_the_code_calls_and_nothing_more() {
         }
         out
     };
-    assert_eq!(m.all("ClusterRole").len(), 1);
-    assert_eq!(m.all("Role").len(), 1);
+    assert_eq!(m.all("ClusterRole").len(), 2);
+    assert_eq!(m.all("Role").len(), 2);
     let webhook_role = m.one("ClusterRole", "configsum-webhook");
     let expected: BTreeSet<_> = WEBHOOK_PERMISSIONS
         .iter()
@@ -445,6 +453,26 @@ fn rbac_grants_what_the_code_calls_and_nothing_more() {
         (String::new(), "secrets".into(), "get".into(), Some(DIGEST_KEY_SECRET.to_owned())),
     ]);
     assert_eq!(rules_of(key_role), expected);
+
+    // The controller: exactly SPEC §9's list, which is what its code calls.
+    let expected: BTreeSet<_> = CLUSTER_PERMISSIONS
+        .iter()
+        .flat_map(|(g, r, verbs)| {
+            verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))
+        })
+        .collect();
+    assert_eq!(rules_of(m.one("ClusterRole", "configsum-controller")), expected);
+    let lease_name = controller_args(&m).lease_name;
+    let lease_rules = rules_of(m.one("Role", "configsum-controller-lease"));
+    let verbs: BTreeSet<&str> = lease_rules.iter().map(|(_, _, v, _)| v.as_str()).collect();
+    assert_eq!(verbs, LEASE_VERBS.iter().copied().collect::<BTreeSet<_>>());
+    for (group, resource, verb, name) in &lease_rules {
+        assert_eq!((group.as_str(), resource.as_str()), ("coordination.k8s.io", "leases"));
+        assert!(
+            verb == "create" || name.as_deref() == Some(lease_name.as_str()),
+            "{verb} {name:?}"
+        );
+    }
 
     // Each role is bound to the ServiceAccount that runs the code needing it.
     let binding_subject = |kind: &str, name: &str| {
@@ -510,4 +538,47 @@ fn the_deployment_is_highly_available_and_locked_down() {
         makefile.contains("IMAGE ?= configsum:$(VERSION)"),
         "make image builds the tag the manifests use"
     );
+}
+
+#[tokio::test]
+async fn the_controller_deployment_agrees_with_the_code() {
+    let m = Manifests::load();
+    let deployment = m.one("Deployment", "configsum-controller");
+    let args = controller_args(&m);
+    assert!(args.digest_key_file.is_some() && !args.allow_plain_secret_digests);
+    assert!(deployment["spec"]["replicas"].as_u64().is_some_and(|r| r >= 2));
+    let container = container(deployment, "controller");
+    assert_eq!(args.metrics_listen.port(), port_named(container, "metrics"));
+    // The digest key is the webhook's own Secret, at the same path.
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes");
+    assert!(volumes.iter().any(|v| v["secret"]["secretName"] == DIGEST_KEY_SECRET));
+    assert_eq!(args.digest_key_file, serve_args(&m).digest_key_file);
+    // Identity and Lease namespace come from the downward API.
+    let env: Vec<&str> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert!(env.contains(&"POD_NAMESPACE") && env.contains(&"POD_NAME"), "{env:?}");
+    let ready = Arc::new(AtomicBool::new(true));
+    for probe in ["readinessProbe", "livenessProbe"] {
+        let get = &container[probe]["httpGet"];
+        assert_eq!(
+            port_named(container, get["port"].as_str().expect("port")),
+            args.metrics_listen.port()
+        );
+        let path = get["path"].as_str().expect("path").to_owned();
+        let app = configsum::controller::metrics_router(Arc::new(Metrics::new()), ready.clone());
+        let response = app
+            .oneshot(Request::get(&path).body(Body::empty()).expect("request"))
+            .await
+            .expect("answer");
+        assert_eq!(response.status(), StatusCode::OK, "{probe} {path}");
+    }
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(container["securityContext"]["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    assert_eq!(container["image"], format!("configsum:{}", env!("CARGO_PKG_VERSION")));
 }

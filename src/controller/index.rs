@@ -4,7 +4,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::core::workload::WorkloadKind;
-use crate::core::{ObjectRef, Plan, Request, Settings, plan};
+use crate::core::{Mutation, ObjectRef, Plan, Request, Settings, plan};
 
 /// A workload the controller may roll.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -28,15 +28,24 @@ pub struct Tracking {
     pub has_digests: bool,
 }
 
+/// What the controller keeps of a watched workload: the webhook's plan for
+/// it (targets, consumed keys, current digests), small and free of data.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub mutation: Mutation,
+    pub resource_version: Option<String>,
+    pub uid: Option<String>,
+}
+
 /// Applies the webhook's own rules (kinds, owners, opt-out, track/ignore,
 /// name checks, limits) to a workload object, as an UPDATE would be.
 /// `None` when the webhook would leave it alone.
-pub fn tracking(
+pub fn plan_workload(
     kind: WorkloadKind,
     namespace: &str,
     object: &str,
     settings: &Settings,
-) -> Option<Tracking> {
+) -> Option<Mutation> {
     let (group, version, _) = kind.resource();
     let request = Request {
         group,
@@ -48,12 +57,27 @@ pub fn tracking(
         ..Request::default()
     };
     match plan(&request, settings) {
-        Plan::Mutate(mutation) => Some(Tracking {
-            has_digests: mutation.has_digests(),
-            objects: mutation.targets.into_iter().map(|t| t.object).collect(),
-        }),
+        Plan::Mutate(mutation) => Some(mutation),
         Plan::Skip(_) | Plan::Unparsable(_) => None,
     }
+}
+
+/// What a planned workload tracks.
+pub fn tracking_of(mutation: &Mutation) -> Tracking {
+    Tracking {
+        has_digests: mutation.has_digests(),
+        objects: mutation.targets.iter().map(|t| t.object.clone()).collect(),
+    }
+}
+
+/// `plan_workload` reduced to what the index needs.
+pub fn tracking(
+    kind: WorkloadKind,
+    namespace: &str,
+    object: &str,
+    settings: &Settings,
+) -> Option<Tracking> {
+    plan_workload(kind, namespace, object, settings).as_ref().map(tracking_of)
 }
 
 #[derive(Debug, Default)]

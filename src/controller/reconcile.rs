@@ -1,10 +1,10 @@
-//! Bringing one workload's digests up to date: a fresh GET, the webhook's own
-//! plan/lookups/decision, and a merge patch of just the configsum annotations
-//! guarded by the resourceVersion read (a conflict is retried on the fresh
-//! object). The patch passes through the webhook, which computes the same
+//! Bringing one workload's digests up to date: the webhook's own
+//! plan/lookups/decision over the watched workload, and a merge patch of just
+//! the configsum annotations guarded by the watched resourceVersion (a
+//! conflict is retried on the fresh object). The patch passes through the webhook, which computes the same
 //! values and adds nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,12 +16,31 @@ use kube::{Api, Client};
 use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
-use super::index::WorkloadKey;
+use super::index::{Snapshot, WorkloadKey};
 use super::queue::TokenBucket;
 use crate::core::workload::WorkloadKind;
-use crate::core::{Digester, ObjectRef, Plan, Request, Settings, plan};
+use crate::core::{Digester, ObjectRef, Settings};
 use crate::lookup::{KubeSource, observe_all};
 use crate::metrics::Metrics;
+
+/// The workload's snapshot; after a conflict on `stale`, waits (up to 2 s)
+/// for the watch to deliver a newer one.
+async fn fresh_snapshot(
+    snapshots: &Snapshots,
+    key: &WorkloadKey,
+    stale: Option<&Option<String>>,
+) -> Option<Snapshot> {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let snapshot = snapshots.lock().ok()?.get(key).cloned()?;
+        if stale.is_none_or(|stale| *stale != snapshot.resource_version)
+            || Instant::now() >= deadline
+        {
+            return Some(snapshot);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 /// Bound on one reconciliation's lookups (there is no API server deadline here).
 const LOOKUP_BUDGET: Duration = Duration::from_secs(10);
@@ -76,36 +95,34 @@ pub fn api_resource(kind: WorkloadKind) -> ApiResource {
     }
 }
 
+/// The latest watched state of each workload, shared by the event loop
+/// (which writes it) and the worker (which reads it).
+pub type Snapshots = Arc<std::sync::Mutex<HashMap<WorkloadKey, Snapshot>>>;
+
 impl Reconciler {
     /// Patches `key` if its digests are not current; `changed` names the
-    /// objects that triggered it, for the Event.
+    /// objects that triggered it, for the Event. Works from the watched
+    /// snapshot (the controller needs no `get` on workloads); after a
+    /// conflict it waits for the watch to deliver the newer version.
     pub async fn reconcile(
         &self,
         key: &WorkloadKey,
         changed: &BTreeSet<ObjectRef>,
+        snapshots: &Snapshots,
         bucket: &tokio::sync::Mutex<TokenBucket>,
     ) -> Result<Outcome, ReconcileError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind));
+        let mut conflicted: Option<Option<String>> = None;
         for _ in 0..CONFLICT_RETRIES {
-            let Some(object) = api.get_opt(&key.name).await? else { return Ok(Outcome::Gone) };
-            let resource_version = object.metadata.resource_version.clone();
-            let uid = object.metadata.uid.clone();
-            let json = serde_json::to_string(&object)
-                .map_err(|e| ReconcileError::Lookup(e.to_string()))?;
-            let (group, version, _) = key.kind.resource();
-            let request = Request {
-                group,
-                version,
-                kind: key.kind.as_str(),
-                operation: "UPDATE",
-                namespace: Some(&key.namespace),
-                object: Some(&json),
-                ..Request::default()
+            let Some(snapshot) = fresh_snapshot(snapshots, key, conflicted.as_ref()).await else {
+                return if conflicted.is_some() {
+                    Err(ReconcileError::Conflict)
+                } else {
+                    Ok(Outcome::Gone)
+                };
             };
-            let Plan::Mutate(mutation) = plan(&request, &self.settings) else {
-                return Ok(Outcome::Gone);
-            };
+            let mutation = snapshot.mutation;
             let deadline = Instant::now() + LOOKUP_BUDGET;
             let observations =
                 observe_all(&self.source, &self.digester, &mutation, deadline, &self.metrics).await;
@@ -124,15 +141,18 @@ impl Reconciler {
                     Err(wait) => tokio::time::sleep(wait).await,
                 }
             }
-            let patch = merge_patch(&decision.patch, resource_version);
+            let patch = merge_patch(&decision.patch, snapshot.resource_version.clone());
             match api.patch(&key.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => {
                     let mut named: BTreeSet<ObjectRef> = changed.clone();
                     named.extend(decision.changed);
-                    self.record_event(key, uid, &named).await;
+                    self.record_event(key, snapshot.uid, &named).await;
                     return Ok(Outcome::Patched);
                 }
-                Err(kube::Error::Api(status)) if status.code == 409 => continue,
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    conflicted = Some(snapshot.resource_version)
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => return Ok(Outcome::Gone),
                 Err(e) => return Err(e.into()),
             }
         }

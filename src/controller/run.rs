@@ -23,11 +23,11 @@ use tokio::sync::{Mutex, mpsc, watch};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use super::index::{ReferenceIndex, WorkloadKey, tracking};
+use super::index::{ReferenceIndex, Snapshot, WorkloadKey, plan_workload, tracking_of};
 use super::lease::LeaderElector;
 use super::metrics::ControllerMetrics;
 use super::queue::{Coalescer, MinInterval, TokenBucket};
-use super::reconcile::{Outcome, Reconciler, api_resource};
+use super::reconcile::{Outcome, Reconciler, Snapshots, api_resource};
 use crate::config::ControllerArgs;
 use crate::core::annotations::NAMESPACE_LABEL;
 use crate::core::digest::ObjectId;
@@ -98,6 +98,7 @@ struct Controller {
     baselined: bool,
     coalescer: Coalescer<WorkloadKey>,
     triggers: HashMap<WorkloadKey, BTreeSet<ObjectRef>>,
+    snapshots: Snapshots,
     metrics: ControllerMetrics,
 }
 
@@ -154,14 +155,15 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     let (work_tx, work_rx) = mpsc::channel::<Work>(100_000);
     let bucket =
         Arc::new(Mutex::new(TokenBucket::new(args.rate, args.burst, std::time::Instant::now())));
-    tokio::spawn(worker(
+    let snapshots = Snapshots::default();
+    let worker_context = WorkerContext {
         reconciler,
-        work_rx,
-        work_tx.clone(),
+        snapshots: snapshots.clone(),
         bucket,
-        args.min_interval,
-        controller_metrics.clone(),
-    ));
+        min_interval: args.min_interval,
+        metrics: controller_metrics.clone(),
+    };
+    tokio::spawn(worker(worker_context, work_rx, work_tx.clone()));
 
     let (tx, mut messages) = mpsc::channel::<Message>(10_000);
     let expected_workloads = start_watches(&client, &tx).await;
@@ -178,6 +180,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         baselined: false,
         coalescer: Coalescer::new(args.window),
         triggers: HashMap::new(),
+        snapshots,
         metrics: controller_metrics,
     };
 
@@ -305,6 +308,13 @@ fn meta_event<K>(event: Event<PartialObjectMeta<K>>) -> Event<ObjectMeta> {
 }
 
 impl Controller {
+    fn forget(&mut self, key: &WorkloadKey) {
+        self.index.remove(key);
+        if let Ok(mut snapshots) = self.snapshots.lock() {
+            snapshots.remove(key);
+        }
+    }
+
     fn in_scope(&self, namespace: &str) -> bool {
         self.enabled.contains(namespace)
     }
@@ -356,22 +366,30 @@ impl Controller {
                 };
                 let key = WorkloadKey { kind, namespace: namespace.clone(), name };
                 let Ok(json) = serde_json::to_string(&object) else { return };
-                match tracking(kind, &namespace, &json, &self.settings) {
-                    Some(tracked) => {
-                        let new = self.index.upsert(key, tracked);
+                match plan_workload(kind, &namespace, &json, &self.settings) {
+                    Some(mutation) => {
+                        let new = self.index.upsert(key.clone(), tracking_of(&mutation));
+                        let snapshot = Snapshot {
+                            mutation,
+                            resource_version: object.metadata.resource_version.clone(),
+                            uid: object.metadata.uid.clone(),
+                        };
+                        if let Ok(mut snapshots) = self.snapshots.lock() {
+                            snapshots.insert(key, snapshot);
+                        }
                         if self.baselined && self.in_scope(&namespace) && !new.is_empty() {
                             let new: HashSet<ObjectRef> = new.into_iter().collect();
                             self.baseline(|ns, o| ns == namespace && new.contains(o)).await;
                         }
                     }
-                    None => self.index.remove(&key),
+                    None => self.forget(&key),
                 }
             }
             Event::Delete(object) => {
                 if let (Some(namespace), Some(name)) =
                     (object.metadata.namespace, object.metadata.name)
                 {
-                    self.index.remove(&WorkloadKey { kind, namespace, name });
+                    self.forget(&WorkloadKey { kind, namespace, name });
                 }
             }
             Event::Init => {}
@@ -537,16 +555,22 @@ struct Work {
     opened: std::time::Instant,
 }
 
-/// Reconciles due workloads one at a time; a workload inside its minimum
-/// interval comes back when the interval ends.
-async fn worker(
+struct WorkerContext {
     reconciler: Arc<Reconciler>,
-    mut work: mpsc::Receiver<Work>,
-    requeue: mpsc::Sender<Work>,
+    snapshots: Snapshots,
     bucket: Arc<Mutex<TokenBucket>>,
     min_interval: Duration,
     metrics: ControllerMetrics,
+}
+
+/// Reconciles due workloads one at a time; a workload inside its minimum
+/// interval comes back when the interval ends.
+async fn worker(
+    context: WorkerContext,
+    mut work: mpsc::Receiver<Work>,
+    requeue: mpsc::Sender<Work>,
 ) {
+    let WorkerContext { reconciler, snapshots, bucket, min_interval, metrics } = context;
     let mut intervals = MinInterval::new(min_interval);
     let mut queued: HashSet<WorkloadKey> = HashSet::new();
     while let Some(item) = work.recv().await {
@@ -563,15 +587,14 @@ async fn worker(
             continue;
         }
         queued.remove(&item.key);
-        match reconciler.reconcile(&item.key, &item.triggers, &bucket).await {
+        match reconciler.reconcile(&item.key, &item.triggers, &snapshots, &bucket).await {
             Ok(Outcome::Patched) => {
                 metrics.count("patched");
                 metrics.reacted(item.opened.elapsed().as_secs_f64());
                 intervals.patched(item.key.clone(), std::time::Instant::now());
                 info!(workload = %item.key, "patched the pod template's digests");
             }
-            Ok(Outcome::Unchanged) => metrics.count("unchanged"),
-            Ok(Outcome::Gone) => metrics.count("unchanged"),
+            Ok(Outcome::Unchanged | Outcome::Gone) => metrics.count("unchanged"),
             Err(e) => {
                 metrics.count(e.metric_label());
                 warn!(workload = %item.key, error = %e, "cannot bring the digests up to date; retrying in 5 s");
@@ -590,7 +613,15 @@ async fn serve_metrics(
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
 ) {
-    let router = Router::new()
+    if let Err(e) = axum::serve(listener, metrics_router(metrics, ready)).await {
+        warn!(error = %e, "metrics listener failed");
+    }
+}
+
+/// `/metrics`, `/healthz`, and `/readyz` (ready once every watch has synced,
+/// on leader and follower alike).
+pub fn metrics_router(metrics: Arc<Metrics>, ready: Arc<AtomicBool>) -> Router {
+    Router::new()
         .route(
             "/metrics",
             get(|State((metrics, _)): State<(Arc<Metrics>, Arc<AtomicBool>)>| async move {
@@ -614,8 +645,5 @@ async fn serve_metrics(
                 }
             }),
         )
-        .with_state((metrics, ready));
-    if let Err(e) = axum::serve(listener, router).await {
-        warn!(error = %e, "metrics listener failed");
-    }
+        .with_state((metrics, ready))
 }

@@ -93,7 +93,7 @@ pub enum Observation {
     Unreadable(String),
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Mutation {
     pub kind: WorkloadKind,
     pub namespace: String,
