@@ -175,8 +175,17 @@ async fn main() {
     let floor_answer = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"bench","allowed":true}}"#;
     match floor::Nginx::start(&dir.0, &dir.0, floor_answer) {
         Some(nginx) => {
+            // The master forks its workers after it starts listening.
+            let mut workers = loadgen::children(nginx.pid);
+            for _ in 0..100 {
+                if workers.len() >= 2 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                workers = loadgen::children(nginx.pid);
+            }
             let mut pids = vec![nginx.pid];
-            pids.extend(loadgen::children(nginx.pid));
+            pids.extend(workers);
             let stats = ProcessStats::new(pids);
             for &c in plan.concurrency {
                 rows.push(

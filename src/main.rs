@@ -17,7 +17,8 @@ fn main() -> ExitCode {
         Command::EnsureDigestKey(args) => args.log_format,
         Command::Controller(args) => args.log_format,
     };
-    init_logging(log_format);
+    // Held until exit: dropping it flushes the log lines still queued.
+    let _log_guard = init_logging(log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -47,17 +48,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat) {
+/// Log lines are written by a background thread through a buffer, so an
+/// admission never waits on a write to stderr and a burst becomes few writes.
+fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     let filter =
         EnvFilter::try_from_env("CONFIGSUM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+    let ansi = std::io::stderr().is_terminal();
+    // At most 1,024 lines queued; beyond that, callers wait rather than lines being lost.
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(1024)
+        .lossy(false)
+        .finish(std::io::BufWriter::with_capacity(16 * 1024, std::io::stderr()));
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi);
     match format {
         LogFormat::Json => {
             builder.json().flatten_event(true).with_current_span(true).with_span_list(false).init()
         }
         LogFormat::Text => builder.init(),
     }
+    guard
 }
