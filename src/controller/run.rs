@@ -62,14 +62,14 @@ enum Message {
 
 /// Which watches have listed everything once.
 #[derive(Default)]
-struct Sync {
+struct WatchSync {
     namespaces: bool,
     workloads: HashSet<WorkloadKind>,
     objects: HashSet<ObjectKind>,
     expected_workloads: usize,
 }
 
-impl Sync {
+impl WatchSync {
     fn done(&self) -> bool {
         self.namespaces
             && self.workloads.len() == self.expected_workloads
@@ -94,7 +94,7 @@ struct Controller {
     index: ReferenceIndex,
     fingerprints: HashMap<(String, ObjectRef), Fingerprint>,
     object_listing: HashMap<ObjectKind, HashSet<(String, String)>>,
-    sync: Sync,
+    sync: WatchSync,
     baselined: bool,
     coalescer: Coalescer<WorkloadKey>,
     triggers: HashMap<WorkloadKey, BTreeSet<ObjectRef>>,
@@ -176,7 +176,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         index: ReferenceIndex::default(),
         fingerprints: HashMap::new(),
         object_listing: HashMap::new(),
-        sync: Sync { expected_workloads, ..Sync::default() },
+        sync: WatchSync { expected_workloads, ..WatchSync::default() },
         baselined: false,
         coalescer: Coalescer::new(args.window),
         triggers: HashMap::new(),
