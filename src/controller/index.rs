@@ -70,16 +70,6 @@ pub fn tracking_of(mutation: &Mutation) -> Tracking {
     }
 }
 
-/// `plan_workload` reduced to what the index needs.
-pub fn tracking(
-    kind: WorkloadKind,
-    namespace: &str,
-    object: &str,
-    settings: &Settings,
-) -> Option<Tracking> {
-    plan_workload(kind, namespace, object, settings).as_ref().map(tracking_of)
-}
-
 #[derive(Debug, Default)]
 pub struct ReferenceIndex {
     workloads: HashMap<WorkloadKey, Tracking>,
@@ -116,13 +106,6 @@ impl ReferenceIndex {
         }
     }
 
-    /// Drops every workload of a namespace (it was un-labelled).
-    pub fn remove_namespace(&mut self, namespace: &str) {
-        let keys: Vec<WorkloadKey> =
-            self.workloads.keys().filter(|k| k.namespace == namespace).cloned().collect();
-        keys.iter().for_each(|k| self.remove(k));
-    }
-
     /// The workloads tracking `object` in `namespace`, in a stable order.
     pub fn tracking(&self, namespace: &str, object: &ObjectRef) -> Vec<WorkloadKey> {
         self.by_object
@@ -148,10 +131,6 @@ impl ReferenceIndex {
         keys
     }
 
-    pub fn contains(&self, key: &WorkloadKey) -> bool {
-        self.workloads.contains_key(key)
-    }
-
     pub fn len(&self) -> usize {
         self.workloads.len()
     }
@@ -170,6 +149,15 @@ impl ReferenceIndex {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn tracking(
+        kind: WorkloadKind,
+        ns: &str,
+        object: &str,
+        settings: &Settings,
+    ) -> Option<Tracking> {
+        plan_workload(kind, ns, object, settings).as_ref().map(tracking_of)
+    }
 
     fn key(name: &str) -> WorkloadKey {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: name.into() }
@@ -239,7 +227,7 @@ mod tests {
         assert!(!index.is_tracked("ns", &ObjectRef::config_map("c")));
         index.remove(&key("b"));
         assert_eq!(index.tracking("ns", &ObjectRef::secret("s")), vec![key("a")]);
-        index.remove_namespace("ns");
+        index.remove(&key("a"));
         assert!(index.is_empty() && index.object_count() == 0);
     }
 }

@@ -88,7 +88,8 @@ struct Fingerprint {
 struct Controller {
     settings: Settings,
     own_namespace: String,
-    source: KubeSource,
+    /// Its `source` (and so the server-wide lookup cap) serves fingerprints too.
+    reconciler: Arc<Reconciler>,
     enabled: HashSet<String>,
     namespace_listing: Option<HashSet<String>>,
     index: ReferenceIndex,
@@ -163,6 +164,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         min_interval: args.min_interval,
         metrics: controller_metrics.clone(),
     };
+    let reconciler = worker_context.reconciler.clone();
     tokio::spawn(worker(worker_context, work_rx, work_tx.clone()));
 
     let (tx, mut messages) = mpsc::channel::<Message>(10_000);
@@ -170,7 +172,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     let mut controller = Controller {
         settings,
         own_namespace,
-        source: KubeSource::new(client.clone()),
+        reconciler,
         enabled: HashSet::new(),
         namespace_listing: None,
         index: ReferenceIndex::default(),
@@ -486,7 +488,7 @@ impl Controller {
     /// A digest of the object's whole content, or `None` when it does not
     /// exist; `None` from the outer Option when it could not be read.
     async fn fingerprint(&self, ns: &str, object: &ObjectRef) -> Option<Option<String>> {
-        match self.source.fetch(ns, object).await {
+        match self.reconciler.source.fetch(ns, object).await {
             Ok(Some(content)) => {
                 let id = ObjectId { namespace: ns, object };
                 Some(Some(Digester::default().digest(id, &content, &ConsumedKeys::All, None)))
