@@ -7,8 +7,9 @@ mod fixtures;
 #[path = "support/reviews.rs"]
 mod reviews;
 
-use configsum::admission::{encode_response, parse_review};
-use configsum::core::{ObjectRef, Settings, review};
+use configsum::core::{ObjectRef, Settings};
+use configsum::webhook::admission::{encode_response, parse_review};
+use configsum::webhook::review::review;
 use divan::{Bencher, black_box};
 use fixtures::{Objects, keyed_digester};
 

@@ -41,17 +41,17 @@ pub struct ControllerArgs {
     /// Address of the plain-HTTP listener (/metrics, /healthz, /readyz).
     #[arg(long, env = "CONFIGSUM_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
     pub metrics_listen: SocketAddr,
-    /// Changes to a workload's objects within this window become one patch.
-    #[arg(long, env = "CONFIGSUM_WINDOW", default_value = "2s", value_parser = humantime::parse_duration)]
+    /// Changes to a workload's objects within this window become one patch (at most 1h).
+    #[arg(long, env = "CONFIGSUM_WINDOW", default_value = "2s", value_parser = parse_window)]
     pub window: Duration,
-    /// Patches per second, on average, across all workloads.
-    #[arg(long, env = "CONFIGSUM_RATE", default_value_t = 5.0)]
+    /// Patches per second, on average, across all workloads (greater than 0).
+    #[arg(long, env = "CONFIGSUM_RATE", default_value_t = 5.0, value_parser = parse_rate)]
     pub rate: f64,
-    /// Patches allowed at once before the rate applies.
-    #[arg(long, env = "CONFIGSUM_BURST", default_value_t = 20)]
+    /// Patches allowed at once before the rate applies (at least 1).
+    #[arg(long, env = "CONFIGSUM_BURST", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub burst: u32,
-    /// Least time between two patches of one workload.
-    #[arg(long, env = "CONFIGSUM_MIN_INTERVAL", default_value = "0s", value_parser = humantime::parse_duration)]
+    /// Least time between two patches of one workload (at most 24h).
+    #[arg(long, env = "CONFIGSUM_MIN_INTERVAL", default_value = "0s", value_parser = parse_min_interval)]
     pub min_interval: Duration,
     /// Name of the coordination.k8s.io/v1 Lease used for leader election.
     #[arg(long, env = "CONFIGSUM_LEASE_NAME", default_value = "configsum-controller")]
@@ -62,8 +62,8 @@ pub struct ControllerArgs {
     /// This replica's name in the Lease (default: POD_NAME, else the host name).
     #[arg(long, env = "CONFIGSUM_IDENTITY")]
     pub identity: Option<String>,
-    /// How long a leader's Lease lasts without renewal.
-    #[arg(long, env = "CONFIGSUM_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
+    /// How long a leader's Lease lasts without renewal (1s to 1h, whole seconds).
+    #[arg(long, env = "CONFIGSUM_LEASE_DURATION", default_value = "15s", value_parser = parse_lease_duration)]
     pub lease_duration: Duration,
     /// Domain of the annotations written and read.
     #[arg(long, env = "CONFIGSUM_ANNOTATION_DOMAIN", default_value = DEFAULT_DOMAIN, value_parser = parse_domain)]
@@ -152,6 +152,44 @@ pub enum LogFormat {
     Text,
 }
 
+/// A duration between `min` and `max` (humantime syntax: `500ms`, `2s`, `1m`).
+fn bounded_duration(value: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    let duration = humantime::parse_duration(value).map_err(|e| e.to_string())?;
+    if duration < min || duration > max {
+        return Err(format!(
+            "must be between {} and {}",
+            humantime::format_duration(min),
+            humantime::format_duration(max)
+        ));
+    }
+    Ok(duration)
+}
+
+fn parse_window(value: &str) -> Result<Duration, String> {
+    bounded_duration(value, Duration::ZERO, Duration::from_secs(3600))
+}
+
+fn parse_min_interval(value: &str) -> Result<Duration, String> {
+    bounded_duration(value, Duration::ZERO, Duration::from_secs(86_400))
+}
+
+/// A Lease records its duration in whole seconds.
+fn parse_lease_duration(value: &str) -> Result<Duration, String> {
+    let duration = bounded_duration(value, Duration::from_secs(1), Duration::from_secs(3600))?;
+    if duration.subsec_nanos() != 0 {
+        return Err("must be whole seconds".to_owned());
+    }
+    Ok(duration)
+}
+
+fn parse_rate(value: &str) -> Result<f64, String> {
+    let rate: f64 = value.parse().map_err(|_| format!("{value:?} is not a number"))?;
+    if !rate.is_finite() || rate <= 0.0 {
+        return Err("must be a number greater than 0".to_owned());
+    }
+    Ok(rate)
+}
+
 fn parse_domain(value: &str) -> Result<AnnotationDomain, String> {
     AnnotationDomain::new(value).map_err(|e| e.to_string())
 }
@@ -207,6 +245,41 @@ mod tests {
         assert_eq!(args.annotation_domain, AnnotationDomain::new("example.com").expect("domain"));
         assert!(args.allow_plain_secret_digests);
         assert_eq!(args.log_format, LogFormat::Text);
+    }
+
+    fn controller(args: &[&str]) -> Result<ControllerArgs, clap::Error> {
+        let argv = ["configsum", "controller"];
+        match Cli::try_parse_from(argv.iter().chain(args))?.command {
+            Command::Controller(args) => Ok(args),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn controller_flags_are_checked() {
+        let args = controller(&[]).expect("defaults");
+        assert_eq!((args.rate, args.burst, args.window), (5.0, 20, Duration::from_secs(2)));
+        assert_eq!(args.lease_duration, Duration::from_secs(15));
+        for bad in [
+            "--rate=0",
+            "--rate=-1",
+            "--rate=NaN",
+            "--rate=inf",
+            "--rate=fast",
+            "--burst=0",
+            "--burst=-3",
+            "--window=-1s",
+            "--window=2h",
+            "--min-interval=100000000y",
+            "--lease-duration=0s",
+            "--lease-duration=1500ms",
+        ] {
+            let error = controller(&[bad]).expect_err(bad);
+            assert_eq!(error.exit_code(), 2, "{bad}");
+            let flag = bad.split('=').next().unwrap_or_default();
+            assert!(error.to_string().contains(flag), "{bad}: {error}");
+        }
+        assert!(controller(&["--rate", "0.5", "--window", "0s", "--lease-duration", "3s"]).is_ok());
     }
 
     #[test]

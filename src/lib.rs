@@ -1,14 +1,14 @@
-//! configsum: a mutating admission webhook that digests the ConfigMaps and
-//! Secrets a pod template consumes into pod-template annotations, so that a
-//! configuration change rolls the workload.
+//! configsum: rolls Kubernetes workloads when the ConfigMaps and Secrets they
+//! consume change. `core` decides (pure); `webhook` answers AdmissionReviews
+//! with it; `controller` patches workloads whose objects changed with no write
+//! to the workload; `lookup` reads the objects; `process` holds what both
+//! long-running commands share.
 
-pub mod admission;
-pub mod app;
 pub mod config;
 pub mod controller;
 pub mod core;
 pub mod digest_key;
 pub mod lookup;
 pub mod metrics;
-pub mod server;
-pub mod tls;
+pub mod process;
+pub mod webhook;

@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Serve(args) => {
-            runtime.block_on(configsum::server::serve(args)).map_err(|e| e.to_string())
+            runtime.block_on(configsum::webhook::serve(args)).map_err(|e| e.to_string())
         }
         Command::EnsureDigestKey(args) => runtime
             .block_on(configsum::digest_key::run(&args))

@@ -2,16 +2,16 @@
 //! deadlines and metrics.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use base64::Engine as _;
-use configsum::app::{AppState, MAX_BODY_BYTES, metrics_router, router};
 use configsum::core::{Digester, ObjectContent, ObjectRef, Settings};
 use configsum::lookup::{FileSource, LookupError, ObjectSource};
 use configsum::metrics::Metrics;
+use configsum::process::{Readiness, admin_router};
+use configsum::webhook::app::{AppState, MAX_BODY_BYTES, router};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
@@ -53,7 +53,7 @@ fn state(delay: Duration) -> Arc<AppState<Slow>> {
         settings: Settings::default(),
         lookup_timeout: Duration::from_secs(2),
         metrics: Arc::new(Metrics::new()),
-        ready: AtomicBool::new(true),
+        ready: Readiness::new(true),
     })
 }
 
@@ -167,7 +167,7 @@ async fn readiness_follows_the_flag() {
     };
     assert_eq!(get(state.clone(), "/readyz").await, StatusCode::OK);
     assert_eq!(get(state.clone(), "/healthz").await, StatusCode::OK);
-    state.ready.store(false, Ordering::Relaxed);
+    state.ready.set(false);
     assert_eq!(get(state.clone(), "/readyz").await, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(get(state, "/healthz").await, StatusCode::OK, "liveness is not readiness");
 }
@@ -177,7 +177,7 @@ async fn metrics_count_admissions_by_kind_operation_and_outcome() {
     let state = state(Duration::ZERO);
     post(state.clone(), "/mutate", review(false).to_string()).await;
     post(state.clone(), "/mutate", "nonsense").await;
-    let response = metrics_router(state.metrics.clone())
+    let response = admin_router(state.metrics.clone(), state.ready.clone())
         .oneshot(Request::get("/metrics").body(Body::empty()).expect("request"))
         .await
         .expect("infallible");

@@ -6,13 +6,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use clap::Parser as _;
-use configsum::app::{AppState, metrics_router, router};
 use configsum::config::{Cli, Command, DIGEST_KEY_FILE_NAME, DIGEST_KEY_SECRET};
 use configsum::controller::{CLUSTER_PERMISSIONS, LEASE_VERBS};
 use configsum::core::annotations::NAMESPACE_LABEL;
@@ -20,7 +18,9 @@ use configsum::core::workload::{Operation, WorkloadKind};
 use configsum::core::{Digester, Settings};
 use configsum::lookup::{FileSource, WEBHOOK_PERMISSIONS, lookup_budget};
 use configsum::metrics::Metrics;
-use configsum::server::DRAIN_TIMEOUT;
+use configsum::process::{Readiness, admin_router};
+use configsum::webhook::DRAIN_TIMEOUT;
+use configsum::webhook::app::{AppState, router};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
@@ -288,7 +288,7 @@ async fn probe_paths_answer_on_their_listeners() {
         settings: Settings::default(),
         lookup_timeout: args.lookup_timeout,
         metrics: Arc::new(Metrics::new()),
-        ready: AtomicBool::new(true),
+        ready: Readiness::new(true),
     });
     for probe in ["readinessProbe", "livenessProbe"] {
         let get = &container[probe]["httpGet"];
@@ -300,7 +300,7 @@ async fn probe_paths_answer_on_their_listeners() {
         } else {
             assert_eq!(port, args.metrics_listen.port(), "{probe}: an unknown port");
             assert_eq!(get["scheme"], "HTTP", "{probe}: the metrics listener is plain HTTP");
-            metrics_router(state.metrics.clone())
+            admin_router(state.metrics.clone(), state.ready.clone())
         };
         let response = app
             .oneshot(Request::get(&path).body(Body::empty()).expect("request"))
@@ -561,7 +561,7 @@ async fn the_controller_deployment_agrees_with_the_code() {
         .filter_map(|e| e["name"].as_str())
         .collect();
     assert!(env.contains(&"POD_NAMESPACE") && env.contains(&"POD_NAME"), "{env:?}");
-    let ready = Arc::new(AtomicBool::new(true));
+    let ready = Readiness::new(true);
     for probe in ["readinessProbe", "livenessProbe"] {
         let get = &container[probe]["httpGet"];
         assert_eq!(
@@ -569,7 +569,7 @@ async fn the_controller_deployment_agrees_with_the_code() {
             args.metrics_listen.port()
         );
         let path = get["path"].as_str().expect("path").to_owned();
-        let app = configsum::controller::metrics_router(Arc::new(Metrics::new()), ready.clone());
+        let app = admin_router(Arc::new(Metrics::new()), ready.clone());
         let response = app
             .oneshot(Request::get(&path).body(Body::empty()).expect("request"))
             .await

@@ -1,134 +1,111 @@
-//! Which workloads track which objects: the controller's only long-lived
-//! state besides digests. It holds names, never ConfigMap or Secret data.
+//! Which workloads track which objects, both ways. It holds names, never
+//! ConfigMap or Secret data, and only workloads in opted-in namespaces.
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::workload::WorkloadKey;
 use crate::core::workload::WorkloadKind;
-use crate::core::{Mutation, ObjectRef, Plan, Request, Settings, plan};
+use crate::core::{Mutation, ObjectRef};
 
-/// A workload the controller may roll.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct WorkloadKey {
-    pub kind: WorkloadKind,
-    pub namespace: String,
-    pub name: String,
-}
-
-impl std::fmt::Display for WorkloadKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
-    }
-}
+/// A tracked object: its namespace and reference.
+pub type ObjectSlot = (String, ObjectRef);
 
 /// What the webhook's rules say a workload tracks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tracking {
     pub objects: Vec<ObjectRef>,
-    /// Whether its template carries digests already (then start-up catches it up).
+    /// Whether its template carries digests already.
     pub has_digests: bool,
 }
 
-/// What the controller keeps of a watched workload: the webhook's plan for
-/// it (targets, consumed keys, current digests), small and free of data.
-#[derive(Clone, Debug)]
-pub struct Snapshot {
-    pub mutation: Mutation,
-    pub resource_version: Option<String>,
-    pub uid: Option<String>,
-}
-
-/// Applies the webhook's own rules (kinds, owners, opt-out, track/ignore,
-/// name checks, limits) to a workload object, as an UPDATE would be.
-/// `None` when the webhook would leave it alone.
-pub fn plan_workload(
-    kind: WorkloadKind,
-    namespace: &str,
-    object: &str,
-    settings: &Settings,
-) -> Option<Mutation> {
-    let (group, version, _) = kind.resource();
-    let request = Request {
-        group,
-        version,
-        kind: kind.as_str(),
-        operation: "UPDATE",
-        namespace: Some(namespace),
-        object: Some(object),
-        ..Request::default()
-    };
-    match plan(&request, settings) {
-        Plan::Mutate(mutation) => Some(mutation),
-        Plan::Skip(_) | Plan::Unparsable(_) => None,
-    }
-}
-
-/// What a planned workload tracks.
-pub fn tracking_of(mutation: &Mutation) -> Tracking {
-    Tracking {
-        has_digests: mutation.has_digests(),
-        objects: mutation.targets.iter().map(|t| t.object.clone()).collect(),
+impl Tracking {
+    pub fn of(mutation: &Mutation) -> Self {
+        Tracking {
+            has_digests: mutation.has_digests(),
+            objects: mutation.targets.iter().map(|t| t.object.clone()).collect(),
+        }
     }
 }
 
 #[derive(Debug, Default)]
 pub struct ReferenceIndex {
     workloads: HashMap<WorkloadKey, Tracking>,
-    by_object: HashMap<(String, ObjectRef), BTreeSet<WorkloadKey>>,
+    by_object: HashMap<ObjectSlot, BTreeSet<WorkloadKey>>,
+}
+
+/// How an upsert or removal changed the set of tracked objects.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Change {
+    /// Objects nobody tracked before.
+    pub added: Vec<ObjectSlot>,
+    /// Objects nobody tracks any more.
+    pub dropped: Vec<ObjectSlot>,
 }
 
 impl ReferenceIndex {
-    /// Records what `key` tracks now; returns the objects nobody tracked before.
-    pub fn upsert(&mut self, key: WorkloadKey, tracking: Tracking) -> Vec<ObjectRef> {
-        self.remove(&key);
-        let mut new = Vec::new();
+    /// Records what `key` tracks now.
+    pub fn upsert(&mut self, key: WorkloadKey, tracking: Tracking) -> Change {
+        let mut change = self.remove(&key);
         for object in &tracking.objects {
-            let workloads =
-                self.by_object.entry((key.namespace.clone(), object.clone())).or_default();
+            let slot = (key.namespace.clone(), object.clone());
+            let workloads = self.by_object.entry(slot.clone()).or_default();
             if workloads.is_empty() {
-                new.push(object.clone());
+                // Dropped and re-added in one upsert: neither.
+                match change.dropped.iter().position(|s| *s == slot) {
+                    Some(i) => {
+                        change.dropped.swap_remove(i);
+                    }
+                    None => change.added.push(slot),
+                }
             }
             workloads.insert(key.clone());
         }
         self.workloads.insert(key, tracking);
-        new
+        change
     }
 
-    pub fn remove(&mut self, key: &WorkloadKey) {
-        let Some(old) = self.workloads.remove(key) else { return };
+    pub fn remove(&mut self, key: &WorkloadKey) -> Change {
+        let mut change = Change::default();
+        let Some(old) = self.workloads.remove(key) else { return change };
         for object in old.objects {
             let slot = (key.namespace.clone(), object);
             if let Some(workloads) = self.by_object.get_mut(&slot) {
                 workloads.remove(key);
                 if workloads.is_empty() {
                     self.by_object.remove(&slot);
+                    change.dropped.push(slot);
                 }
             }
         }
+        change
     }
 
-    /// The workloads tracking `object` in `namespace`, in a stable order.
-    pub fn tracking(&self, namespace: &str, object: &ObjectRef) -> Vec<WorkloadKey> {
-        self.by_object
-            .get(&(namespace.to_owned(), object.clone()))
-            .map(|w| w.iter().cloned().collect())
-            .unwrap_or_default()
+    pub fn get(&self, key: &WorkloadKey) -> Option<&Tracking> {
+        self.workloads.get(key)
     }
 
-    pub fn is_tracked(&self, namespace: &str, object: &ObjectRef) -> bool {
-        self.by_object.contains_key(&(namespace.to_owned(), object.clone()))
+    /// The workloads tracking an object, in a stable order.
+    pub fn tracking(&self, slot: &ObjectSlot) -> impl Iterator<Item = &WorkloadKey> {
+        self.by_object.get(slot).into_iter().flatten()
+    }
+
+    pub fn is_tracked(&self, slot: &ObjectSlot) -> bool {
+        self.by_object.contains_key(slot)
     }
 
     /// Every tracked object.
-    pub fn objects(&self) -> impl Iterator<Item = &(String, ObjectRef)> {
+    pub fn objects(&self) -> impl Iterator<Item = &ObjectSlot> {
         self.by_object.keys()
     }
 
-    /// Workloads whose templates carry digests: the ones caught up at start-up.
-    pub fn with_digests(&self) -> Vec<WorkloadKey> {
-        let mut keys: Vec<_> =
-            self.workloads.iter().filter(|(_, t)| t.has_digests).map(|(k, _)| k.clone()).collect();
-        keys.sort();
-        keys
+    /// Every workload of `kind`.
+    pub fn workloads_of(&self, kind: WorkloadKind) -> impl Iterator<Item = &WorkloadKey> {
+        self.workloads.keys().filter(move |k| k.kind == kind)
+    }
+
+    /// Every workload in `namespace`.
+    pub fn workloads_in<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = &'a WorkloadKey> {
+        self.workloads.keys().filter(move |k| k.namespace == namespace)
     }
 
     pub fn len(&self) -> usize {
@@ -148,86 +125,51 @@ impl ReferenceIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    fn tracking(
-        kind: WorkloadKind,
-        ns: &str,
-        object: &str,
-        settings: &Settings,
-    ) -> Option<Tracking> {
-        plan_workload(kind, ns, object, settings).as_ref().map(tracking_of)
-    }
 
     fn key(name: &str) -> WorkloadKey {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: name.into() }
     }
 
-    fn deployment(
-        env_from: serde_json::Value,
-        annotations: serde_json::Value,
-        template_annotations: serde_json::Value,
-    ) -> String {
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "annotations": annotations},
-            "spec": {"template": {"metadata": {"annotations": template_annotations},
-                "spec": {"containers": [{"name": "c", "envFrom": env_from}]}}}})
-        .to_string()
+    fn slot(object: ObjectRef) -> ObjectSlot {
+        ("ns".into(), object)
+    }
+
+    fn tracks(objects: &[ObjectRef]) -> Tracking {
+        Tracking { objects: objects.to_vec(), has_digests: true }
     }
 
     #[test]
-    fn tracking_follows_the_webhook_rules() {
-        let settings = Settings::default();
-        let refs = json!([{"configMapRef": {"name": "a"}}, {"secretRef": {"name": "s"}}]);
-        let plain = deployment(refs.clone(), json!({}), json!({}));
-        let t = tracking(WorkloadKind::Deployment, "ns", &plain, &settings).expect("tracked");
-        assert_eq!(t.objects, vec![ObjectRef::config_map("a"), ObjectRef::secret("s")]);
-        assert!(!t.has_digests);
-        let ignored =
-            deployment(refs.clone(), json!({"configsum.dev/ignore": "secret/s"}), json!({}));
-        assert_eq!(
-            tracking(WorkloadKind::Deployment, "ns", &ignored, &settings).map(|t| t.objects.len()),
-            Some(1)
-        );
-        let disabled =
-            deployment(refs.clone(), json!({"configsum.dev/enabled": "false"}), json!({}));
-        assert_eq!(tracking(WorkloadKind::Deployment, "ns", &disabled, &settings), None);
-        let digested =
-            deployment(refs, json!({}), json!({"configmap.configsum.dev/a": "sha256:00"}));
-        assert!(
-            tracking(WorkloadKind::Deployment, "ns", &digested, &settings)
-                .is_some_and(|t| t.has_digests)
-        );
-    }
-
-    #[test]
-    fn the_index_answers_who_tracks_what() {
+    fn the_index_answers_who_tracks_what_and_what_came_and_went() {
+        let (s, c) = (ObjectRef::secret("s"), ObjectRef::config_map("c"));
         let mut index = ReferenceIndex::default();
-        let both = Tracking {
-            objects: vec![ObjectRef::secret("s"), ObjectRef::config_map("c")],
-            has_digests: true,
-        };
-        assert_eq!(index.upsert(key("a"), both.clone()).len(), 2);
-        assert!(
-            index
-                .upsert(
-                    key("b"),
-                    Tracking { objects: vec![ObjectRef::secret("s")], has_digests: false }
-                )
-                .is_empty()
-        );
-        assert_eq!(index.tracking("ns", &ObjectRef::secret("s")), vec![key("a"), key("b")]);
-        assert!(index.tracking("other", &ObjectRef::secret("s")).is_empty());
-        assert_eq!(index.with_digests(), vec![key("a")]);
+        let change = index.upsert(key("a"), tracks(&[s.clone(), c.clone()]));
+        assert_eq!(change.added, vec![slot(s.clone()), slot(c.clone())]);
+        assert!(index.upsert(key("b"), tracks(std::slice::from_ref(&s))) == Change::default());
+        let tracking: Vec<_> = index.tracking(&slot(s.clone())).cloned().collect();
+        assert_eq!(tracking, vec![key("a"), key("b")]);
+        assert_eq!(index.tracking(&("other".into(), s.clone())).count(), 0);
         assert_eq!(index.object_count(), 2);
-        // A workload that stops referencing an object leaves its entry.
-        index.upsert(
-            key("a"),
-            Tracking { objects: vec![ObjectRef::secret("s")], has_digests: true },
-        );
-        assert!(!index.is_tracked("ns", &ObjectRef::config_map("c")));
-        index.remove(&key("b"));
-        assert_eq!(index.tracking("ns", &ObjectRef::secret("s")), vec![key("a")]);
-        index.remove(&key("a"));
+        // A workload that stops referencing an object drops it if nobody else tracks it.
+        let change = index.upsert(key("a"), tracks(std::slice::from_ref(&s)));
+        assert_eq!(change, Change { added: vec![], dropped: vec![slot(c.clone())] });
+        assert!(!index.is_tracked(&slot(c)));
+        assert_eq!(index.remove(&key("b")), Change::default());
+        assert_eq!(index.remove(&key("a")).dropped, vec![slot(s)]);
         assert!(index.is_empty() && index.object_count() == 0);
+    }
+
+    #[test]
+    fn workloads_are_found_by_kind_and_namespace() {
+        let mut index = ReferenceIndex::default();
+        index.upsert(key("a"), tracks(&[]));
+        let other = WorkloadKey {
+            kind: WorkloadKind::StatefulSet,
+            namespace: "x".into(),
+            name: "b".into(),
+        };
+        index.upsert(other.clone(), tracks(&[]));
+        assert_eq!(index.workloads_of(WorkloadKind::StatefulSet).collect::<Vec<_>>(), vec![&other]);
+        assert_eq!(index.workloads_in("ns").collect::<Vec<_>>(), vec![&key("a")]);
+        assert_eq!(index.get(&key("a")).map(|t| t.has_digests), Some(true));
     }
 }

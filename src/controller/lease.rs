@@ -1,6 +1,11 @@
 //! Leader election through a `coordination.k8s.io/v1` Lease: the holder
 //! renews it every `duration / 5`; another replica takes it over once it has
 //! not been renewed for `duration`, and a stopping leader releases it at once.
+//!
+//! A leader counts itself the leader only until two thirds of the duration
+//! after its last successful renewal began (client-go's renew deadline), so
+//! a leader that cannot renew — even one whose calls hang — stops patching
+//! before any other replica can take the Lease over.
 
 use std::time::Duration;
 
@@ -10,7 +15,29 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{info, warn};
+
+/// Whether this replica leads, in which term, and until when.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Leadership {
+    /// Counts up each time this replica becomes the leader.
+    pub term: u64,
+    /// When leadership lapses unless renewed; `None` when following.
+    pub until: Option<Instant>,
+}
+
+impl Leadership {
+    pub fn is_leading(&self, now: Instant) -> bool {
+        self.until.is_some_and(|until| now < until)
+    }
+
+    /// How long this replica may still act for `term`, if it leads in it.
+    pub fn remaining(&self, term: u64, now: Instant) -> Option<Duration> {
+        let until = self.until.filter(|_| self.term == term)?;
+        (now < until).then(|| until - now)
+    }
+}
 
 pub struct LeaderElector {
     api: Api<Lease>,
@@ -20,6 +47,7 @@ pub struct LeaderElector {
 }
 
 impl LeaderElector {
+    /// `duration` is at least a second (checked with the command line).
     pub fn new(
         client: Client,
         namespace: &str,
@@ -31,43 +59,52 @@ impl LeaderElector {
             api: Api::namespaced(client, namespace),
             name: name.to_owned(),
             identity: identity.to_owned(),
-            duration: duration.max(Duration::from_secs(1)),
+            duration,
         }
     }
 
-    /// Campaigns until `stop`, publishing whether this replica leads.
-    pub async fn run(self, leading: watch::Sender<bool>, mut stop: watch::Receiver<bool>) {
+    /// Campaigns until `stop`, publishing this replica's leadership.
+    pub async fn run(self, leadership: watch::Sender<Leadership>, mut stop: watch::Receiver<bool>) {
         let period = self.duration / 5;
-        let mut last_renewal: Option<tokio::time::Instant> = None;
+        let renew_deadline = self.duration * 2 / 3;
+        let mut current = Leadership::default();
         loop {
-            match self.try_acquire_or_renew().await {
-                Ok(true) => {
-                    last_renewal = Some(tokio::time::Instant::now());
-                    if !*leading.borrow() {
-                        info!(identity = %self.identity, lease = %self.name, "became the leader");
+            let started = Instant::now();
+            // Bounded: a hung call must not outlive the next renewal.
+            let attempt = tokio::time::timeout(period, self.try_acquire_or_renew()).await;
+            let now = Instant::now();
+            match attempt {
+                Ok(Ok(true)) => {
+                    if !current.is_leading(now) {
+                        current.term += 1;
+                        info!(identity = %self.identity, lease = %self.name, term = current.term, "became the leader");
                     }
-                    let _ = leading.send(true);
+                    current.until = Some(started + renew_deadline);
                 }
-                Ok(false) => {
-                    let _ = leading.send(false);
-                }
-                Err(e) => {
-                    warn!(error = %e, "cannot reach the Lease");
-                    // A leader that cannot renew steps down before another can take over.
-                    if last_renewal.is_none_or(|t| t.elapsed() + period >= self.duration) {
-                        let _ = leading.send(false);
-                    }
-                }
+                Ok(Ok(false)) => current.until = None,
+                Ok(Err(e)) => warn!(error = %e, "cannot reach the Lease"),
+                Err(_) => warn!(timeout = ?period, "the Lease call timed out"),
             }
+            if current.until.is_some() && !current.is_leading(now) {
+                warn!(identity = %self.identity, "could not renew the Lease in time; no longer leading");
+                current.until = None;
+            }
+            leadership.send_if_modified(|published| {
+                let changed = *published != current;
+                *published = current;
+                changed
+            });
             tokio::select! {
                 _ = tokio::time::sleep(period) => {}
                 _ = stop.changed() => break,
             }
         }
-        if *leading.borrow() {
-            let _ = leading.send(false);
-            if let Err(e) = self.release().await {
-                warn!(error = %e, "cannot release the Lease; it expires on its own");
+        if current.until.is_some() {
+            let _ = leadership.send(Leadership { term: current.term, until: None });
+            match tokio::time::timeout(period, self.release()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => warn!(error = %e, "cannot release the Lease; it expires on its own"),
+                Err(_) => warn!("releasing the Lease timed out; it expires on its own"),
             }
         }
     }
@@ -135,5 +172,23 @@ fn conflict_is_false<T>(result: Result<T, kube::Error>) -> Result<bool, kube::Er
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leadership_lapses_at_its_deadline_and_belongs_to_its_term() {
+        let now = Instant::now();
+        let s = Duration::from_secs;
+        let leading = Leadership { term: 3, until: Some(now + s(10)) };
+        assert!(leading.is_leading(now));
+        assert!(!leading.is_leading(now + s(10)));
+        assert_eq!(leading.remaining(3, now + s(4)), Some(s(6)));
+        assert_eq!(leading.remaining(2, now), None, "work of an earlier term is not acted on");
+        assert_eq!(leading.remaining(3, now + s(11)), None);
+        assert!(!Leadership::default().is_leading(now));
     }
 }

@@ -1,17 +1,31 @@
 //! `configsum controller`: rolls workloads when only their ConfigMaps or
-//! Secrets change (SPEC §9), with the webhook's own rules and digests.
+//! Secrets change, with the webhook's own rules and digests.
+//!
+//! `watches` feed the event loop's `state` (scope, the reference `index`,
+//! tracked `objects` and their reads, `relist` bookkeeping); due workloads
+//! go through the storm control of `queue` and `backoff` to the `worker`,
+//! which `reconcile`s them and records an `event`; only the holder of the
+//! `lease` patches. `run` wires it together.
 
+pub mod backoff;
+pub mod event;
 pub mod index;
 pub mod lease;
 pub mod metrics;
+pub mod objects;
 pub mod queue;
 pub mod reconcile;
+pub mod relist;
 mod run;
+pub mod state;
+pub mod watches;
+pub mod worker;
+pub mod workload;
 
-pub use run::{ControllerError, metrics_router, run};
+pub use run::{ControllerError, run};
 
 /// What the controller asks of the API server cluster-wide, for its RBAC
-/// (SPEC §9): (API group, resource, verbs).
+/// (API group, resource, verbs).
 pub const CLUSTER_PERMISSIONS: &[(&str, &str, &[&str])] = &[
     ("", "namespaces", &["list", "watch"]),
     ("apps", "deployments", &["list", "watch", "patch"]),

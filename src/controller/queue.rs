@@ -47,6 +47,16 @@ impl<K: Eq + Hash + Clone> Coalescer<K> {
         due
     }
 
+    /// Forgets `key` (deleted, or out of scope).
+    pub fn remove(&mut self, key: &K) {
+        self.pending.remove(key);
+    }
+
+    /// Forgets everything (this replica stopped leading).
+    pub fn clear(&mut self) {
+        self.pending.clear();
+    }
+
     /// When the next window closes.
     pub fn next_due(&self) -> Option<Instant> {
         self.pending.values().min().map(|opened| *opened + self.window)
@@ -61,6 +71,11 @@ impl<K: Eq + Hash + Clone> Coalescer<K> {
     }
 }
 
+/// The smallest rate the bucket accepts: one patch a day.
+const MIN_RATE: f64 = 1.0 / 86_400.0;
+/// The longest single wait it asks for.
+const MAX_WAIT: Duration = Duration::from_secs(86_400);
+
 /// At most `rate` patches per second on average, `burst` at once.
 #[derive(Debug)]
 pub struct TokenBucket {
@@ -71,9 +86,12 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
+    /// `rate` is positive and finite and `burst` at least 1 (checked with the
+    /// command line); anything else is clamped rather than trusted.
     pub fn new(rate: f64, burst: u32, now: Instant) -> Self {
         let burst = f64::from(burst.max(1));
-        TokenBucket { rate: rate.max(f64::MIN_POSITIVE), burst, tokens: burst, last: now }
+        let rate = if rate.is_finite() { rate.max(MIN_RATE) } else { MIN_RATE };
+        TokenBucket { rate, burst, tokens: burst, last: now }
     }
 
     fn refill(&mut self, now: Instant) {
@@ -89,7 +107,8 @@ impl TokenBucket {
             self.tokens -= 1.0;
             Ok(())
         } else {
-            Err(Duration::from_secs_f64((1.0 - self.tokens) / self.rate))
+            let wait = (1.0 - self.tokens) / self.rate;
+            Err(Duration::try_from_secs_f64(wait).unwrap_or(Duration::MAX).min(MAX_WAIT))
         }
     }
 }
@@ -164,6 +183,17 @@ mod tests {
         let taken =
             (1..=1000).filter(|i| bucket.take(t0 + 200 * MS + *i * 10 * MS).is_ok()).count();
         assert!((49..=50).contains(&taken), "{taken}");
+    }
+
+    #[test]
+    fn a_bucket_never_panics_on_odd_rates() {
+        let t0 = Instant::now();
+        for rate in [0.0, -1.0, f64::NAN, f64::INFINITY, f64::MIN_POSITIVE] {
+            let mut bucket = TokenBucket::new(rate, 0, t0);
+            assert!(bucket.take(t0).is_ok(), "a burst of at least one");
+            let wait = bucket.take(t0).expect_err("then empty");
+            assert!(wait <= MAX_WAIT, "{rate}: {wait:?}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
-//! The pure core: from an admission request and the objects it references to
-//! a patch. No I/O happens below this module; the shell (`crate::lookup`,
-//! `crate::server`) feeds it bytes and objects.
+//! The pure core: from a workload and the objects its pod template references
+//! to a patch. No I/O happens below this module; the shells (the webhook's
+//! AdmissionReview adapter, the controller's watches, `crate::lookup`) feed it
+//! typed workloads and objects.
 
 pub mod annotations;
 pub mod digest;
@@ -15,11 +16,10 @@ pub mod workload;
 
 pub use annotations::AnnotationDomain;
 pub use digest::{DigestKeys, Digester, ObjectContent, ObjectId};
-pub use mutate::{
-    Decision, LookupErrorPolicy, Mutation, Observation, Plan, Request, Settings, Skip, plan,
-};
+pub use mutate::{Decision, LookupErrorPolicy, Mutation, Observation, Plan, Settings, Skip, plan};
 pub use object_ref::{ObjectKind, ObjectRef};
 pub use selection::Target;
+pub use workload::{Workload, WorkloadKind};
 
 /// The outcome of looking up one object, before digesting.
 pub type Found<'a> = Result<Option<&'a ObjectContent>, String>;
@@ -39,28 +39,6 @@ impl Mutation {
             }
             Ok(None) => Observation::Absent,
             Err(reason) => Observation::Unreadable(reason),
-        }
-    }
-}
-
-/// The whole decision with objects from memory: plan, digest, decide. The
-/// webhook does the same with concurrent lookups in between.
-pub fn review<'a>(
-    request: &Request<'_>,
-    settings: &Settings,
-    digester: &Digester,
-    lookup: impl Fn(&str, &ObjectRef) -> Found<'a>,
-) -> Decision {
-    match plan(request, settings) {
-        Plan::Skip(_) => Decision::default(),
-        Plan::Unparsable(warning) => Decision::warn(warning),
-        Plan::Mutate(mutation) => {
-            let observations = mutation
-                .targets
-                .iter()
-                .map(|t| mutation.observe(t, digester, lookup(&mutation.namespace, &t.object)))
-                .collect();
-            mutation.decide(observations, settings)
         }
     }
 }

@@ -15,7 +15,7 @@ use super::patch::{
 use super::refs::references;
 use super::selection::{Target, select};
 use super::warnings::Warnings;
-use super::workload::{Operation, ParseError, Template, WorkloadKind};
+use super::workload::{Template, Workload, WorkloadKind};
 
 /// What to do when a ConfigMap or Secret cannot be read (`--on-lookup-error`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -32,20 +32,6 @@ pub enum LookupErrorPolicy {
 pub struct Settings {
     pub domain: AnnotationDomain,
     pub on_lookup_error: LookupErrorPolicy,
-}
-
-/// The parts of an AdmissionReview request the decision reads.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Request<'a> {
-    pub group: &'a str,
-    pub version: &'a str,
-    pub kind: &'a str,
-    pub sub_resource: Option<&'a str>,
-    pub operation: &'a str,
-    pub namespace: Option<&'a str>,
-    /// `request.object` and `request.oldObject` as raw JSON.
-    pub object: Option<&'a str>,
-    pub old_object: Option<&'a str>,
 }
 
 /// Why a request is allowed untouched.
@@ -125,36 +111,18 @@ impl Decision {
     }
 }
 
-/// Reads the request: is it ours, and which objects does its pod template consume?
-pub fn plan(request: &Request<'_>, settings: &Settings) -> Plan {
-    let Some(kind) = WorkloadKind::from_gvk(request.group, request.version, request.kind) else {
-        return Plan::Skip(Skip::Kind);
-    };
-    if request.sub_resource.is_some_and(|s| !s.is_empty()) {
-        return Plan::Skip(Skip::Subresource);
-    }
-    if !Operation::parse(request.operation).is_some_and(|op| kind.mutates(op)) {
-        return Plan::Skip(Skip::Operation);
-    }
+/// Which objects does this workload's pod template consume, and which
+/// annotations does it carry? `old_annotations` are the annotations at the
+/// same place in the object's previous version (an UPDATE's `oldObject`), the
+/// fallback "existing" values; empty when there is none.
+pub fn plan(
+    workload: Workload,
+    old_annotations: &BTreeMap<String, String>,
+    settings: &Settings,
+) -> Plan {
+    let kind = workload.kind;
     let unparsable = |why: &str| {
         Plan::Unparsable(format!("configsum: the {} was not changed: {why}", kind.as_str()))
-    };
-    let Some(object) = request.object else {
-        return unparsable("the request has no object");
-    };
-    let workload = match kind.parse(object) {
-        Ok(workload) => workload,
-        Err(e @ (ParseError::NoPodSpec | ParseError::WrongKind { .. })) => {
-            return unparsable(&e.to_string());
-        }
-        // serde's message may quote the object's values: give only the position.
-        Err(ParseError::Json(e)) => {
-            return unparsable(&format!(
-                "it does not parse (line {}, column {})",
-                e.line(),
-                e.column()
-            ));
-        }
     };
     let meta = &workload.metadata;
     if meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)) {
@@ -170,8 +138,7 @@ pub fn plan(request: &Request<'_>, settings: &Settings) -> Plan {
         Template::Present(template) => template,
         Template::WorkloadRef => return Plan::Skip(Skip::WorkloadRef),
     };
-    let namespace = request.namespace.filter(|n| !n.is_empty()).or(meta.namespace.as_deref());
-    let Some(namespace) = namespace.filter(|n| !n.is_empty()) else {
+    let Some(namespace) = workload.namespace.filter(|n| !n.is_empty()) else {
         return unparsable("it has no namespace");
     };
 
@@ -192,16 +159,14 @@ pub fn plan(request: &Request<'_>, settings: &Settings) -> Plan {
         .filter(|(k, _)| domain.owns(k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    if let Some(old) = request.old_object {
-        for (key, value) in kind.annotations_of(old) {
-            if domain.owns(&key) {
-                existing.entry(key).or_insert(value);
-            }
+    for (key, value) in old_annotations {
+        if domain.owns(key) {
+            existing.entry(key.clone()).or_insert_with(|| value.clone());
         }
     }
     Plan::Mutate(Mutation {
         kind,
-        namespace: namespace.to_owned(),
+        namespace,
         targets: selection.targets,
         location,
         current,

@@ -11,6 +11,9 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
+    /// Every kind, in order.
+    pub const ALL: [ObjectKind; 2] = [ObjectKind::ConfigMap, ObjectKind::Secret];
+
     /// The Kubernetes kind, as bound into the digest input.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -12,20 +12,23 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 /// `metadata` of the workload or of its pod template.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
+    pub name: Option<String>,
     pub namespace: Option<String>,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
     pub annotations: Option<BTreeMap<String, String>>,
     pub owner_references: Option<Vec<OwnerReference>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub struct OwnerReference {
     pub controller: Option<bool>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
     pub containers: Option<Vec<Container>>,
@@ -33,20 +36,20 @@ pub struct PodSpec {
     pub volumes: Option<Vec<Volume>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Container {
     pub env: Option<Vec<EnvVar>>,
     pub env_from: Option<Vec<EnvFromSource>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvVar {
     pub value_from: Option<EnvVarSource>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvVarSource {
     pub config_map_key_ref: Option<KeySelector>,
@@ -54,14 +57,14 @@ pub struct EnvVarSource {
 }
 
 /// `configMapKeyRef` / `secretKeyRef`.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub struct KeySelector {
     pub name: Option<String>,
     pub key: Option<String>,
     pub optional: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvFromSource {
     pub config_map_ref: Option<NamedSource>,
@@ -69,14 +72,14 @@ pub struct EnvFromSource {
 }
 
 /// `envFrom[].configMapRef` / `.secretRef`, and the projected sources.
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub struct NamedSource {
     pub name: Option<String>,
     pub items: Option<Vec<KeyToPath>>,
     pub optional: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Volume {
     pub config_map: Option<NamedSource>,
@@ -84,7 +87,7 @@ pub struct Volume {
     pub projected: Option<ProjectedVolumeSource>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SecretVolumeSource {
     pub secret_name: Option<String>,
@@ -92,19 +95,19 @@ pub struct SecretVolumeSource {
     pub optional: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub struct ProjectedVolumeSource {
     pub sources: Option<Vec<VolumeProjection>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeProjection {
     pub config_map: Option<NamedSource>,
     pub secret: Option<NamedSource>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub struct KeyToPath {
     pub key: Option<String>,
 }

@@ -114,24 +114,38 @@ impl WorkloadKind {
         }
     }
 
-    /// Reads the object as this kind: its `apiVersion` and `kind` must match,
-    /// and the fields configsum reads must have their API types.
+    /// Reads an object sent as this kind (an admission request's `object`):
+    /// its `apiVersion` and `kind` must match, and the fields configsum reads
+    /// must have their API types.
     pub fn parse(self, object: &str) -> Result<Workload, ParseError> {
         let view: ObjectView = serde_json::from_str(object)?;
-        let (group, version, _) = self.resource();
-        let api_version =
-            if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
-        if view.api_version != api_version || view.kind != self.as_str() {
+        if view.api_version != self.api_version() || view.kind != self.as_str() {
             return Err(ParseError::WrongKind {
-                expected: format!("{api_version} {}", self.as_str()),
+                expected: format!("{} {}", self.api_version(), self.as_str()),
             });
         }
-        let spec = view.spec.ok_or(ParseError::NoPodSpec)?;
+        self.from_parts(view.metadata, view.spec)
+    }
+
+    /// `apiVersion` of this kind: `group/version`, or the version for the core group.
+    pub fn api_version(self) -> String {
+        let (group, version, _) = self.resource();
+        if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") }
+    }
+
+    /// The workload from its metadata and spec, known to be of this kind (the
+    /// controller's watches say the kind; list items carry no `apiVersion`/`kind`).
+    pub fn from_parts(
+        self,
+        metadata: Metadata,
+        spec: Option<SpecView>,
+    ) -> Result<Workload, ParseError> {
+        let spec = spec.ok_or(ParseError::NoPodSpec)?;
         let template = match self {
             WorkloadKind::Pod => {
                 let pod = PodTemplate {
                     metadata_present: true,
-                    annotations: view.metadata.annotations.clone(),
+                    annotations: metadata.annotations.clone(),
                     spec: PodSpec {
                         containers: spec.containers,
                         init_containers: spec.init_containers,
@@ -153,7 +167,8 @@ impl WorkloadKind {
                 }))
             }
         };
-        Ok(Workload { metadata: view.metadata, template })
+        let namespace = metadata.namespace.clone().filter(|n| !n.is_empty());
+        Ok(Workload { kind: self, namespace, metadata, template })
     }
 
     /// Only the digest-carrying annotations of an object (for `oldObject`, whose
@@ -187,9 +202,12 @@ impl WorkloadKind {
     }
 }
 
-/// What configsum needs of a workload object.
+/// What configsum needs of a workload object: the typed entry to the core.
 #[derive(Debug)]
 pub struct Workload {
+    pub kind: WorkloadKind,
+    /// Where its references are looked up: the request's namespace, else the object's.
+    pub namespace: Option<String>,
     /// The workload's own metadata: opt-out annotations and owner references.
     pub metadata: Metadata,
     pub template: Template,
@@ -234,9 +252,9 @@ struct ObjectView {
     spec: Option<SpecView>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SpecView {
+pub struct SpecView {
     template: Option<TemplateView>,
     workload_ref: Option<IgnoredAny>,
     // A Pod's own spec (not `#[serde(flatten)]`, which would buffer every other field).
@@ -245,7 +263,7 @@ struct SpecView {
     volumes: Option<Vec<Volume>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 struct TemplateView {
     metadata: Option<Metadata>,
     spec: Option<PodSpec>,

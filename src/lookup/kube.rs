@@ -41,6 +41,13 @@ impl KubeSource {
 /// service account, else `KUBECONFIG`, else `~/.kube/config` (kube's own
 /// `infer` tries the kubeconfig first).
 pub async fn kube_client() -> Result<Client, kube::Error> {
+    kube_client_with(None).await
+}
+
+/// The same, failing any call whose connection stays silent for `read_timeout`.
+pub async fn kube_client_with(
+    read_timeout: Option<std::time::Duration>,
+) -> Result<Client, kube::Error> {
     let mut config = match kube::Config::incluster() {
         Ok(config) => config,
         Err(_) => {
@@ -50,6 +57,11 @@ pub async fn kube_client() -> Result<Client, kube::Error> {
     // No retries: a review has a second or two, a 429 asks us to back off,
     // and a failed lookup only keeps the existing digest.
     config.default_retry = false;
+    if read_timeout.is_some() {
+        config.read_timeout = read_timeout;
+        // Counted from each request, not from when its pooled connection went idle.
+        config.reset_reader_on_write = true;
+    }
     Client::try_from(config)
 }
 
@@ -64,19 +76,41 @@ impl ObjectSource for KubeSource {
         namespace: &str,
         object: &ObjectRef,
     ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
+        let found = self.read(namespace, object).await?;
+        Ok(found.map(|(content, _)| Arc::new(content)))
+    }
+}
+
+impl KubeSource {
+    /// The object's content and the resourceVersion it was read at.
+    pub async fn read(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+    ) -> Result<Option<(ObjectContent, Option<String>)>, LookupError> {
         // Never closed, so acquiring cannot fail.
         let _permit = self.in_flight.acquire().await.map_err(|_| LookupError::Connection)?;
-        let content = match object.kind {
+        let found = match object.kind {
             ObjectKind::ConfigMap => {
                 let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-                api.get_opt(&object.name).await.map(|o| o.map(ObjectContent::from_config_map))
+                api.get_opt(&object.name).await.map(|o| {
+                    o.map(|o| {
+                        let version = o.metadata.resource_version.clone();
+                        (ObjectContent::from_config_map(o), version)
+                    })
+                })
             }
             ObjectKind::Secret => {
                 let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-                api.get_opt(&object.name).await.map(|o| o.map(ObjectContent::from_secret))
+                api.get_opt(&object.name).await.map(|o| {
+                    o.map(|o| {
+                        let version = o.metadata.resource_version.clone();
+                        (ObjectContent::from_secret(o), version)
+                    })
+                })
             }
         };
-        content.map(|c| c.map(Arc::new)).map_err(|e| classify(&e))
+        found.map_err(|e| classify(&e))
     }
 }
 

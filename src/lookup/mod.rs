@@ -15,7 +15,9 @@ use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Tar
 use crate::metrics::Metrics;
 
 pub use file::{FileSource, FileSourceError};
-pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, WEBHOOK_PERMISSIONS, kube_client};
+pub use kube::{
+    KubeSource, SERVER_WIDE_LOOKUPS, WEBHOOK_PERMISSIONS, kube_client, kube_client_with,
+};
 
 /// At most this many lookups of one review run at once (SPEC §5).
 pub const LOOKUPS_PER_REVIEW: usize = 8;
@@ -130,7 +132,7 @@ async fn observe_one<S: ObjectSource>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{Plan, Request, Settings, plan};
+    use crate::core::{Plan, Settings, WorkloadKind, plan};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Records how many fetches run at once; each takes 10 ms of (paused) time.
@@ -164,15 +166,9 @@ mod tests {
             serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
             "spec": {"containers": [{"name": "c", "envFrom": env_from}]}})
             .to_string();
-        let request = Request {
-            version: "v1",
-            kind: "Pod",
-            operation: "CREATE",
-            namespace: Some("ns"),
-            object: Some(&object),
-            ..Request::default()
-        };
-        match plan(&request, &Settings::default()) {
+        let mut workload = WorkloadKind::Pod.parse(&object).expect("a Pod");
+        workload.namespace = Some("ns".into());
+        match plan(workload, &Default::default(), &Settings::default()) {
             Plan::Mutate(mutation) => mutation,
             other => panic!("expected a mutation, got {other:?}"),
         }

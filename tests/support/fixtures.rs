@@ -4,9 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use configsum::core::{
-    Decision, DigestKeys, Digester, ObjectContent, ObjectRef, Request, Settings, review,
-};
+use configsum::core::{Decision, DigestKeys, Digester, ObjectContent, ObjectRef, Settings};
+use configsum::webhook::review::{Request, review};
 use serde_json::{Value, json};
 
 pub const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";

@@ -1,10 +1,7 @@
-//! `configsum serve`: start-up checks, the TLS and metrics listeners, and the
-//! graceful shutdown on SIGTERM.
+//! `configsum serve`: start-up checks, the TLS listener beside the admin
+//! listener, and the graceful shutdown on SIGTERM.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -13,20 +10,22 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
-use crate::app::{AppState, metrics_router, router};
-use crate::config::ServeArgs;
-use crate::core::digest::DigestKeyError;
-use crate::core::{DigestKeys, Digester, Settings};
-use crate::lookup::{FileSource, FileSourceError, KubeSource, ObjectSource};
-use crate::metrics::Metrics;
-use crate::tls::{
+use super::app::{AppState, router};
+use super::tls::{
     CertificateStore, TlsError, expiry_unix_seconds, load_certified_key, reload_on_change,
     server_config,
+};
+use crate::config::ServeArgs;
+use crate::core::{Digester, Settings};
+use crate::lookup::{FileSource, FileSourceError, KubeSource, ObjectSource};
+use crate::metrics::Metrics;
+use crate::process::{
+    BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
+    serve_admin,
 };
 
 /// How long a client may take for the TLS handshake or the request headers.
@@ -39,15 +38,8 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 /// Why `configsum serve` did not start. Never carries key material.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
-    #[error(
-        "no --digest-key-file given: refusing to digest Secrets with plain SHA-256 \
-         (pass --allow-plain-secret-digests to accept that)"
-    )]
-    NoDigestKey,
-    #[error("cannot read digest key file {path}: {source}")]
-    DigestKeyFile { path: PathBuf, source: std::io::Error },
-    #[error("digest key file {path}: {source}")]
-    DigestKey { path: PathBuf, source: DigestKeyError },
+    #[error(transparent)]
+    DigestKeys(#[from] KeyFileError),
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error("TLS configuration: {0}")]
@@ -56,39 +48,14 @@ pub enum StartupError {
     Objects(#[from] FileSourceError),
     #[error("cannot find the Kubernetes API (in-cluster, KUBECONFIG or ~/.kube/config): {0}")]
     Kube(#[source] kube::Error),
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
-}
-
-/// Reads the digest keys, or refuses to start without them (SPEC §4).
-pub fn load_digest_keys(args: &ServeArgs) -> Result<DigestKeys, StartupError> {
-    digest_keys(args.digest_key_file.as_deref(), args.allow_plain_secret_digests)
-}
-
-/// The digest keys from `file`; without one, plain digests only if `allow_plain`.
-pub fn digest_keys(
-    file: Option<&std::path::Path>,
-    allow_plain: bool,
-) -> Result<DigestKeys, StartupError> {
-    let Some(path) = file else {
-        if !allow_plain {
-            return Err(StartupError::NoDigestKey);
-        }
-        warn!(
-            "Secret digests are plain SHA-256: anyone who can read a workload can test guesses of a \
-             low-entropy Secret offline; configure --digest-key-file"
-        );
-        return Ok(DigestKeys::none());
-    };
-    let text = std::fs::read(path)
-        .map_err(|source| StartupError::DigestKeyFile { path: path.to_owned(), source })?;
-    DigestKeys::parse(&text)
-        .map_err(|source| StartupError::DigestKey { path: path.to_owned(), source })
+    #[error(transparent)]
+    Bind(#[from] BindError),
 }
 
 /// Runs the webhook until SIGTERM or SIGINT.
 pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
-    let digester = Digester::new(load_digest_keys(&args)?);
+    let keys = load_digest_keys(args.digest_key_file.as_deref(), args.allow_plain_secret_digests)?;
+    let digester = Digester::new(keys);
     let metrics = Arc::new(Metrics::new());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certificate = load_certified_key(&args.tls_cert, &args.tls_key, &provider)?;
@@ -128,13 +95,14 @@ async fn run<S: ObjectSource>(
         domain: args.annotation_domain.clone(),
         on_lookup_error: args.on_lookup_error.into(),
     };
+    let ready = Readiness::new(false);
     let state = Arc::new(AppState {
         source,
         digester,
         settings,
         lookup_timeout: args.lookup_timeout,
         metrics: metrics.clone(),
-        ready: AtomicBool::new(false),
+        ready: ready.clone(),
     });
     let listener = bind(args.listen).await?;
     let metrics_listener = bind(args.metrics_listen).await?;
@@ -146,24 +114,17 @@ async fn run<S: ObjectSource>(
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let webhook =
         tokio::spawn(serve_tls(listener, acceptor, router(state.clone()), stopped.clone()));
-    let mut metrics_stopped = stopped.clone();
-    let metrics_server = tokio::spawn(async move {
-        let shutdown = async move {
-            let _ = metrics_stopped.changed().await;
-        };
-        if let Err(e) = axum::serve(metrics_listener, metrics_router(metrics))
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            warn!(error = %e, "metrics listener failed");
-        }
-    });
+    let metrics_server = tokio::spawn(serve_admin(
+        metrics_listener,
+        admin_router(metrics, ready.clone()),
+        stopped.clone(),
+    ));
     let readiness = tokio::spawn(become_ready(state.clone()));
 
     signals.received().await;
     info!("shutting down: no longer ready, finishing in-flight requests");
     readiness.abort();
-    state.ready.store(false, Ordering::Relaxed);
+    ready.set(false);
     let _ = stop.send(true);
     let _ = webhook.await;
     let _ = metrics_server.await;
@@ -182,12 +143,8 @@ async fn become_ready<S: ObjectSource>(state: Arc<AppState<S>>) {
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(5));
     }
-    state.ready.store(true, Ordering::Relaxed);
+    state.ready.set(true);
     info!("ready");
-}
-
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener, StartupError> {
-    TcpListener::bind(addr).await.map_err(|source| StartupError::Bind { addr, source })
 }
 
 /// Accepts TLS connections until `stop`, then lets open connections finish
@@ -234,72 +191,5 @@ async fn serve_tls(
     drop(listener);
     if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
         warn!("some connections were still open after the drain timeout");
-    }
-}
-
-/// SIGTERM and SIGINT, registered at once so that a signal arriving right
-/// after start-up is already handled gracefully.
-pub struct ShutdownSignals {
-    terminate: Option<Signal>,
-    interrupt: Option<Signal>,
-}
-
-impl ShutdownSignals {
-    pub fn register() -> Self {
-        let register = |kind: SignalKind| {
-            signal(kind).map_err(|e| warn!(error = %e, "cannot listen for a shutdown signal")).ok()
-        };
-        ShutdownSignals {
-            terminate: register(SignalKind::terminate()),
-            interrupt: register(SignalKind::interrupt()),
-        }
-    }
-
-    pub async fn received(mut self) {
-        async fn recv(signal: Option<&mut Signal>) {
-            match signal {
-                Some(signal) => {
-                    signal.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        }
-        tokio::select! {
-            _ = recv(self.terminate.as_mut()) => {}
-            _ = recv(self.interrupt.as_mut()) => {}
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{Cli, Command};
-    use clap::Parser as _;
-
-    fn args(extra: &[&str]) -> ServeArgs {
-        let argv = ["configsum", "serve", "--tls-cert", "c", "--tls-key", "k"];
-        match Cli::parse_from(argv.iter().chain(extra)).command {
-            Command::Serve(args) => args,
-            other => panic!("parsed as {other:?}"),
-        }
-    }
-
-    #[test]
-    fn digest_key_rules_at_start_up() {
-        assert!(matches!(load_digest_keys(&args(&[])), Err(StartupError::NoDigestKey)));
-        assert!(
-            load_digest_keys(&args(&["--allow-plain-secret-digests"])).is_ok_and(|k| k.is_empty())
-        );
-        let dir = std::env::temp_dir().join(format!("configsum-keys-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let file = dir.join("keys");
-        std::fs::write(&file, "0123456789abcdef0123456789abcdef\n").expect("key file");
-        let file = file.display().to_string();
-        // A key file given with --allow-plain-secret-digests is used as usual.
-        let keys =
-            load_digest_keys(&args(&["--digest-key-file", &file, "--allow-plain-secret-digests"]));
-        assert!(keys.is_ok_and(|k| !k.is_empty()));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

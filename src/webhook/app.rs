@@ -2,7 +2,6 @@
 //! TLS listener from its state, so tests can drive it in-process.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -14,11 +13,13 @@ use axum::routing::{get, post};
 use tokio::time::Instant;
 use tracing::{Instrument as _, info, info_span};
 
-use crate::admission::{WireError, encode_response, parse_review};
+use super::admission::{WireError, encode_response, parse_review};
+use super::review::plan_review;
 use crate::core::workload::{Operation, WorkloadKind};
-use crate::core::{Decision, Digester, Plan, Settings, plan};
+use crate::core::{Decision, Digester, Plan, Settings};
 use crate::lookup::{ObjectSource, lookup_budget, observe_all};
 use crate::metrics::Metrics;
+use crate::process::Readiness;
 
 /// Largest AdmissionReview body accepted: an UPDATE carries `object` and
 /// `oldObject`, each up to the API server's 3 MiB request limit, plus the envelope.
@@ -31,7 +32,7 @@ pub struct AppState<S> {
     pub lookup_timeout: Duration,
     pub metrics: Arc<Metrics>,
     /// False until serving is possible, and again once shutdown begins.
-    pub ready: AtomicBool,
+    pub ready: Readiness,
 }
 
 /// `/mutate`, `/healthz` and `/readyz` of the TLS listener.
@@ -43,27 +44,8 @@ pub fn router<S: ObjectSource>(state: Arc<AppState<S>>) -> Router {
         .with_state(state)
 }
 
-/// `/metrics` and `/healthz` of the plain-HTTP metrics listener.
-pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
-    Router::new()
-        .route(
-            "/metrics",
-            get(|State(metrics): State<Arc<Metrics>>| async move {
-                (
-                    [(
-                        header::CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    metrics.encode(),
-                )
-            }),
-        )
-        .route("/healthz", get(|| async { "ok" }))
-        .with_state(metrics)
-}
-
 async fn readyz<S: ObjectSource>(State(state): State<Arc<AppState<S>>>) -> Response {
-    if state.ready.load(Ordering::Relaxed) {
+    if state.ready.is_ready() {
         (StatusCode::OK, "ok").into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready").into_response()
@@ -142,7 +124,7 @@ async fn mutate<S: ObjectSource>(
         object = %request.display_name(), operation = %request.operation);
 
     let (decision, outcome) = async {
-        match plan(&core_request, &state.settings) {
+        match plan_review(&core_request, &state.settings) {
             Plan::Skip(skip) => {
                 tracing::debug!(reason = skip.as_str(), "skipped");
                 (Decision::default(), "skipped")

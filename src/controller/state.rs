@@ -1,0 +1,532 @@
+//! The event loop's state: which namespaces are in scope, which workloads
+//! track which objects, what is known of each object's content, and which
+//! workloads wait to be reconciled. Every message is handled without waiting
+//! on the network: reads and reconciliations run elsewhere and report back.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::watcher::Event;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::backoff;
+use super::index::{Change, ObjectSlot, ReferenceIndex, Tracking};
+use super::lease::Leadership;
+use super::metrics::ControllerMetrics;
+use super::objects::{Reading, TrackedObjects, Tracker, judge, to_roll};
+use super::queue::{Coalescer, MinInterval};
+use super::reconcile::{CALL_TIMEOUT, Outcome};
+use super::relist::Relist;
+use super::watches::Message;
+use super::worker::{Done, Work};
+use super::workload::{Snapshot, Snapshots, WatchedWorkload, WorkloadKey};
+use crate::core::workload::WorkloadKind;
+use crate::core::{Digester, ObjectKind, ObjectRef, Settings};
+use crate::lookup::KubeSource;
+
+/// Content reads in flight at once (they also share the lookup cap).
+const READS_IN_FLIGHT: usize = 16;
+
+/// What reads need: where from, and how to digest.
+pub struct Reader {
+    pub source: Arc<KubeSource>,
+    pub digester: Digester,
+    pub tx: mpsc::Sender<Message>,
+}
+
+enum Delayed {
+    Read(ObjectSlot),
+    Reconcile(Work),
+}
+
+pub struct State {
+    settings: Settings,
+    own_namespace: String,
+    reader: Reader,
+    work: mpsc::UnboundedSender<Work>,
+    pub metrics: ControllerMetrics,
+
+    enabled: HashSet<String>,
+    namespace_relist: Relist<String>,
+    namespaces_synced: bool,
+    /// A namespace was opted in after the workload watches started.
+    pub restart_workload_watches: bool,
+
+    pub generation: u64,
+    pub expected_kinds: usize,
+    workload_relists: HashMap<WorkloadKind, Relist<WorkloadKey>>,
+    workloads_synced: HashSet<WorkloadKind>,
+    index: ReferenceIndex,
+    snapshots: Snapshots,
+
+    objects: TrackedObjects,
+    object_relists: HashMap<ObjectKind, Relist<ObjectSlot>>,
+    objects_synced: HashSet<ObjectKind>,
+    /// The first reads of every tracked object were asked for.
+    checked: bool,
+    /// … and have all finished (or failed and wait for their retry).
+    baselined: bool,
+
+    leadership: Leadership,
+    coalescer: Coalescer<WorkloadKey>,
+    triggers: HashMap<WorkloadKey, BTreeSet<ObjectRef>>,
+    delayed: Vec<(Instant, Delayed)>,
+    in_worker: HashSet<WorkloadKey>,
+    /// Came due while being reconciled: dispatched again when that ends.
+    after_worker: HashMap<WorkloadKey, Instant>,
+    failures: HashMap<WorkloadKey, u32>,
+    min_interval: MinInterval<WorkloadKey>,
+}
+
+pub struct Options {
+    pub settings: Settings,
+    pub own_namespace: String,
+    pub window: Duration,
+    pub min_interval: Duration,
+}
+
+impl State {
+    pub fn new(
+        options: Options,
+        reader: Reader,
+        work: mpsc::UnboundedSender<Work>,
+        snapshots: Snapshots,
+        metrics: ControllerMetrics,
+    ) -> Self {
+        State {
+            settings: options.settings,
+            own_namespace: options.own_namespace,
+            reader,
+            work,
+            metrics,
+            enabled: HashSet::new(),
+            namespace_relist: Relist::default(),
+            namespaces_synced: false,
+            restart_workload_watches: false,
+            generation: 0,
+            expected_kinds: 0,
+            workload_relists: HashMap::new(),
+            workloads_synced: HashSet::new(),
+            index: ReferenceIndex::default(),
+            snapshots,
+            objects: TrackedObjects::default(),
+            object_relists: HashMap::new(),
+            objects_synced: HashSet::new(),
+            checked: false,
+            baselined: false,
+            leadership: Leadership::default(),
+            coalescer: Coalescer::new(options.window),
+            triggers: HashMap::new(),
+            delayed: Vec::new(),
+            in_worker: HashSet::new(),
+            after_worker: HashMap::new(),
+            failures: HashMap::new(),
+            min_interval: MinInterval::new(options.min_interval),
+        }
+    }
+
+    pub fn namespaces_synced(&self) -> bool {
+        self.namespaces_synced
+    }
+
+    /// Every watch has listed everything once, and every tracked object has
+    /// been read once: from here on a change is a change seen while watching.
+    pub fn ready(&self) -> bool {
+        self.baselined
+    }
+
+    fn synced(&self) -> bool {
+        self.namespaces_synced
+            && self.generation > 0
+            && self.workloads_synced.len() == self.expected_kinds
+            && self.objects_synced.len() == ObjectKind::ALL.len()
+    }
+
+    pub fn handle(&mut self, message: Message) {
+        match message {
+            Message::Namespace(event) => self.namespace_event(event),
+            Message::Workload { kind, generation, event } => {
+                if generation == self.generation {
+                    self.workload_event(kind, *event);
+                }
+            }
+            Message::Object(kind, event) => self.object_event(kind, event),
+            Message::Read { slot, result } => self.read_done(slot, result),
+            Message::Done(done) => {
+                let (work, result) = *done;
+                self.work_done(work, result);
+            }
+        }
+        if !self.checked && self.synced() {
+            // The first read of every tracked object: the baseline of their
+            // content, and the catch-up of workloads whose digests went stale
+            // while no controller watched.
+            self.checked = true;
+            let all: Vec<ObjectSlot> = self.objects.all().cloned().collect();
+            info!(
+                workloads = self.index.len(),
+                objects = all.len(),
+                "watches synced; reading tracked objects"
+            );
+            for slot in all {
+                self.objects.request(slot);
+            }
+        }
+        self.start_reads();
+        if self.checked && !self.baselined && self.objects.pending() == 0 {
+            self.baselined = true;
+        }
+    }
+
+    fn in_scope(&self, namespace: &str) -> bool {
+        self.enabled.contains(namespace)
+    }
+
+    fn namespace_event(&mut self, event: Event<ObjectMeta>) {
+        let excluded = |name: &str| name == self.own_namespace || name == "kube-system";
+        match event {
+            Event::Init => self.namespace_relist.begin(),
+            Event::InitApply(ns) | Event::Apply(ns) => {
+                let Some(name) = ns.name.filter(|n| !excluded(n)) else { return };
+                self.namespace_relist.listed(name.clone());
+                if self.enabled.insert(name.clone()) && self.generation > 0 {
+                    info!(namespace = %name, "namespace opted in; listing its workloads");
+                    self.restart_workload_watches = true;
+                }
+            }
+            Event::Delete(ns) => {
+                if let Some(name) = ns.name {
+                    self.opt_out(&name);
+                }
+            }
+            Event::InitDone => {
+                for name in self.namespace_relist.end(self.enabled.iter()) {
+                    self.opt_out(&name);
+                }
+                self.namespaces_synced = true;
+            }
+        }
+    }
+
+    fn opt_out(&mut self, namespace: &str) {
+        if self.enabled.remove(namespace) {
+            let keys: Vec<WorkloadKey> = self.index.workloads_in(namespace).cloned().collect();
+            for key in keys {
+                self.forget_workload(&key);
+            }
+        }
+    }
+
+    fn workload_event(&mut self, kind: WorkloadKind, event: Event<WatchedWorkload>) {
+        match event {
+            Event::Init => self.workload_relists.entry(kind).or_default().begin(),
+            Event::InitApply(workload) => {
+                if let Some(key) = workload.key(kind) {
+                    self.workload_relists.entry(kind).or_default().listed(key);
+                }
+                self.apply_workload(kind, workload);
+            }
+            Event::Apply(workload) => self.apply_workload(kind, workload),
+            Event::Delete(workload) => {
+                if let Some(key) = workload.key(kind) {
+                    self.forget_workload(&key);
+                }
+            }
+            Event::InitDone => {
+                let relist = self.workload_relists.entry(kind).or_default();
+                for key in relist.end(self.index.workloads_of(kind)) {
+                    self.forget_workload(&key);
+                }
+                self.workloads_synced.insert(kind);
+            }
+        }
+    }
+
+    fn apply_workload(&mut self, kind: WorkloadKind, workload: WatchedWorkload) {
+        let Some(key) = workload.key(kind) else { return };
+        if !self.in_scope(&key.namespace) {
+            return;
+        }
+        let resource_version = workload.resource_version().map(str::to_owned);
+        let uid = workload.uid().map(str::to_owned);
+        let unchanged = self.snapshots.lock().is_ok_and(|s| {
+            s.get(&key).is_some_and(|s| {
+                resource_version.is_some() && s.resource_version == resource_version
+            })
+        });
+        if unchanged {
+            return;
+        }
+        let Some(mutation) = workload.plan(kind, &self.settings) else {
+            self.forget_workload(&key);
+            return;
+        };
+        let tracking = Tracking::of(&mutation);
+        if let Ok(mut snapshots) = self.snapshots.lock() {
+            snapshots.insert(key.clone(), Snapshot { mutation, resource_version, uid });
+        }
+        let change = self.index.upsert(key, tracking);
+        self.tracked_objects_changed(change);
+    }
+
+    fn forget_workload(&mut self, key: &WorkloadKey) {
+        if let Ok(mut snapshots) = self.snapshots.lock() {
+            snapshots.remove(key);
+        }
+        let change = self.index.remove(key);
+        self.tracked_objects_changed(change);
+        self.coalescer.remove(key);
+        self.triggers.remove(key);
+        self.failures.remove(key);
+    }
+
+    fn tracked_objects_changed(&mut self, change: Change) {
+        for slot in change.dropped {
+            self.objects.forget(&slot);
+        }
+        for slot in change.added {
+            self.objects.track(slot.clone());
+            // Newly tracked after the first reads: read it now for its baseline.
+            if self.checked {
+                self.objects.request(slot);
+            }
+        }
+    }
+
+    fn object_event(&mut self, kind: ObjectKind, event: Event<ObjectMeta>) {
+        let slot_of = |meta: &ObjectMeta| -> Option<ObjectSlot> {
+            Some((meta.namespace.clone()?, ObjectRef { kind, name: meta.name.clone()? }))
+        };
+        match event {
+            Event::Init => self.object_relists.entry(kind).or_default().begin(),
+            Event::InitApply(meta) | Event::Apply(meta) => {
+                let Some(slot) = slot_of(&meta) else { return };
+                if !self.objects.is_tracked(&slot) {
+                    return;
+                }
+                self.object_relists.entry(kind).or_default().listed(slot.clone());
+                // Before the first reads, those reads will see this version.
+                if self.checked && !self.objects.is_current(&slot, meta.resource_version.as_deref())
+                {
+                    self.objects.request(slot);
+                }
+            }
+            Event::Delete(meta) => {
+                if let Some(slot) = slot_of(&meta).filter(|s| self.objects.is_tracked(s)) {
+                    if self.checked {
+                        self.objects.request(slot);
+                    }
+                }
+            }
+            Event::InitDone => {
+                let relist = self.object_relists.entry(kind).or_default();
+                let known = self.objects.existing().filter(|(_, o)| o.kind == kind);
+                // Deleted while the watch was down: read (and find absent).
+                let gone = relist.end(known);
+                if self.checked {
+                    for slot in gone {
+                        self.objects.request(slot);
+                    }
+                }
+                self.objects_synced.insert(kind);
+            }
+        }
+    }
+
+    /// Starts reads while fewer than [`READS_IN_FLIGHT`] run.
+    fn start_reads(&mut self) {
+        while let Some(slot) = self.objects.start_next(READS_IN_FLIGHT) {
+            let trackers = self.trackers(&slot);
+            let source = self.reader.source.clone();
+            let digester = self.reader.digester.clone();
+            let tx = self.reader.tx.clone();
+            tokio::spawn(async move {
+                let (namespace, object) = &slot;
+                let read = tokio::time::timeout(CALL_TIMEOUT, source.read(namespace, object));
+                let result = match read.await {
+                    Ok(Ok(found)) => {
+                        let (content, version) = match found {
+                            Some((content, version)) => (Some(content), version),
+                            None => (None, None),
+                        };
+                        // The data is digested here and dropped with `content`.
+                        Ok(judge(&slot, content.as_ref(), version, &digester, &trackers))
+                    }
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("timeout".to_owned()),
+                };
+                let _ = tx.send(Message::Read { slot, result }).await;
+            });
+        }
+    }
+
+    /// The workloads tracking `slot`, with the keys each consumes and its digest.
+    fn trackers(&self, slot: &ObjectSlot) -> Vec<Tracker> {
+        let Ok(snapshots) = self.snapshots.lock() else { return Vec::new() };
+        self.index
+            .tracking(slot)
+            .filter_map(|workload| {
+                let mutation = &snapshots.get(workload)?.mutation;
+                let target = mutation.targets.iter().find(|t| t.object == slot.1)?;
+                Some(Tracker {
+                    workload: workload.clone(),
+                    keys: target.consumption.keys.clone(),
+                    existing: mutation.existing(target).map(str::to_owned),
+                })
+            })
+            .collect()
+    }
+
+    fn read_done(&mut self, slot: ObjectSlot, result: Result<Reading, String>) {
+        match result {
+            Ok(reading) => {
+                let Some(changed) = self.objects.finished(&slot, &reading) else { return };
+                let (namespace, object) = &slot;
+                for workload in to_roll(&reading, changed) {
+                    self.trigger(workload, object);
+                }
+                if !changed && reading.verdicts.is_empty() {
+                    debug!(%object, %namespace, "read; nothing to roll");
+                }
+            }
+            Err(reason) => {
+                let failures = self.objects.failed(&slot);
+                let wait = backoff::delay(failures, backoff::random());
+                let (namespace, object) = &slot;
+                warn!(%object, %namespace, %reason, retry_in = ?wait, "cannot read a tracked object");
+                self.delayed.push((Instant::now() + wait, Delayed::Read(slot)));
+            }
+        }
+    }
+
+    fn trigger(&mut self, workload: WorkloadKey, object: &ObjectRef) {
+        if !self.leadership.is_leading(tokio::time::Instant::now()) {
+            return;
+        }
+        self.triggers.entry(workload.clone()).or_default().insert(object.clone());
+        self.coalescer.changed(workload, Instant::now());
+    }
+
+    /// A new leadership state: a new term catches up (reads every tracked
+    /// object again); leaving drops every queued reconciliation.
+    pub fn lead(&mut self, leadership: Leadership) {
+        let now = tokio::time::Instant::now();
+        let was = self.leadership;
+        self.leadership = leadership;
+        if leadership.is_leading(now) {
+            if was.term != leadership.term && self.checked {
+                info!(term = leadership.term, "leading: bringing workloads up to date");
+                let all: Vec<ObjectSlot> = self.objects.all().cloned().collect();
+                for slot in all {
+                    self.objects.request(slot);
+                }
+                self.start_reads();
+            }
+        } else {
+            self.coalescer.clear();
+            self.triggers.clear();
+            self.after_worker.clear();
+            self.delayed.retain(|(_, d)| matches!(d, Delayed::Read(_)));
+        }
+    }
+
+    /// When the loop must wake up next for due work.
+    pub fn next_due(&self) -> Option<Instant> {
+        let delayed = self.delayed.iter().map(|(at, _)| *at).min();
+        [self.coalescer.next_due(), delayed].into_iter().flatten().min()
+    }
+
+    /// Hands due work to the worker (while leading) and restarts due reads.
+    pub fn dispatch(&mut self) {
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.delayed).into_iter().partition(|(at, _)| *at <= now);
+        self.delayed = later;
+        for (_, delayed) in due {
+            match delayed {
+                Delayed::Read(slot) => self.objects.request(slot),
+                Delayed::Reconcile(work) => self.send(work, now),
+            }
+        }
+        self.start_reads();
+        if !self.leadership.is_leading(tokio::time::Instant::now()) {
+            return;
+        }
+        for (key, opened) in self.coalescer.take_due(now) {
+            let triggers = self.triggers.remove(&key).unwrap_or_default();
+            let work = Work { key, triggers, opened, term: self.leadership.term };
+            self.send(work, now);
+        }
+    }
+
+    fn send(&mut self, work: Work, now: Instant) {
+        if work.term != self.leadership.term || self.index.get(&work.key).is_none() {
+            return;
+        }
+        if self.in_worker.contains(&work.key) {
+            let opened = self.after_worker.entry(work.key.clone()).or_insert(work.opened);
+            *opened = (*opened).min(work.opened);
+            self.triggers.entry(work.key).or_default().extend(work.triggers);
+            return;
+        }
+        let ready_at = self.min_interval.ready_at(&work.key, now);
+        if ready_at > now {
+            self.delayed.push((ready_at, Delayed::Reconcile(work)));
+            return;
+        }
+        self.in_worker.insert(work.key.clone());
+        let _ = self.work.send(work);
+    }
+
+    fn work_done(&mut self, work: Work, result: Done) {
+        self.in_worker.remove(&work.key);
+        let key = work.key.clone();
+        match &result {
+            Ok(Outcome::Patched) => {
+                self.metrics.count("patched");
+                self.metrics.reacted(work.opened.elapsed().as_secs_f64());
+                self.min_interval.patched(key.clone(), Instant::now());
+                self.failures.remove(&key);
+                info!(workload = %key, "patched the pod template's digests");
+            }
+            Ok(Outcome::Unchanged | Outcome::Gone) => {
+                self.metrics.count("unchanged");
+                self.failures.remove(&key);
+            }
+            Ok(Outcome::NotLeading) => {}
+            Err(e) => {
+                self.metrics.count(e.metric_label());
+                let failures = self.failures.entry(key.clone()).or_default();
+                *failures += 1;
+                let wait = backoff::delay(*failures, backoff::random());
+                warn!(workload = %key, error = %e, retry_in = ?wait, "cannot bring the digests up to date");
+                self.delayed.push((Instant::now() + wait, Delayed::Reconcile(work)));
+            }
+        }
+        if let Some(opened) = self.after_worker.remove(&key) {
+            let triggers = self.triggers.remove(&key).unwrap_or_default();
+            let work = Work { key, triggers, opened, term: self.leadership.term };
+            self.send(work, Instant::now());
+        }
+    }
+
+    /// Workloads waiting for their window, a retry, the worker, or a read.
+    pub fn queue_depth(&self) -> usize {
+        self.coalescer.len()
+            + self.delayed.len()
+            + self.in_worker.len()
+            + self.after_worker.len()
+            + self.objects.pending()
+    }
+
+    pub fn watched_objects(&self) -> usize {
+        self.index.object_count()
+    }
+
+    pub fn workloads(&self) -> usize {
+        self.index.len()
+    }
+}

@@ -1,0 +1,154 @@
+//! The watches, fanned into one channel of messages for the event loop:
+//! opted-in namespaces (metadata), the workload kinds that roll (a light
+//! view of each), and ConfigMaps and Secrets (metadata only: their data is
+//! read on demand and never kept). kube-runtime's watcher lists, watches,
+//! follows bookmarks and relists after a 410 Gone; the loop sees `Init`,
+//! `InitApply` … `InitDone` for every (re)list.
+
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt as _};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::PartialObjectMeta;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::warn;
+
+use super::index::ObjectSlot;
+use super::objects::Reading;
+use super::worker::{Done, Work};
+use super::workload::{WatchedWorkload, api_resource};
+use crate::core::ObjectKind;
+use crate::core::annotations::NAMESPACE_LABEL;
+use crate::core::workload::WorkloadKind;
+
+/// The API server ends each watch after this long; the watcher resumes it
+/// from the last resourceVersion. Its idle timeout (this plus a margin)
+/// catches a watch that hangs.
+const WATCH_TIMEOUT_SECONDS: u32 = 50;
+
+/// The kinds the controller rolls (Jobs and Pods never roll); Argo Rollouts
+/// are added where the API server serves them.
+pub const ROLLING_KINDS: [WorkloadKind; 4] = [
+    WorkloadKind::Deployment,
+    WorkloadKind::StatefulSet,
+    WorkloadKind::DaemonSet,
+    WorkloadKind::ReplicaSet,
+];
+
+/// Everything the event loop reacts to.
+pub enum Message {
+    Namespace(Event<ObjectMeta>),
+    /// From the workload watches of `generation` (older ones are ignored).
+    Workload {
+        kind: WorkloadKind,
+        generation: u64,
+        event: Box<Event<WatchedWorkload>>,
+    },
+    Object(ObjectKind, Event<ObjectMeta>),
+    /// A content read finished.
+    Read {
+        slot: ObjectSlot,
+        result: Result<Reading, String>,
+    },
+    /// The worker finished a reconciliation.
+    Done(Box<(Work, Done)>),
+}
+
+pub struct Watches {
+    client: Client,
+    tx: mpsc::Sender<Message>,
+    pub kinds: Vec<WorkloadKind>,
+    workload_tasks: Vec<JoinHandle<()>>,
+    pub generation: u64,
+}
+
+impl Watches {
+    /// Starts the namespace and object watches; workload watches start with
+    /// [`Watches::restart_workloads`], once the namespaces are known.
+    pub async fn start(client: Client, tx: mpsc::Sender<Message>, timeout: Duration) -> Self {
+        let config = || watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
+        let selector = format!("{NAMESPACE_LABEL}=true");
+        let namespaces: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
+        forward(watcher::watcher(namespaces, config().labels(&selector)), tx.clone(), |e| {
+            Message::Namespace(meta_event(e))
+        });
+        let config_maps: Api<PartialObjectMeta<ConfigMap>> = Api::all(client.clone());
+        forward(watcher::watcher(config_maps, config()), tx.clone(), |e| {
+            Message::Object(ObjectKind::ConfigMap, meta_event(e))
+        });
+        let secrets: Api<PartialObjectMeta<Secret>> = Api::all(client.clone());
+        forward(watcher::watcher(secrets, config()), tx.clone(), |e| {
+            Message::Object(ObjectKind::Secret, meta_event(e))
+        });
+        let mut kinds = ROLLING_KINDS.to_vec();
+        // Argo Rollouts only where the CRD is served (looked at once, at start).
+        let rollouts = client.list_api_group_resources("argoproj.io/v1alpha1");
+        if tokio::time::timeout(timeout, rollouts)
+            .await
+            .is_ok_and(|r| r.is_ok_and(|r| r.resources.iter().any(|r| r.name == "rollouts")))
+        {
+            kinds.push(WorkloadKind::Rollout);
+        }
+        Watches { client, tx, kinds, workload_tasks: Vec::new(), generation: 0 }
+    }
+
+    /// (Re)starts every workload watch: each lists everything again, so a
+    /// newly opted-in namespace's workloads are seen. Returns the generation.
+    pub fn restart_workloads(&mut self) -> u64 {
+        for task in self.workload_tasks.drain(..) {
+            task.abort();
+        }
+        self.generation += 1;
+        let generation = self.generation;
+        for kind in self.kinds.clone() {
+            let api: Api<WatchedWorkload> = Api::all_with(self.client.clone(), &api_resource(kind));
+            let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
+            self.workload_tasks.push(forward(
+                watcher::watcher(api, config),
+                self.tx.clone(),
+                move |event| Message::Workload { kind, generation, event: Box::new(event) },
+            ));
+        }
+        generation
+    }
+}
+
+fn forward<K, S>(
+    stream: S,
+    tx: mpsc::Sender<Message>,
+    wrap: impl Fn(Event<K>) -> Message + Send + 'static,
+) -> JoinHandle<()>
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let stream = stream.default_backoff();
+        tokio::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    if tx.send(wrap(event)).await.is_err() {
+                        break;
+                    }
+                }
+                Err(e) => warn!(error = %e, "watch failed; retrying with backoff"),
+            }
+        }
+    })
+}
+
+fn meta_event<K>(event: Event<PartialObjectMeta<K>>) -> Event<ObjectMeta> {
+    match event {
+        Event::Apply(o) => Event::Apply(o.metadata),
+        Event::Delete(o) => Event::Delete(o.metadata),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(o.metadata),
+        Event::InitDone => Event::InitDone,
+    }
+}

@@ -1,0 +1,204 @@
+//! Workloads as the controller's watches deliver them, and the webhook's plan
+//! for each. A workload is planned as the kind of the watch it came from: the
+//! API server omits `apiVersion` and `kind` on the items of a list
+//! (kubernetes/kubernetes#3030), so the object's own fields cannot say it.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::ApiResource;
+use kube::core::DynamicResourceScope;
+use serde::Deserialize;
+
+use crate::core::pod_spec::Metadata;
+use crate::core::workload::{SpecView, WorkloadKind};
+use crate::core::{Mutation, Plan, Settings, plan};
+
+/// A workload the controller may roll.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkloadKey {
+    pub kind: WorkloadKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for WorkloadKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.kind.as_str(), self.namespace, self.name)
+    }
+}
+
+/// What the controller keeps of a watched workload: the webhook's plan for
+/// it (targets, consumed keys, current digests), small and free of data.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub mutation: Mutation,
+    pub resource_version: Option<String>,
+    pub uid: Option<String>,
+}
+
+/// The latest snapshot of each workload, written by the event loop and read
+/// by the worker.
+pub type Snapshots = Arc<Mutex<HashMap<WorkloadKey, Snapshot>>>;
+
+/// The API resource of a workload kind, for dynamic requests.
+pub fn api_resource(kind: WorkloadKind) -> ApiResource {
+    let (group, version, plural) = kind.resource();
+    ApiResource {
+        group: group.to_owned(),
+        version: version.to_owned(),
+        api_version: kind.api_version(),
+        kind: kind.as_str().to_owned(),
+        plural: plural.to_owned(),
+    }
+}
+
+/// Only what the plan reads of a watched workload; every other field is
+/// skipped while decoding, so a list of thousands of Deployments allocates
+/// neither their env values nor their status.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "Wire")]
+pub struct WatchedWorkload {
+    /// Name, namespace, uid and resourceVersion: what kube's watcher needs.
+    meta: ObjectMeta,
+    metadata: Metadata,
+    spec: Option<SpecView>,
+}
+
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(default)]
+    metadata: Metadata,
+    spec: Option<SpecView>,
+}
+
+impl From<Wire> for WatchedWorkload {
+    fn from(wire: Wire) -> Self {
+        let m = &wire.metadata;
+        let meta = ObjectMeta {
+            name: m.name.clone(),
+            namespace: m.namespace.clone(),
+            uid: m.uid.clone(),
+            resource_version: m.resource_version.clone(),
+            ..ObjectMeta::default()
+        };
+        WatchedWorkload { meta, metadata: wire.metadata, spec: wire.spec }
+    }
+}
+
+impl kube::Resource for WatchedWorkload {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+impl WatchedWorkload {
+    pub fn key(&self, kind: WorkloadKind) -> Option<WorkloadKey> {
+        Some(WorkloadKey {
+            kind,
+            namespace: self.meta.namespace.clone()?,
+            name: self.meta.name.clone()?,
+        })
+    }
+
+    pub fn resource_version(&self) -> Option<&str> {
+        self.meta.resource_version.as_deref()
+    }
+
+    pub fn uid(&self) -> Option<&str> {
+        self.meta.uid.as_deref()
+    }
+
+    /// The webhook's rules (owners, opt-out, track/ignore, name checks,
+    /// limits) applied to this workload as `kind`; `None` when the webhook
+    /// would leave it alone. The controller's patch goes through the webhook,
+    /// so only the object itself counts: there is no old object.
+    pub fn plan(self, kind: WorkloadKind, settings: &Settings) -> Option<Mutation> {
+        let workload = kind.from_parts(self.metadata, self.spec).ok()?;
+        match plan(workload, &BTreeMap::new(), settings) {
+            Plan::Mutate(mutation) => Some(mutation),
+            Plan::Skip(_) | Plan::Unparsable(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ObjectRef;
+    use serde_json::json;
+
+    fn deployment(with_types: bool) -> serde_json::Value {
+        let mut object = json!({"metadata": {"name": "web", "namespace": "ns", "uid": "u1",
+                "resourceVersion": "7", "annotations": {"configsum.dev/ignore": "secret/skip"},
+                "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"replicas": 2, "template": {"metadata": {"annotations": {"configmap.configsum.dev/app": "sha256:00"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx",
+                    "env": [{"name": "PLAIN", "value": "x"}],
+                    "envFrom": [{"configMapRef": {"name": "app"}}, {"secretRef": {"name": "skip"}}]}]}}},
+            "status": {"replicas": 2}});
+        if with_types {
+            object["apiVersion"] = json!("apps/v1");
+            object["kind"] = json!("Deployment");
+        }
+        object
+    }
+
+    #[test]
+    fn a_list_item_without_types_is_planned_as_the_watched_kind() {
+        for with_types in [false, true] {
+            let watched: WatchedWorkload =
+                serde_json::from_value(deployment(with_types)).expect("decodes");
+            let key = watched.key(WorkloadKind::Deployment).expect("key");
+            assert_eq!(key.to_string(), "Deployment ns/web");
+            assert_eq!(watched.resource_version(), Some("7"));
+            assert_eq!(watched.uid(), Some("u1"));
+            let mutation = watched
+                .plan(WorkloadKind::Deployment, &Settings::default())
+                .expect("the webhook would mutate it");
+            let objects: Vec<_> = mutation.targets.iter().map(|t| t.object.clone()).collect();
+            assert_eq!(objects, vec![ObjectRef::config_map("app")], "ignore is honoured");
+            assert!(mutation.has_digests());
+        }
+    }
+
+    #[test]
+    fn what_the_webhook_leaves_alone_is_not_planned() {
+        let mut owned = deployment(false);
+        owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "X", "name": "o", "uid": "1", "controller": true}]);
+        let mut disabled = deployment(false);
+        disabled["metadata"]["annotations"]["configsum.dev/enabled"] = json!("false");
+        for object in [owned, disabled] {
+            let watched: WatchedWorkload = serde_json::from_value(object).expect("decodes");
+            assert!(watched.plan(WorkloadKind::Deployment, &Settings::default()).is_none());
+        }
+        let no_template: WatchedWorkload = serde_json::from_value(
+            json!({"metadata": {"name": "x", "namespace": "ns"}, "spec": {}}),
+        )
+        .expect("decodes");
+        assert!(no_template.plan(WorkloadKind::StatefulSet, &Settings::default()).is_none());
+    }
+}

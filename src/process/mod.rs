@@ -1,0 +1,13 @@
+//! What `configsum serve` and `configsum controller` share as processes:
+//! shutdown signals, the plain-HTTP admin listener with its readiness, and
+//! loading the Secret-digest keys.
+
+pub mod admin;
+pub mod digest_keys;
+pub mod readiness;
+pub mod signals;
+
+pub use admin::{BindError, admin_router, bind, serve_admin};
+pub use digest_keys::{KeyFileError, load_digest_keys};
+pub use readiness::Readiness;
+pub use signals::ShutdownSignals;
