@@ -1,0 +1,228 @@
+//! The controller's test harness: the real `configsum controller` binary
+//! against the fake API server, and the cluster as the test sees it.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::process::Child;
+
+use super::fake_apiserver::FakeApiServer;
+use super::fixtures::{self, Admit, Objects, apply};
+use super::server::{self, TempDir};
+
+pub const LEASE_PATH: &str =
+    "/apis/coordination.k8s.io/v1/namespaces/configsum-system/leases/configsum-controller";
+
+/// The API path of a workload of a rolling kind.
+pub fn workload_path(kind: &str, namespace: &str, name: &str) -> String {
+    let plural = match kind {
+        "Deployment" => "deployments",
+        "StatefulSet" => "statefulsets",
+        "DaemonSet" => "daemonsets",
+        "ReplicaSet" => "replicasets",
+        other => panic!("not a rolling kind: {other}"),
+    };
+    format!("/apis/apps/v1/namespaces/{namespace}/{plural}/{name}")
+}
+
+pub const NS: &str = "team-a";
+pub const KEY: &str = "0123456789abcdef0123456789abcdef\n";
+pub const SECRET_KEY: &str = "secret.configsum.dev/db";
+
+pub struct Controller {
+    pub child: Child,
+    pub metrics_addr: String,
+    pub logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Controller {
+    pub async fn start(
+        api: &FakeApiServer,
+        dir: &TempDir,
+        identity: &str,
+        extra: &[&str],
+    ) -> Controller {
+        // Each replica authenticates with its own token (its identity), so
+        // faults and the request log can tell replicas apart.
+        let kubeconfig = api.kubeconfig_for(&dir.0, identity).display().to_string();
+        let key = dir.path("digest.key");
+        std::fs::write(&key, KEY).expect("key");
+        let key = key.display().to_string();
+        let mut args = vec![
+            "controller",
+            "--digest-key-file",
+            key.as_str(),
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--window",
+            "500ms",
+            "--lease-namespace",
+            "configsum-system",
+            "--identity",
+            identity,
+            "--lease-duration",
+            "3s",
+            "--log-format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let (child, logs, line) =
+            server::spawn(&args, &[("KUBECONFIG", &kubeconfig)], "configsum controller started")
+                .await;
+        let controller = Controller {
+            child,
+            metrics_addr: line["metrics_listen"].as_str().expect("addr").to_owned(),
+            logs,
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while server::http_get(&controller.metrics_addr, "/readyz").await.0 != 200 {
+            assert!(
+                Instant::now() < deadline,
+                "not ready: {:?}",
+                controller.logs.lock().expect("logs")
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        controller
+    }
+
+    pub async fn metrics(&self) -> String {
+        server::http_get(&self.metrics_addr, "/metrics").await.1
+    }
+
+    pub async fn stop(mut self) -> Option<i32> {
+        let pid = self.child.id().expect("pid").to_string();
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("exits")
+            .expect("wait")
+            .code()
+    }
+}
+
+/// The cluster as the test sees it, mirrored into `Objects` for the webhook's pure path.
+pub struct Cluster {
+    pub api: FakeApiServer,
+    pub dir: TempDir,
+    pub objects: Objects,
+}
+
+impl Cluster {
+    pub async fn new(label: &str) -> Cluster {
+        server::install_crypto_provider();
+        let api = FakeApiServer::start().await;
+        api.put_namespace("configsum-system", &[]);
+        api.put_namespace(NS, &[("configsum.dev/enabled", "true")]);
+        let mut cluster = Cluster { api, dir: TempDir::new(label), objects: Objects::default() };
+        cluster.secret("db", &[("password", "one")]);
+        cluster.config_map("app", &[("level", "info")]);
+        cluster
+    }
+
+    pub fn secret(&mut self, name: &str, data: &[(&str, &str)]) {
+        self.api.put_secret(NS, name, data);
+        self.objects.insert(NS, configsum::core::ObjectRef::secret(name), data);
+    }
+
+    pub fn config_map(&mut self, name: &str, data: &[(&str, &str)]) {
+        self.api.put_config_map(NS, name, data);
+        self.objects.insert(NS, configsum::core::ObjectRef::config_map(name), data);
+    }
+
+    /// A Deployment reading `secrets` and `config_maps` whole; with digests as
+    /// the webhook would have written them at its last write, if `admitted`.
+    pub fn deployment(
+        &self,
+        namespace: &str,
+        name: &str,
+        config_maps: &[&str],
+        secrets: &[&str],
+        admitted: bool,
+    ) -> Value {
+        self.workload("Deployment", namespace, name, config_maps, secrets, admitted)
+    }
+
+    /// The same for any rolling kind (Deployment, StatefulSet, DaemonSet, ReplicaSet).
+    pub fn workload(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        config_maps: &[&str],
+        secrets: &[&str],
+        admitted: bool,
+    ) -> Value {
+        let mut object =
+            fixtures::workload(kind, namespace, fixtures::pod_spec_env_from(config_maps, secrets));
+        object["metadata"]["name"] = json!(name);
+        if admitted {
+            let decision = Admit::new(kind, "CREATE", &object).run(&self.objects);
+            object = apply(&object, &decision);
+        }
+        self.api.put(&workload_path(kind, namespace, name), object.clone());
+        object
+    }
+
+    /// Template annotations of a workload of any kind.
+    pub fn annotations_of(&self, kind: &str, namespace: &str, name: &str) -> Value {
+        let object = self.api.object(&workload_path(kind, namespace, name)).expect("workload");
+        object["spec"]["template"]["metadata"]["annotations"].clone()
+    }
+
+    /// What the webhook would write now for a stored workload of any kind.
+    pub fn webhook_digests_of(&self, kind: &str, namespace: &str, name: &str) -> Value {
+        let object = self.api.object(&workload_path(kind, namespace, name)).expect("workload");
+        let decision = Admit::new(kind, "UPDATE", &object).run(&self.objects);
+        apply(&object, &decision)["spec"]["template"]["metadata"]["annotations"].clone()
+    }
+
+    pub fn patches_of(&self, kind: &str, namespace: &str, name: &str) -> usize {
+        self.api.calls("PATCH", &workload_path(kind, namespace, name))
+    }
+
+    /// PATCHes of workloads, in order: (when, which replica's token, path).
+    pub fn patch_log(&self) -> Vec<(Instant, String, String)> {
+        self.api
+            .log()
+            .into_iter()
+            .filter(|l| l.method == "PATCH" && l.path.starts_with("/apis/apps/"))
+            .map(|l| (l.at, l.token, l.path))
+            .collect()
+    }
+
+    /// What the webhook would write now for the stored Deployment.
+    pub fn webhook_digests(&self, namespace: &str, name: &str) -> Value {
+        let object =
+            self.api.object(&FakeApiServer::deployment_path(namespace, name)).expect("deployment");
+        let decision = Admit::new("Deployment", "UPDATE", &object).run(&self.objects);
+        apply(&object, &decision)["spec"]["template"]["metadata"]["annotations"].clone()
+    }
+
+    pub fn annotations(&self, namespace: &str, name: &str) -> Value {
+        let object =
+            self.api.object(&FakeApiServer::deployment_path(namespace, name)).expect("deployment");
+        object["spec"]["template"]["metadata"]["annotations"].clone()
+    }
+
+    pub fn patches(&self, namespace: &str, name: &str) -> usize {
+        self.api.calls("PATCH", &FakeApiServer::deployment_path(namespace, name))
+    }
+
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        within: Duration,
+        check: impl Fn(&Cluster) -> bool,
+    ) -> Duration {
+        let started = Instant::now();
+        while !check(self) {
+            assert!(started.elapsed() < within, "{what}: not within {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        started.elapsed()
+    }
+}
+
