@@ -3,14 +3,14 @@
 //! webhook's digests; metadata-only changes, first observations and restarts
 //! roll nothing; bursts coalesce; patches are paced, guarded and led.
 
+#[path = "support/controller.rs"]
+mod controller;
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/fixtures.rs"]
 mod fixtures;
 #[path = "support/server.rs"]
 mod server;
-#[path = "support/controller.rs"]
-mod controller;
 
 use std::time::{Duration, Instant};
 

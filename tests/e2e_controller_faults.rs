@@ -3,19 +3,19 @@
 //! relists after 410 Gone) and fails like one (hung calls, errors, a Lease
 //! that cannot be renewed, a watch that stays down).
 
+#[path = "support/controller.rs"]
+mod controller;
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/fixtures.rs"]
 mod fixtures;
 #[path = "support/server.rs"]
 mod server;
-#[path = "support/controller.rs"]
-mod controller;
 
 use std::time::{Duration, Instant};
 
 use controller::{Cluster, Controller, LEASE_PATH, NS};
-use fake_apiserver::{Fault, FakeApiServer};
+use fake_apiserver::{FakeApiServer, Fault};
 
 /// GETs of one object's path made by the controller, in order.
 fn reads(api: &FakeApiServer, path: &str) -> Vec<Instant> {
@@ -40,7 +40,12 @@ async fn workloads_and_secrets_that_existed_before_start_roll_when_a_secret_chan
     assert!(metrics.contains("configsum_controller_watched_objects 3"), "{metrics}");
 
     cluster.secret("db", &[("password", "changed")]);
-    let rolled = [("Deployment", "web"), ("StatefulSet", "store"), ("DaemonSet", "agent"), ("ReplicaSet", "bare")];
+    let rolled = [
+        ("Deployment", "web"),
+        ("StatefulSet", "store"),
+        ("DaemonSet", "agent"),
+        ("ReplicaSet", "bare"),
+    ];
     cluster
         .wait_for("every tracking workload patched", Duration::from_secs(3), |c| {
             rolled.iter().all(|(kind, name)| c.patches_of(kind, NS, name) == 1)
@@ -69,7 +74,9 @@ async fn a_failed_read_is_retried_with_growing_backoff_until_it_succeeds() {
     cluster.api.clear_log();
     cluster.secret("db", &[("password", "after-errors")]);
     cluster
-        .wait_for("three failed reads", Duration::from_secs(10), |c| reads(&c.api, &path).len() >= 3)
+        .wait_for("three failed reads", Duration::from_secs(10), |c| {
+            reads(&c.api, &path).len() >= 3
+        })
         .await;
     cluster.api.fault_for(None, Some("GET"), &path, None);
     cluster
@@ -89,6 +96,41 @@ async fn a_failed_read_is_retried_with_growing_backoff_until_it_succeeds() {
 }
 
 #[tokio::test]
+async fn a_failed_patch_is_retried_with_growing_backoff_until_it_succeeds() {
+    let mut cluster = Cluster::new("ctl-patch-errors").await;
+    cluster.deployment(NS, "web", &["app"], &["db"], true);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    let path = FakeApiServer::deployment_path(NS, "web");
+    cluster.api.fault_for(None, Some("PATCH"), &path, Some(Fault::Status(500)));
+    cluster.secret("db", &[("password", "after-patch-errors")]);
+    cluster
+        .wait_for("three failed patches", Duration::from_secs(12), |c| c.patches(NS, "web") >= 3)
+        .await;
+    cluster.api.fault_for(None, Some("PATCH"), &path, None);
+    cluster
+        .wait_for("patched", Duration::from_secs(10), |c| {
+            c.annotations(NS, "web") == c.webhook_digests(NS, "web")
+        })
+        .await;
+    let at: Vec<Instant> = cluster.patch_log().into_iter().map(|(at, _, _)| at).collect();
+    let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    eprintln!("gaps between attempts to patch: {gaps:?}");
+    assert!(gaps[0] >= Duration::from_millis(900), "{gaps:?}");
+    assert!(gaps[1] >= Duration::from_millis(900), "{gaps:?}");
+    assert!(gaps[2] >= Duration::from_millis(1900), "{gaps:?}");
+    let metrics = controller.metrics().await;
+    assert!(
+        metrics.contains(r#"configsum_controller_patches_total{outcome="failed"} 3"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(r#"configsum_controller_patches_total{outcome="patched"} 1"#),
+        "{metrics}"
+    );
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
 async fn a_hung_read_times_out_and_is_retried() {
     let mut cluster = Cluster::new("ctl-hang").await;
     cluster.deployment(NS, "web", &["app"], &["db"], true);
@@ -97,7 +139,9 @@ async fn a_hung_read_times_out_and_is_retried() {
     cluster.api.fault_for(None, Some("GET"), &path, Some(Fault::Hang));
     cluster.api.clear_log();
     cluster.secret("db", &[("password", "after-hang")]);
-    cluster.wait_for("the read", Duration::from_secs(3), |c| !reads(&c.api, &path).is_empty()).await;
+    cluster
+        .wait_for("the read", Duration::from_secs(3), |c| !reads(&c.api, &path).is_empty())
+        .await;
     cluster
         .wait_for("a second read after the timeout", Duration::from_secs(9), |c| {
             reads(&c.api, &path).len() >= 2
@@ -107,9 +151,7 @@ async fn a_hung_read_times_out_and_is_retried() {
     eprintln!("a hung read was given up after {:?}", at[1] - at[0]);
     assert!(at[1] - at[0] >= Duration::from_secs(5), "not before the 5 s call timeout");
     cluster.api.fault_for(None, Some("GET"), &path, None);
-    cluster
-        .wait_for("patched", Duration::from_secs(10), |c| c.patches(NS, "web") == 1)
-        .await;
+    cluster.wait_for("patched", Duration::from_secs(10), |c| c.patches(NS, "web") == 1).await;
     assert_eq!(cluster.annotations(NS, "web"), cluster.webhook_digests(NS, "web"));
     assert_eq!(controller.stop().await, Some(0));
 }
@@ -122,7 +164,10 @@ async fn a_leader_that_cannot_renew_stops_patching_before_its_lease_expires() {
     let b = Controller::start(&cluster.api, &cluster.dir, "b", &[]).await;
     cluster.secret("db", &[("password", "v0")]);
     cluster.wait_for("patched", Duration::from_secs(2), |c| c.patches(NS, "web") == 1).await;
-    assert!(cluster.patch_log().iter().all(|(_, token, _)| token == "a"), "the follower patches nothing");
+    assert!(
+        cluster.patch_log().iter().all(|(_, token, _)| token == "a"),
+        "the follower patches nothing"
+    );
 
     // From now on a's Lease calls hang; keep changing the Secret so that
     // there is always something to patch.
@@ -217,6 +262,35 @@ async fn a_relist_after_410_rereads_nothing_unchanged_and_forgets_deleted_worklo
 }
 
 #[tokio::test]
+async fn a_namespace_labelled_after_start_has_its_workloads_listed_and_rolled() {
+    let cluster = Cluster::new("ctl-opt-in").await;
+    cluster.api.put_namespace("team-b", &[]);
+    cluster.api.put_secret("team-b", "db", &[("password", "b1")]);
+    let mut objects = fixtures::Objects::default();
+    objects.insert("team-b", configsum::core::ObjectRef::secret("db"), &[("password", "b1")]);
+    let mut web =
+        fixtures::workload("Deployment", "team-b", fixtures::pod_spec_env_from(&[], &["db"]));
+    web["metadata"]["name"] = serde_json::json!("web");
+    let decision = fixtures::Admit::new("Deployment", "CREATE", &web).run(&objects);
+    let web = fixtures::apply(&web, &decision);
+    let path = FakeApiServer::deployment_path("team-b", "web");
+    cluster.api.put(&path, web);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    assert!(controller.metrics().await.contains("configsum_controller_watched_objects 0"));
+
+    cluster.api.put_namespace("team-b", &[("configsum.dev/enabled", "true")]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !controller.metrics().await.contains("configsum_controller_watched_objects 1") {
+        assert!(Instant::now() < deadline, "team-b's workload was never listed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cluster.api.calls("PATCH", &path), 0, "first observation");
+    cluster.api.put_secret("team-b", "db", &[("password", "b2")]);
+    cluster.wait_for("patched", Duration::from_secs(3), |c| c.api.calls("PATCH", &path) == 1).await;
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
 async fn bad_flag_values_exit_2_with_a_clear_message() {
     for (flag, value) in [
         ("--rate", "0"),
@@ -233,7 +307,10 @@ async fn bad_flag_values_exit_2_with_a_clear_message() {
             .expect("run configsum");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{flag}={value}: {stderr}");
-        assert!(stderr.contains(flag) && stderr.contains("invalid value"), "{flag}={value}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("invalid value"),
+            "{flag}={value}: {stderr}"
+        );
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }

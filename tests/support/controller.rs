@@ -225,4 +225,3 @@ impl Cluster {
         started.elapsed()
     }
 }
-
