@@ -1,0 +1,594 @@
+//! `make bench-controller`: `configsum controller` (the release binary)
+//! against the fake API server holding a large cluster.
+//!
+//! 100 namespaces labelled `configsum.dev/enabled=true` (and
+//! `configsum-system`, not labelled) hold 100,000 Secrets, 20,000 ConfigMaps
+//! and 10,000 Deployments. Each Deployment reads one Secret and one ConfigMap
+//! of its own; in `bench-000` all 100 also read the Secret `shared`. Every
+//! Deployment already carries the digests the webhook wrote at its creation
+//! (computed with tests/support/fixtures.rs and the same key as the
+//! controller), so a correct controller has nothing to patch at start-up.
+//!
+//! Measured: spawn to `/readyz` 200; the controller's peak RSS (VmHWM) once
+//! synced and at the end; PATCHes at start-up (must be 0); the API requests
+//! one single-Secret change costs (request log, by method); the reaction
+//! time from a Secret write to the PATCH of its workload (request-log
+//! arrival time) for 20 Secrets each tracked by one workload, changed one at
+//! a time, and for `shared`, tracked by 100 workloads. Prints a Markdown
+//! report and writes it to target/bench/controller.md.
+//!
+//! A patch that does not arrive within 30 s fails the run (the report so far
+//! is printed first). The controller process is killed on every exit path.
+//! Run with `--bench` (as `cargo bench` does); under `cargo test` it does
+//! nothing.
+
+#[path = "../tests/support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "../tests/support/fixtures.rs"]
+mod fixtures;
+#[path = "../tests/support/server.rs"]
+mod server;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use configsum::core::ObjectRef;
+use fake_apiserver::{FakeApiServer, Logged};
+use fixtures::{Admit, Objects, apply};
+use serde_json::{Value, json};
+use server::TempDir;
+use tokio::process::Child;
+
+const NAMESPACES: usize = 100;
+const SECRETS_PER_NAMESPACE: usize = 1_000;
+const CONFIG_MAPS_PER_NAMESPACE: usize = 200;
+const DEPLOYMENTS_PER_NAMESPACE: usize = 100;
+/// Its Deployments all read the Secret `shared` too.
+const SHARED_NAMESPACE: &str = "bench-000";
+const SINGLE_CHANGES: usize = 20;
+const PATCH_DEADLINE: Duration = Duration::from_secs(30);
+const READY_DEADLINE: Duration = Duration::from_secs(120);
+const SETTLE_DEADLINE: Duration = Duration::from_secs(120);
+/// The controller's default `--window`; the bench does not set it.
+const WINDOW: Duration = Duration::from_secs(2);
+const DIGEST_KEY: &str = "0123456789abcdef0123456789abcdef\n";
+/// The controller's bearer token, to tell its requests apart in the log.
+const TOKEN: &str = "controller";
+const LEASE: &str =
+    "/apis/coordination.k8s.io/v1/namespaces/configsum-system/leases/configsum-controller";
+const RSS_TARGET_MIB: f64 = 64.0;
+const READY_TARGET: Duration = Duration::from_secs(30);
+
+fn namespace(i: usize) -> String {
+    format!("bench-{i:03}")
+}
+
+/// A few hundred bytes of deterministic, realistic-looking configuration.
+fn token(seed: usize) -> String {
+    let mut x = (seed as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5851_f42d_4c95_7f2d;
+    (0..4)
+        .map(|_| {
+            x ^= x >> 33;
+            x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+            format!("{x:016x}")
+        })
+        .collect()
+}
+
+fn secret_data(ns: &str, i: usize, generation: usize) -> Vec<(String, String)> {
+    let password = token(i * 7919 + generation * 104_729 + ns.len());
+    vec![
+        ("username".into(), format!("svc-{ns}-{i:03}")),
+        ("password".into(), password.clone()),
+        (
+            "DATABASE_URL".into(),
+            format!(
+                "postgres://svc-{i:03}:{password}@db-{i:03}.{ns}.svc.cluster.local:5432/app?sslmode=require"
+            ),
+        ),
+    ]
+}
+
+fn config_map_data(ns: &str, i: usize) -> Vec<(String, String)> {
+    vec![
+        ("LOG_LEVEL".into(), "info".into()),
+        (
+            "app.properties".into(),
+            format!(
+                "service.name=app-{i:03}\nservice.namespace={ns}\nhttp.port=8080\nhttp.timeout=30s\n\
+                 cache.ttl=300\nfeature.flags=search,checkout,recommendations\n\
+                 upstream.url=http://api.{ns}.svc.cluster.local:8080/v1\n"
+            ),
+        ),
+    ]
+}
+
+fn borrowed(data: &[(String, String)]) -> Vec<(&str, &str)> {
+    data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+/// Fills the fake API server; returns how long it took.
+fn fill(api: &FakeApiServer) -> Duration {
+    let started = Instant::now();
+    api.put_namespace("configsum-system", &[]);
+    let mut objects = Objects::default();
+    for n in 0..NAMESPACES {
+        let ns = namespace(n);
+        api.put_namespace(&ns, &[("configsum.dev/enabled", "true")]);
+        for i in 0..SECRETS_PER_NAMESPACE {
+            let data = secret_data(&ns, i, 0);
+            api.put_secret(&ns, &format!("s-{i:03}"), &borrowed(&data));
+            if i < DEPLOYMENTS_PER_NAMESPACE {
+                objects.insert(&ns, ObjectRef::secret(format!("s-{i:03}")), &borrowed(&data));
+            }
+        }
+        for i in 0..CONFIG_MAPS_PER_NAMESPACE {
+            let data = config_map_data(&ns, i);
+            api.put_config_map(&ns, &format!("c-{i:03}"), &borrowed(&data));
+            if i < DEPLOYMENTS_PER_NAMESPACE {
+                objects.insert(&ns, ObjectRef::config_map(format!("c-{i:03}")), &borrowed(&data));
+            }
+        }
+    }
+    let shared = secret_data(SHARED_NAMESPACE, 9_999, 0);
+    api.put_secret(SHARED_NAMESPACE, "shared", &borrowed(&shared));
+    objects.insert(SHARED_NAMESPACE, ObjectRef::secret("shared"), &borrowed(&shared));
+    for n in 0..NAMESPACES {
+        let ns = namespace(n);
+        for i in 0..DEPLOYMENTS_PER_NAMESPACE {
+            let (secret, config_map) = (format!("s-{i:03}"), format!("c-{i:03}"));
+            let mut secrets = vec![secret.as_str()];
+            if ns == SHARED_NAMESPACE {
+                secrets.push("shared");
+            }
+            let spec = fixtures::pod_spec_env_from(&[config_map.as_str()], &secrets);
+            let mut object = fixtures::workload("Deployment", &ns, spec);
+            let name = format!("d-{i:03}");
+            object["metadata"]["name"] = json!(name);
+            let app = json!({"app": name});
+            object["spec"]["selector"]["matchLabels"] = app.clone();
+            object["spec"]["template"]["metadata"]["labels"] = app;
+            // The digests the webhook wrote when the Deployment was created.
+            let decision = Admit::new("Deployment", "CREATE", &object).run(&objects);
+            let admitted = apply(&object, &decision);
+            api.put(&FakeApiServer::deployment_path(&ns, &name), admitted);
+        }
+    }
+    started.elapsed()
+}
+
+/// The running controller; killed when dropped (on every exit path).
+struct Controller {
+    child: Child,
+    pid: u32,
+    metrics: String,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Controller {
+    async fn spawn(kubeconfig: &str, key_file: &str) -> Controller {
+        let args = [
+            "controller",
+            "--digest-key-file",
+            key_file,
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--rate",
+            "10000",
+            "--burst",
+            "10000",
+            "--lease-namespace",
+            "configsum-system",
+            "--identity",
+            "bench",
+            "--log-format",
+            "json",
+        ];
+        let (child, logs, line) =
+            server::spawn(&args, &[("KUBECONFIG", kubeconfig)], "configsum controller started")
+                .await;
+        let pid = child.id().expect("the controller runs");
+        let metrics = line["metrics_listen"].as_str().expect("metrics_listen").to_owned();
+        Controller { child, pid, metrics, logs }
+    }
+
+    /// `VmHWM:` or `VmRSS:` of the controller, in MiB.
+    fn memory_mib(&self, field: &str) -> f64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kib| kib.parse::<f64>().ok())
+            .unwrap_or(0.0)
+            / 1024.0
+    }
+
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// GET on the metrics listener: (status, body), or `None` if it does not answer.
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let attempt = async {
+            let tcp = tokio::net::TcpStream::connect(&self.metrics).await.ok()?;
+            let (mut sender, connection) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+                    .await
+                    .ok()?;
+            tokio::spawn(connection);
+            let request = hyper::Request::builder()
+                .uri(path)
+                .header("host", "bench")
+                .body(http_body_util::Full::new(hyper::body::Bytes::new()))
+                .ok()?;
+            let response = sender.send_request(request).await.ok()?;
+            let status = response.status().as_u16();
+            let body =
+                http_body_util::BodyExt::collect(response.into_body()).await.ok()?.to_bytes();
+            Some((status, String::from_utf8_lossy(&body).into_owned()))
+        };
+        tokio::time::timeout(Duration::from_secs(5), attempt).await.ok().flatten()
+    }
+
+    fn last_logs(&self, n: usize) -> Vec<String> {
+        let logs = self.logs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        logs.iter().rev().take(n).rev().cloned().collect()
+    }
+
+    /// SIGTERM, then the exit code (SIGKILL after 20 s).
+    async fn stop(mut self) -> Option<i32> {
+        let _ = std::process::Command::new("kill").args(["-TERM", &self.pid.to_string()]).status();
+        match tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await {
+            Ok(Ok(status)) => status.code(),
+            _ => {
+                let _ = self.child.kill().await;
+                None
+            }
+        }
+    }
+}
+
+/// Sum of the samples of a metric family in an OpenMetrics text.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// The nearest-rank percentile.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.0} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// Requests by method, e.g. "GET 3, PATCH 1, POST 1".
+fn by_method<'a>(entries: impl Iterator<Item = &'a Logged>, per: f64) -> String {
+    let mut counts: BTreeMap<&str, f64> = BTreeMap::new();
+    for entry in entries {
+        *counts.entry(entry.method.as_str()).or_default() += 1.0;
+    }
+    if counts.is_empty() {
+        return "none".into();
+    }
+    counts
+        .iter()
+        .map(|(m, n)| {
+            let n = n / per;
+            if n.fract() == 0.0 { format!("{m} {n:.0}") } else { format!("{m} {n:.2}") }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[derive(Default)]
+struct Report {
+    rows: Vec<[String; 3]>,
+    notes: Vec<String>,
+}
+
+impl Report {
+    fn row(&mut self, what: &str, value: String, target: &str) {
+        self.rows.push([what.to_owned(), value, target.to_owned()]);
+    }
+
+    fn note(&mut self, note: String) {
+        eprintln!("  {note}");
+        self.notes.push(note);
+    }
+
+    fn render(&self, failure: Option<&str>) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "## configsum controller against the fake API server\n");
+        let _ = writeln!(
+            out,
+            "{NAMESPACES} enabled namespaces; {} Secrets, {} ConfigMaps, {} Deployments with \
+             current digests; window {} s (the default), `--rate 10000 --burst 10000`; release \
+             build; loopback, {} CPUs.\n",
+            NAMESPACES * SECRETS_PER_NAMESPACE + 1,
+            NAMESPACES * CONFIG_MAPS_PER_NAMESPACE,
+            NAMESPACES * DEPLOYMENTS_PER_NAMESPACE,
+            WINDOW.as_secs(),
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        );
+        let _ = writeln!(out, "| measure | value | target |");
+        let _ = writeln!(out, "|---|---:|---|");
+        for [what, value, target] in &self.rows {
+            let _ = writeln!(out, "| {what} | {value} | {target} |");
+        }
+        if let Some(failure) = failure {
+            let _ = writeln!(out, "\n**FAILED:** {failure}");
+        }
+        if !self.notes.is_empty() {
+            let _ = writeln!(out);
+            for note in &self.notes {
+                let _ = writeln!(out, "- {note}");
+            }
+        }
+        out
+    }
+
+    fn publish(&self, failure: Option<&str>) {
+        let text = self.render(failure);
+        println!("\n{text}");
+        let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
+        let _ = std::fs::create_dir_all(&out);
+        let _ = std::fs::write(out.join("controller.md"), &text);
+    }
+}
+
+/// Prints the report so far and the controller's last log lines, then
+/// panics; unwinding drops (and so kills) the controller.
+fn fail(report: &Report, controller: &Controller, why: &str) -> ! {
+    report.publish(Some(why));
+    eprintln!("last controller log lines:");
+    for line in controller.last_logs(20) {
+        eprintln!("  {line}");
+    }
+    panic!("{why}");
+}
+
+/// Waits for the first PATCH of `path` that arrived at or after `since`.
+async fn patch_of(api: &FakeApiServer, path: &str, since: Instant) -> Option<Logged> {
+    let deadline = Instant::now() + PATCH_DEADLINE;
+    loop {
+        if let Some(found) =
+            api.log().into_iter().find(|l| l.method == "PATCH" && l.path == path && l.at >= since)
+        {
+            return Some(found);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+fn annotations(api: &FakeApiServer, ns: &str, name: &str) -> Value {
+    api.object(&FakeApiServer::deployment_path(ns, name))
+        .map(|o| o["spec"]["template"]["metadata"]["annotations"].clone())
+        .unwrap_or_default()
+}
+
+#[tokio::main]
+async fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        eprintln!(
+            "benches/controller.rs runs under `cargo bench --bench controller` (make bench-controller) only"
+        );
+        return;
+    }
+    server::install_crypto_provider();
+    let mut report = Report::default();
+    let api = FakeApiServer::start().await;
+    eprintln!("filling the fake API server ...");
+    let filled = fill(&api);
+    report.note(format!(
+        "fake API server filled in {:.1} s (resourceVersion {})",
+        filled.as_secs_f64(),
+        api.resource_version()
+    ));
+    let dir = TempDir::new("bench-controller");
+    let key_file = dir.path("digest.key");
+    std::fs::write(&key_file, DIGEST_KEY).expect("digest key");
+    let kubeconfig = api.kubeconfig_for(&dir.0, TOKEN).display().to_string();
+    api.clear_log();
+
+    // Start-up: spawn to ready, then let the start-up catch-up settle.
+    let spawned = Instant::now();
+    let mut controller = Controller::spawn(&kubeconfig, &key_file.display().to_string()).await;
+    let ready = loop {
+        if let Some(status) = controller.exited() {
+            fail(&report, &controller, &format!("the controller exited during start-up: {status}"));
+        }
+        if controller.get("/readyz").await.is_some_and(|(code, _)| code == 200) {
+            break spawned.elapsed();
+        }
+        if spawned.elapsed() > READY_DEADLINE {
+            fail(&report, &controller, "the controller was not ready within 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let ready_met = if ready <= READY_TARGET { "✓" } else { "✗" };
+    report.row(
+        "spawn to `/readyz` 200",
+        format!("{:.2} s", ready.as_secs_f64()),
+        &format!("≤ 30 s {ready_met}"),
+    );
+    eprintln!("ready after {ready:?}; waiting for the start-up catch-up to settle ...");
+    let settle_started = Instant::now();
+    let mut last = (-1.0, settle_started);
+    loop {
+        let Some((_, text)) = controller.get("/metrics").await else {
+            fail(&report, &controller, "the metrics listener stopped answering");
+        };
+        let done = metric(&text, "configsum_controller_patches_total") + 0.0;
+        let queued = metric(&text, "configsum_controller_queue_depth");
+        if done != last.0 {
+            last = (done, Instant::now());
+        }
+        let quiet = last.1.elapsed() >= Duration::from_secs(2);
+        if queued == 0.0 && quiet && settle_started.elapsed() >= WINDOW + Duration::from_secs(1) {
+            report.note(format!(
+                "start-up reconciliations: {done} (patched, unchanged, conflict, failed), settled {:.1} s after ready; \
+                 watched objects: {}",
+                last.1.saturating_duration_since(settle_started).as_secs_f64(),
+                metric(&text, "configsum_controller_watched_objects"),
+            ));
+            break;
+        }
+        if settle_started.elapsed() > SETTLE_DEADLINE {
+            fail(&report, &controller, "the start-up catch-up did not settle within 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let startup = api.log();
+    let startup_patches = startup.iter().filter(|l| l.method == "PATCH").count();
+    let pages = startup.iter().filter(|l| l.method == "GET" && l.query.contains("limit=")).count();
+    let reads = startup.iter().filter(|l| l.method == "GET" && l.query.is_empty()).count();
+    report.row(
+        "PATCHes at start-up",
+        startup_patches.to_string(),
+        if startup_patches == 0 { "0 ✓" } else { "0 ✗" },
+    );
+    report.note(format!(
+        "start-up API requests: {} ({}); {pages} LIST pages, {reads} single-object GETs",
+        startup.len(),
+        by_method(startup.iter(), 1.0)
+    ));
+    let synced_peak = controller.memory_mib("VmHWM:");
+    report.row(
+        "peak RSS once synced (VmHWM)",
+        format!("{synced_peak:.1} MiB"),
+        &format!("≤ 64 MiB {}", if synced_peak <= RSS_TARGET_MIB { "✓" } else { "✗" }),
+    );
+    api.clear_log();
+
+    // Single-tracked Secrets, one at a time.
+    let mut reactions = Vec::new();
+    let mut changes = Vec::new();
+    for k in 0..SINGLE_CHANGES {
+        let ns = namespace(1 + k);
+        let deployment = FakeApiServer::deployment_path(&ns, "d-000");
+        let before = annotations(&api, &ns, "d-000");
+        let data = secret_data(&ns, 0, 1);
+        let written = Instant::now();
+        api.put_secret(&ns, "s-000", &borrowed(&data));
+        let Some(patch) = patch_of(&api, &deployment, written).await else {
+            report.row(
+                "reaction, single-tracked Secret",
+                format!("no PATCH of {ns}/d-000 within 30 s of change {}", k + 1),
+                "≤ window + 1 s ✗",
+            );
+            fail(
+                &report,
+                &controller,
+                &format!(
+                    "no PATCH of Deployment {ns}/d-000 within 30 s of a change to Secret {ns}/s-000 \
+                     (change {} of {SINGLE_CHANGES})",
+                    k + 1
+                ),
+            );
+        };
+        reactions.push(patch.at.duration_since(written));
+        // Let the Event and anything else that follows arrive.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if annotations(&api, &ns, "d-000") == before {
+            report.note(format!("{ns}/d-000 was patched but its annotations did not change"));
+        }
+        changes.push(written);
+        eprintln!("  change {}: patched after {:?}", k + 1, reactions[k]);
+    }
+    let log = api.log();
+    let mine = || {
+        log.iter().filter(|l| l.token == TOKEN && l.path != LEASE && !l.query.contains("watch="))
+    };
+    let first_end = changes.get(1).copied().unwrap_or_else(Instant::now);
+    let first = mine().filter(|l| l.at >= changes[0] && l.at < first_end);
+    report.row("API requests for one Secret change (first change)", by_method(first, 1.0), "—");
+    report.row(
+        "API requests per Secret change (mean of 20)",
+        by_method(mine(), SINGLE_CHANGES as f64),
+        "—",
+    );
+    let lease_requests = log.iter().filter(|l| l.path == LEASE).count();
+    report.note(format!(
+        "not counted above: {lease_requests} Lease requests (renewals every 3 s) during the {SINGLE_CHANGES} changes"
+    ));
+    reactions.sort();
+    let target = WINDOW + Duration::from_secs(1);
+    let p99 = percentile(&reactions, 99.0);
+    report.row(
+        "reaction p50 / p99, 20 single-tracked Secrets",
+        format!("{} / {}", ms(percentile(&reactions, 50.0)), ms(p99)),
+        &format!("≤ {} {}", ms(target), if p99 <= target { "✓" } else { "✗" }),
+    );
+    api.clear_log();
+
+    // One Secret tracked by 100 workloads.
+    let data = secret_data(SHARED_NAMESPACE, 9_999, 1);
+    let written = Instant::now();
+    api.put_secret(SHARED_NAMESPACE, "shared", &borrowed(&data));
+    let mut fanned = Vec::new();
+    for i in 0..DEPLOYMENTS_PER_NAMESPACE {
+        let path = FakeApiServer::deployment_path(SHARED_NAMESPACE, &format!("d-{i:03}"));
+        match patch_of(&api, &path, written).await {
+            Some(patch) => fanned.push(patch.at.duration_since(written)),
+            None => {
+                report.row(
+                    "reaction, Secret tracked by 100 workloads",
+                    format!("{} of 100 patched within 30 s", fanned.len()),
+                    "≤ window + 1 s ✗",
+                );
+                fail(
+                    &report,
+                    &controller,
+                    &format!(
+                        "no PATCH of {SHARED_NAMESPACE}/d-{i:03} within 30 s of a change to Secret `shared`"
+                    ),
+                );
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    fanned.sort();
+    let p99 = percentile(&fanned, 99.0);
+    report.row(
+        "reaction p50 / p99, 1 Secret tracked by 100 workloads",
+        format!("{} / {}", ms(percentile(&fanned, 50.0)), ms(p99)),
+        &format!("≤ {} {}", ms(target), if p99 <= target { "✓" } else { "✗" }),
+    );
+    let log = api.log();
+    report.note(format!(
+        "API requests for the shared Secret's change: {}",
+        by_method(
+            log.iter()
+                .filter(|l| l.token == TOKEN && l.path != LEASE && !l.query.contains("watch=")),
+            1.0
+        )
+    ));
+
+    let end_peak = controller.memory_mib("VmHWM:");
+    report.row(
+        "peak RSS at the end (VmHWM)",
+        format!("{end_peak:.1} MiB"),
+        &format!("≤ 64 MiB {}", if end_peak <= RSS_TARGET_MIB { "✓" } else { "✗" }),
+    );
+    report.note(format!("RSS at the end (VmRSS): {:.1} MiB", controller.memory_mib("VmRSS:")));
+    let code = controller.stop().await;
+    report.note(format!("controller exit code after SIGTERM: {code:?}"));
+    report.publish(None);
+    assert_eq!(startup_patches, 0, "a correct controller patches nothing at start-up");
+}
