@@ -1,7 +1,7 @@
 //! Which workloads track which objects, both ways. It holds names, never
 //! ConfigMap or Secret data, and only workloads in opted-in namespaces.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use super::workload::WorkloadKey;
 use crate::core::workload::WorkloadKind;
@@ -30,7 +30,9 @@ impl Tracking {
 #[derive(Debug, Default)]
 pub struct ReferenceIndex {
     workloads: HashMap<WorkloadKey, Tracking>,
-    by_object: HashMap<ObjectSlot, BTreeSet<WorkloadKey>>,
+    /// Sorted; most objects have one workload, so a Vec rather than a set
+    /// (a B-tree node per object was most of the controller's memory).
+    by_object: HashMap<ObjectSlot, Vec<WorkloadKey>>,
 }
 
 /// How an upsert or removal changed the set of tracked objects.
@@ -58,7 +60,9 @@ impl ReferenceIndex {
                     None => change.added.push(slot),
                 }
             }
-            workloads.insert(key.clone());
+            if let Err(at) = workloads.binary_search(&key) {
+                workloads.insert(at, key.clone());
+            }
         }
         self.workloads.insert(key, tracking);
         change
@@ -70,7 +74,9 @@ impl ReferenceIndex {
         for object in old.objects {
             let slot = (key.namespace.clone(), object);
             if let Some(workloads) = self.by_object.get_mut(&slot) {
-                workloads.remove(key);
+                if let Ok(at) = workloads.binary_search(key) {
+                    workloads.remove(at);
+                }
                 if workloads.is_empty() {
                     self.by_object.remove(&slot);
                     change.dropped.push(slot);

@@ -92,18 +92,22 @@ struct Fingerprint {
     resource_version: Option<String>,
     /// `Some(None)`: read, and absent. `None`: never read.
     digest: Option<Option<String>>,
+    /// Waiting for a read.
+    queued: bool,
+    /// Changed again while being read.
+    dirty: bool,
+    /// Reads failed in a row.
+    failures: u32,
 }
 
 /// Fingerprints of the tracked objects and the reads waiting or running.
 #[derive(Debug, Default)]
 pub struct TrackedObjects {
     known: HashMap<ObjectSlot, Fingerprint>,
+    /// Objects whose `queued` flag is set, in the order asked.
     waiting: VecDeque<ObjectSlot>,
-    queued: HashSet<ObjectSlot>,
+    queued: usize,
     reading: HashSet<ObjectSlot>,
-    /// Changed again while being read.
-    dirty: HashSet<ObjectSlot>,
-    failures: HashMap<ObjectSlot, u32>,
 }
 
 impl TrackedObjects {
@@ -114,10 +118,9 @@ impl TrackedObjects {
 
     /// Stops tracking it; a read in flight is ignored when it returns.
     pub fn forget(&mut self, slot: &ObjectSlot) {
-        self.known.remove(slot);
-        self.queued.remove(slot);
-        self.dirty.remove(slot);
-        self.failures.remove(slot);
+        if self.known.remove(slot).is_some_and(|f| f.queued) {
+            self.queued -= 1;
+        }
     }
 
     pub fn is_tracked(&self, slot: &ObjectSlot) -> bool {
@@ -144,12 +147,13 @@ impl TrackedObjects {
 
     /// Asks for a read of a tracked object.
     pub fn request(&mut self, slot: ObjectSlot) {
-        if !self.known.contains_key(&slot) {
-            return;
-        }
-        if self.reading.contains(&slot) {
-            self.dirty.insert(slot);
-        } else if self.queued.insert(slot.clone()) {
+        let reading = self.reading.contains(&slot);
+        let Some(known) = self.known.get_mut(&slot) else { return };
+        if reading {
+            known.dirty = true;
+        } else if !known.queued {
+            known.queued = true;
+            self.queued += 1;
             self.waiting.push_back(slot);
         }
     }
@@ -158,10 +162,12 @@ impl TrackedObjects {
     pub fn start_next(&mut self, limit: usize) -> Option<ObjectSlot> {
         while self.reading.len() < limit {
             let slot = self.waiting.pop_front()?;
-            if self.queued.remove(&slot) && self.known.contains_key(&slot) {
-                self.reading.insert(slot.clone());
-                return Some(slot);
-            }
+            // Forgotten (and perhaps tracked again) since it was queued: skip.
+            let Some(known) = self.known.get_mut(&slot).filter(|k| k.queued) else { continue };
+            known.queued = false;
+            self.queued -= 1;
+            self.reading.insert(slot.clone());
+            return Some(slot);
         }
         None
     }
@@ -170,29 +176,30 @@ impl TrackedObjects {
     /// last read (never on the first one), or `None` if no longer tracked.
     pub fn finished(&mut self, slot: &ObjectSlot, reading: &Reading) -> Option<bool> {
         self.reading.remove(slot);
-        self.failures.remove(slot);
-        if self.dirty.remove(slot) {
-            self.request(slot.clone());
-        }
         let known = self.known.get_mut(slot)?;
         let changed = known.digest.as_ref().is_some_and(|old| *old != reading.fingerprint);
         known.digest = Some(reading.fingerprint.clone());
         known.resource_version = reading.resource_version.clone();
+        known.failures = 0;
+        if std::mem::take(&mut known.dirty) {
+            self.request(slot.clone());
+        }
         Some(changed)
     }
 
     /// Records a failed read; returns how many reads failed in a row.
     pub fn failed(&mut self, slot: &ObjectSlot) -> u32 {
         self.reading.remove(slot);
-        self.dirty.remove(slot);
-        let failures = self.failures.entry(slot.clone()).or_default();
-        *failures += 1;
-        *failures
+        let Some(known) = self.known.get_mut(slot) else { return 1 };
+        // The retry reads the latest version anyway.
+        known.dirty = false;
+        known.failures += 1;
+        known.failures
     }
 
     /// Reads waiting or running (the queue-depth metric).
     pub fn pending(&self) -> usize {
-        self.queued.len() + self.reading.len()
+        self.queued + self.reading.len()
     }
 
     pub fn len(&self) -> usize {

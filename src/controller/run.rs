@@ -85,7 +85,8 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     };
     let source = Arc::new(KubeSource::new(client.clone()));
     let snapshots = Snapshots::default();
-    let (tx, mut messages) = mpsc::channel::<Message>(10_000);
+    // Small: a full channel holds the watches back rather than buffering a list.
+    let (tx, mut messages) = mpsc::channel::<Message>(1_024);
     let reconciler = Arc::new(Reconciler {
         client: client.clone(),
         source: source.clone(),

@@ -7,7 +7,6 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -20,7 +19,7 @@ use super::objects::{Reading, TrackedObjects, Tracker, judge, to_roll};
 use super::queue::{Coalescer, MinInterval};
 use super::reconcile::{CALL_TIMEOUT, Outcome};
 use super::relist::Relist;
-use super::watches::Message;
+use super::watches::{Message, Version};
 use super::worker::{Done, Work};
 use super::workload::{Snapshot, Snapshots, WatchedWorkload, WorkloadKey};
 use crate::core::workload::WorkloadKind;
@@ -185,7 +184,7 @@ impl State {
         self.enabled.contains(namespace)
     }
 
-    fn namespace_event(&mut self, event: Event<ObjectMeta>) {
+    fn namespace_event(&mut self, event: Event<Version>) {
         let excluded = |name: &str| name == self.own_namespace || name == "kube-system";
         match event {
             Event::Init => self.namespace_relist.begin(),
@@ -296,8 +295,8 @@ impl State {
         }
     }
 
-    fn object_event(&mut self, kind: ObjectKind, event: Event<ObjectMeta>) {
-        let slot_of = |meta: &ObjectMeta| -> Option<ObjectSlot> {
+    fn object_event(&mut self, kind: ObjectKind, event: Event<Version>) {
+        let slot_of = |meta: &Version| -> Option<ObjectSlot> {
             Some((meta.namespace.clone()?, ObjectRef { kind, name: meta.name.clone()? }))
         };
         match event {

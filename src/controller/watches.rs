@@ -40,16 +40,25 @@ pub const ROLLING_KINDS: [WorkloadKind; 4] = [
     WorkloadKind::ReplicaSet,
 ];
 
+/// What the loop needs of a ConfigMap, Secret or Namespace event: which one,
+/// and its resourceVersion. The rest of the metadata is dropped at once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub resource_version: Option<String>,
+}
+
 /// Everything the event loop reacts to.
 pub enum Message {
-    Namespace(Event<ObjectMeta>),
+    Namespace(Event<Version>),
     /// From the workload watches of `generation` (older ones are ignored).
     Workload {
         kind: WorkloadKind,
         generation: u64,
         event: Box<Event<WatchedWorkload>>,
     },
-    Object(ObjectKind, Event<ObjectMeta>),
+    Object(ObjectKind, Event<Version>),
     /// A content read finished.
     Read {
         slot: ObjectSlot,
@@ -143,12 +152,16 @@ where
     })
 }
 
-fn meta_event<K>(event: Event<PartialObjectMeta<K>>) -> Event<ObjectMeta> {
+fn meta_event<K>(event: Event<PartialObjectMeta<K>>) -> Event<Version> {
+    let version = |o: PartialObjectMeta<K>| {
+        let ObjectMeta { namespace, name, resource_version, .. } = o.metadata;
+        Version { namespace, name, resource_version }
+    };
     match event {
-        Event::Apply(o) => Event::Apply(o.metadata),
-        Event::Delete(o) => Event::Delete(o.metadata),
+        Event::Apply(o) => Event::Apply(version(o)),
+        Event::Delete(o) => Event::Delete(version(o)),
         Event::Init => Event::Init,
-        Event::InitApply(o) => Event::InitApply(o.metadata),
+        Event::InitApply(o) => Event::InitApply(version(o)),
         Event::InitDone => Event::InitDone,
     }
 }

@@ -86,10 +86,12 @@ pub struct Mutation {
     /// The objects to look up, in `ObjectRef` order.
     pub targets: Vec<Target>,
     location: AnnotationsLocation,
-    /// The template's annotations as sent in `request.object`.
-    current: BTreeMap<String, String>,
+    /// The template's annotations as sent in `request.object`. Sorted pairs
+    /// rather than a map: the controller keeps one plan per watched workload,
+    /// and a B-tree node per map would be most of its memory.
+    current: SortedPairs,
     /// Owned annotations of `request.object`, else of `request.oldObject`.
-    existing: BTreeMap<String, String>,
+    existing: SortedPairs,
     kept_keys: BTreeSet<String>,
     warnings: Warnings,
 }
@@ -169,8 +171,8 @@ pub fn plan(
         namespace,
         targets: selection.targets,
         location,
-        current,
-        existing,
+        current: SortedPairs::from(current),
+        existing: SortedPairs::from(existing),
         kept_keys: selection.kept_keys,
         warnings,
     })
@@ -184,12 +186,13 @@ impl Mutation {
 
     /// The existing annotation value for `target` (see SPEC §3), if any.
     pub fn existing(&self, target: &Target) -> Option<&str> {
-        self.existing.get(&target.key).map(String::as_str)
+        self.existing.get(&target.key)
     }
 
     /// Turns one observation per target (in `targets` order) into the answer.
     pub fn decide(self, observations: Vec<Observation>, settings: &Settings) -> Decision {
         let Mutation { targets, location, current, existing, kept_keys, mut warnings, .. } = self;
+        let (current, existing) = (current.into_map(), existing.into_map());
         let mut desired: BTreeMap<String, String> = BTreeMap::new();
         let mut unreadable = Vec::new();
         let mut changed = Vec::new();
@@ -253,5 +256,30 @@ impl Mutation {
             }
         }
         Decision { patch, warnings: warnings.into_response(), changed, denied: None }
+    }
+}
+
+/// String pairs sorted by key, read by binary search; small and compact.
+#[derive(Clone, Debug, Default)]
+struct SortedPairs(Box<[(String, String)]>);
+
+impl From<BTreeMap<String, String>> for SortedPairs {
+    fn from(map: BTreeMap<String, String>) -> Self {
+        SortedPairs(map.into_iter().collect())
+    }
+}
+
+impl SortedPairs {
+    fn get(&self, key: &str) -> Option<&str> {
+        let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
+        Some(self.0[i].1.as_str())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn into_map(self) -> BTreeMap<String, String> {
+        self.0.into_vec().into_iter().collect()
     }
 }
