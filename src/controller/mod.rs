@@ -2,10 +2,11 @@
 //! Secrets change, with the webhook's own rules and digests.
 //!
 //! `watches` feed the event loop's `state` (scope, the reference `index`,
-//! tracked `objects` and their reads, `relist` bookkeeping); due workloads
-//! go through the storm control of `queue` and `backoff` to the `worker`,
-//! which `reconcile`s them and records an `event`; only the holder of the
-//! `lease` patches. `run` wires it together.
+//! tracked `objects` and their reads, `relist` bookkeeping); `schedule`
+//! decides when each workload is due (the window and minimum interval of
+//! `queue`, retries with `backoff`, the leadership term) and hands it to the
+//! `worker`, which `reconcile`s it through the token bucket and records an
+//! `event`; only the holder of the `lease` patches. `run` wires it together.
 
 pub mod backoff;
 pub mod event;
@@ -17,6 +18,7 @@ pub mod queue;
 pub mod reconcile;
 pub mod relist;
 mod run;
+pub mod schedule;
 pub mod state;
 pub mod watches;
 pub mod worker;

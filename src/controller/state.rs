@@ -3,7 +3,7 @@
 //! workloads wait to be reconciled. Every message is handled without waiting
 //! on the network: reads and reconciliations run elsewhere and report back.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,9 +16,9 @@ use super::index::{Change, ObjectSlot, ReferenceIndex, Tracking};
 use super::lease::Leadership;
 use super::metrics::ControllerMetrics;
 use super::objects::{Reading, TrackedObjects, Tracker, judge, to_roll};
-use super::queue::{Coalescer, MinInterval};
-use super::reconcile::{CALL_TIMEOUT, Outcome};
+use super::reconcile::CALL_TIMEOUT;
 use super::relist::Relist;
+use super::schedule::{Finished, Schedule};
 use super::watches::{Message, Version};
 use super::worker::{Done, Work};
 use super::workload::{Snapshot, Snapshots, WatchedWorkload, WorkloadKey};
@@ -34,11 +34,6 @@ pub struct Reader {
     pub source: Arc<KubeSource>,
     pub digester: Digester,
     pub tx: mpsc::Sender<Message>,
-}
-
-enum Delayed {
-    Read(ObjectSlot),
-    Reconcile(Work),
 }
 
 pub struct State {
@@ -69,15 +64,11 @@ pub struct State {
     /// … and have all finished (or failed and wait for their retry).
     baselined: bool,
 
+    /// Failed reads, retried at these times.
+    read_retries: Vec<(Instant, ObjectSlot)>,
+
     leadership: Leadership,
-    coalescer: Coalescer<WorkloadKey>,
-    triggers: HashMap<WorkloadKey, BTreeSet<ObjectRef>>,
-    delayed: Vec<(Instant, Delayed)>,
-    in_worker: HashSet<WorkloadKey>,
-    /// Came due while being reconciled: dispatched again when that ends.
-    after_worker: HashMap<WorkloadKey, Instant>,
-    failures: HashMap<WorkloadKey, u32>,
-    min_interval: MinInterval<WorkloadKey>,
+    schedule: Schedule,
 }
 
 pub struct Options {
@@ -116,14 +107,9 @@ impl State {
             objects_synced: HashSet::new(),
             checked: false,
             baselined: false,
+            read_retries: Vec::new(),
             leadership: Leadership::default(),
-            coalescer: Coalescer::new(options.window),
-            triggers: HashMap::new(),
-            delayed: Vec::new(),
-            in_worker: HashSet::new(),
-            after_worker: HashMap::new(),
-            failures: HashMap::new(),
-            min_interval: MinInterval::new(options.min_interval),
+            schedule: Schedule::new(options.window, options.min_interval),
         }
     }
 
@@ -277,9 +263,7 @@ impl State {
         }
         let change = self.index.remove(key);
         self.tracked_objects_changed(change);
-        self.coalescer.remove(key);
-        self.triggers.remove(key);
-        self.failures.remove(key);
+        self.schedule.forget(key);
     }
 
     fn tracked_objects_changed(&mut self, change: Change) {
@@ -396,17 +380,13 @@ impl State {
                 let wait = backoff::delay(failures, backoff::random());
                 let (namespace, object) = &slot;
                 warn!(%object, %namespace, %reason, retry_in = ?wait, "cannot read a tracked object");
-                self.delayed.push((Instant::now() + wait, Delayed::Read(slot)));
+                self.read_retries.push((Instant::now() + wait, slot));
             }
         }
     }
 
     fn trigger(&mut self, workload: WorkloadKey, object: &ObjectRef) {
-        if !self.leadership.is_leading(tokio::time::Instant::now()) {
-            return;
-        }
-        self.triggers.entry(workload.clone()).or_default().insert(object.clone());
-        self.coalescer.changed(workload, Instant::now());
+        self.schedule.changed(workload, object, Instant::now());
     }
 
     /// A new leadership state: a new term catches up (reads every tracked
@@ -415,110 +395,70 @@ impl State {
         let now = tokio::time::Instant::now();
         let was = self.leadership;
         self.leadership = leadership;
-        if leadership.is_leading(now) {
-            if was.term != leadership.term && self.checked {
-                info!(term = leadership.term, "leading: bringing workloads up to date");
-                let all: Vec<ObjectSlot> = self.objects.all().cloned().collect();
-                for slot in all {
-                    self.objects.request(slot);
-                }
-                self.start_reads();
+        let term = leadership.is_leading(now).then_some(leadership.term);
+        self.schedule.lead(term);
+        if term.is_some() && was.term != leadership.term && self.checked {
+            info!(term = leadership.term, "leading: bringing workloads up to date");
+            let all: Vec<ObjectSlot> = self.objects.all().cloned().collect();
+            for slot in all {
+                self.objects.request(slot);
             }
-        } else {
-            self.coalescer.clear();
-            self.triggers.clear();
-            self.after_worker.clear();
-            self.delayed.retain(|(_, d)| matches!(d, Delayed::Read(_)));
+            self.start_reads();
         }
     }
 
     /// When the loop must wake up next for due work.
     pub fn next_due(&self) -> Option<Instant> {
-        let delayed = self.delayed.iter().map(|(at, _)| *at).min();
-        [self.coalescer.next_due(), delayed].into_iter().flatten().min()
+        let reads = self.read_retries.iter().map(|(at, _)| *at).min();
+        [self.schedule.next_due(), reads].into_iter().flatten().min()
     }
 
-    /// Hands due work to the worker (while leading) and restarts due reads.
+    /// Restarts due reads and hands due reconciliations to the worker.
     pub fn dispatch(&mut self) {
         let now = Instant::now();
         let (due, later): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut self.delayed).into_iter().partition(|(at, _)| *at <= now);
-        self.delayed = later;
-        for (_, delayed) in due {
-            match delayed {
-                Delayed::Read(slot) => self.objects.request(slot),
-                Delayed::Reconcile(work) => self.send(work, now),
-            }
+            std::mem::take(&mut self.read_retries).into_iter().partition(|(at, _)| *at <= now);
+        self.read_retries = later;
+        for (_, slot) in due {
+            self.objects.request(slot);
         }
         self.start_reads();
+        // Leadership lapses by the clock, even before the elector says so.
         if !self.leadership.is_leading(tokio::time::Instant::now()) {
-            return;
+            self.schedule.lead(None);
         }
-        for (key, opened) in self.coalescer.take_due(now) {
-            let triggers = self.triggers.remove(&key).unwrap_or_default();
-            let work = Work { key, triggers, opened, term: self.leadership.term };
-            self.send(work, now);
+        for work in self.schedule.take_due(now) {
+            let _ = self.work.send(work);
         }
-    }
-
-    fn send(&mut self, work: Work, now: Instant) {
-        if work.term != self.leadership.term || self.index.get(&work.key).is_none() {
-            return;
-        }
-        if self.in_worker.contains(&work.key) {
-            let opened = self.after_worker.entry(work.key.clone()).or_insert(work.opened);
-            *opened = (*opened).min(work.opened);
-            self.triggers.entry(work.key).or_default().extend(work.triggers);
-            return;
-        }
-        let ready_at = self.min_interval.ready_at(&work.key, now);
-        if ready_at > now {
-            self.delayed.push((ready_at, Delayed::Reconcile(work)));
-            return;
-        }
-        self.in_worker.insert(work.key.clone());
-        let _ = self.work.send(work);
     }
 
     fn work_done(&mut self, work: Work, result: Done) {
-        self.in_worker.remove(&work.key);
         let key = work.key.clone();
-        match &result {
-            Ok(Outcome::Patched) => {
+        let opened = work.opened;
+        let (finished, next) = self.schedule.done(work, &result, Instant::now(), backoff::random());
+        match (&finished, &result) {
+            (Finished::Patched, _) => {
                 self.metrics.count("patched");
-                self.metrics.reacted(work.opened.elapsed().as_secs_f64());
-                self.min_interval.patched(key.clone(), Instant::now());
-                self.failures.remove(&key);
+                self.metrics.reacted(opened.elapsed().as_secs_f64());
                 info!(workload = %key, "patched the pod template's digests");
             }
-            Ok(Outcome::Unchanged | Outcome::Gone) => {
-                self.metrics.count("unchanged");
-                self.failures.remove(&key);
-            }
-            Ok(Outcome::NotLeading) => {}
-            Err(e) => {
+            (Finished::Unchanged, _) => self.metrics.count("unchanged"),
+            (Finished::NotLeading, _) => {}
+            (Finished::RetryIn(wait), Err(e)) => {
                 self.metrics.count(e.metric_label());
-                let failures = self.failures.entry(key.clone()).or_default();
-                *failures += 1;
-                let wait = backoff::delay(*failures, backoff::random());
                 warn!(workload = %key, error = %e, retry_in = ?wait, "cannot bring the digests up to date");
-                self.delayed.push((Instant::now() + wait, Delayed::Reconcile(work)));
             }
+            (Finished::RetryIn(_), Ok(_)) => {}
         }
-        if let Some(opened) = self.after_worker.remove(&key) {
-            let triggers = self.triggers.remove(&key).unwrap_or_default();
-            let work = Work { key, triggers, opened, term: self.leadership.term };
-            self.send(work, Instant::now());
+        if let Some(next) = next {
+            let _ = self.work.send(next);
         }
     }
 
-    /// Workloads waiting for their window, a retry, the worker, or a read.
+    /// Workloads waiting for their window, a retry or the worker, and reads
+    /// waiting or running.
     pub fn queue_depth(&self) -> usize {
-        self.coalescer.len()
-            + self.delayed.len()
-            + self.in_worker.len()
-            + self.after_worker.len()
-            + self.objects.pending()
+        self.schedule.depth() + self.read_retries.len() + self.objects.pending()
     }
 
     pub fn watched_objects(&self) -> usize {

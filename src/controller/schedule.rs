@@ -1,0 +1,315 @@
+//! When each workload is reconciled: its coalescing window, the worker it
+//! waits for, retries with backoff after a failure, its minimum interval
+//! between patches, and the leadership term the work belongs to. Pure: the
+//! caller passes the clock and the jitter.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::backoff;
+use super::queue::{Coalescer, MinInterval};
+use super::reconcile::Outcome;
+use super::worker::{Done, Work};
+use super::workload::WorkloadKey;
+use crate::core::ObjectRef;
+
+#[derive(Debug)]
+pub struct Schedule {
+    /// The term this replica leads in; `None` while following.
+    term: Option<u64>,
+    coalescer: Coalescer<WorkloadKey>,
+    /// What changed for each workload waiting for its window or the worker.
+    triggers: HashMap<WorkloadKey, BTreeSet<ObjectRef>>,
+    /// Work waiting for a retry or the end of its minimum interval.
+    later: Vec<(Instant, Work)>,
+    in_worker: HashSet<WorkloadKey>,
+    /// Came due while being reconciled: due again when that ends.
+    after_worker: HashMap<WorkloadKey, Instant>,
+    failures: HashMap<WorkloadKey, u32>,
+    min_interval: MinInterval<WorkloadKey>,
+}
+
+/// What a finished reconciliation means for the workload.
+#[derive(Debug, PartialEq)]
+pub enum Finished {
+    Patched,
+    Unchanged,
+    /// Dropped: this replica no longer leads in the work's term.
+    NotLeading,
+    /// Failed; retried after this long.
+    RetryIn(Duration),
+}
+
+impl Schedule {
+    pub fn new(window: Duration, min_interval: Duration) -> Self {
+        Schedule {
+            term: None,
+            coalescer: Coalescer::new(window),
+            triggers: HashMap::new(),
+            later: Vec::new(),
+            in_worker: HashSet::new(),
+            after_worker: HashMap::new(),
+            failures: HashMap::new(),
+            min_interval: MinInterval::new(min_interval),
+        }
+    }
+
+    /// Leads in `term` (`None`: follows). Stepping down, or a new term, drops
+    /// every waiting reconciliation: a follower patches nothing, and a new
+    /// leader starts from what it reads.
+    pub fn lead(&mut self, term: Option<u64>) {
+        if term != self.term {
+            self.coalescer.clear();
+            self.triggers.clear();
+            self.later.clear();
+            self.after_worker.clear();
+        }
+        self.term = term;
+    }
+
+    /// `object` changed for `workload`: opens its window unless one is open.
+    /// Ignored while following.
+    pub fn changed(&mut self, workload: WorkloadKey, object: &ObjectRef, now: Instant) {
+        if self.term.is_none() {
+            return;
+        }
+        self.triggers.entry(workload.clone()).or_default().insert(object.clone());
+        self.coalescer.changed(workload, now);
+    }
+
+    /// The workload is gone, or out of scope.
+    pub fn forget(&mut self, workload: &WorkloadKey) {
+        self.coalescer.remove(workload);
+        self.triggers.remove(workload);
+        self.later.retain(|(_, w)| w.key != *workload);
+        self.after_worker.remove(workload);
+        self.failures.remove(workload);
+    }
+
+    /// When something next comes due.
+    pub fn next_due(&self) -> Option<Instant> {
+        let later = self.later.iter().map(|(at, _)| *at).min();
+        [self.coalescer.next_due(), later].into_iter().flatten().min()
+    }
+
+    /// The work to hand to the worker now, oldest window first.
+    pub fn take_due(&mut self, now: Instant) -> Vec<Work> {
+        let Some(term) = self.term else { return Vec::new() };
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.later).into_iter().partition(|(at, _)| *at <= now);
+        self.later = later;
+        let mut ready = Vec::new();
+        let retries = due.into_iter().map(|(_, work)| work);
+        let windows: Vec<Work> = self
+            .coalescer
+            .take_due(now)
+            .into_iter()
+            .map(|(key, opened)| {
+                let triggers = self.triggers.remove(&key).unwrap_or_default();
+                Work { key, triggers, opened, term }
+            })
+            .collect();
+        for work in retries.chain(windows) {
+            if let Some(work) = self.admit(work, now) {
+                ready.push(work);
+            }
+        }
+        ready
+    }
+
+    /// Work goes to the worker unless that workload is there already (then
+    /// it waits for it) or within its minimum interval (then it waits for that).
+    fn admit(&mut self, work: Work, now: Instant) -> Option<Work> {
+        if Some(work.term) != self.term {
+            return None;
+        }
+        if self.in_worker.contains(&work.key) {
+            let opened = self.after_worker.entry(work.key.clone()).or_insert(work.opened);
+            *opened = (*opened).min(work.opened);
+            self.triggers.entry(work.key).or_default().extend(work.triggers);
+            return None;
+        }
+        let ready_at = self.min_interval.ready_at(&work.key, now);
+        if ready_at > now {
+            self.later.push((ready_at, work));
+            return None;
+        }
+        self.in_worker.insert(work.key.clone());
+        Some(work)
+    }
+
+    /// The worker finished `work`. Returns what that means, and the work that
+    /// came due for the same workload meanwhile, if any.
+    pub fn done(
+        &mut self,
+        work: Work,
+        result: &Done,
+        now: Instant,
+        random: f64,
+    ) -> (Finished, Option<Work>) {
+        self.in_worker.remove(&work.key);
+        let key = work.key.clone();
+        let finished = match result {
+            Ok(Outcome::Patched) => {
+                self.min_interval.patched(key.clone(), now);
+                self.failures.remove(&key);
+                Finished::Patched
+            }
+            Ok(Outcome::Unchanged | Outcome::Gone) => {
+                self.failures.remove(&key);
+                Finished::Unchanged
+            }
+            Ok(Outcome::NotLeading) => Finished::NotLeading,
+            Err(_) => {
+                let failures = self.failures.entry(key.clone()).or_default();
+                *failures += 1;
+                let wait = backoff::delay(*failures, random);
+                if Some(work.term) == self.term {
+                    self.later.push((now + wait, work));
+                }
+                Finished::RetryIn(wait)
+            }
+        };
+        let next = match (self.after_worker.remove(&key), self.term) {
+            (Some(opened), Some(term)) => {
+                let triggers = self.triggers.remove(&key).unwrap_or_default();
+                self.admit(Work { key, triggers, opened, term }, now)
+            }
+            _ => None,
+        };
+        (finished, next)
+    }
+
+    /// Workloads waiting for their window, a retry, or the worker.
+    pub fn depth(&self) -> usize {
+        self.coalescer.len() + self.later.len() + self.in_worker.len() + self.after_worker.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::reconcile::ReconcileError;
+    use crate::core::workload::WorkloadKind;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn web() -> WorkloadKey {
+        WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: "web".into() }
+    }
+
+    fn failed() -> Done {
+        Err(ReconcileError::Lookup("secret/db could not be read".into()))
+    }
+
+    #[test]
+    fn changes_in_a_window_become_one_work_item_naming_every_object() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(500 * MS, Duration::ZERO);
+        s.lead(Some(1));
+        s.changed(web(), &ObjectRef::secret("db"), t0);
+        s.changed(web(), &ObjectRef::config_map("app"), t0 + 100 * MS);
+        assert!(s.take_due(t0 + 499 * MS).is_empty());
+        assert_eq!(s.next_due(), Some(t0 + 500 * MS));
+        let due = s.take_due(t0 + 500 * MS);
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].opened, t0);
+        assert_eq!(due[0].term, 1);
+        assert_eq!(due[0].triggers.len(), 2);
+        assert_eq!(s.depth(), 1, "in the worker");
+    }
+
+    #[test]
+    fn a_follower_queues_nothing_and_stepping_down_drops_the_queue() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(10 * MS, Duration::ZERO);
+        s.changed(web(), &ObjectRef::secret("db"), t0);
+        assert_eq!(s.depth(), 0);
+        s.lead(Some(1));
+        s.changed(web(), &ObjectRef::secret("db"), t0);
+        s.lead(None);
+        assert!(s.take_due(t0 + 20 * MS).is_empty());
+        assert_eq!(s.depth(), 0);
+    }
+
+    #[test]
+    fn work_of_an_earlier_term_is_not_retried() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Duration::ZERO, Duration::ZERO);
+        s.lead(Some(1));
+        s.changed(web(), &ObjectRef::secret("db"), t0);
+        let work = s.take_due(t0).pop().expect("due");
+        s.lead(Some(2));
+        let (finished, next) = s.done(work, &failed(), t0, 0.0);
+        assert_eq!(finished, Finished::RetryIn(backoff::FIRST));
+        assert!(next.is_none());
+        assert!(s.take_due(t0 + Duration::from_secs(10)).is_empty(), "term 1's retry was dropped");
+    }
+
+    #[test]
+    fn failures_retry_with_growing_backoff_and_success_resets_it() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Duration::ZERO, Duration::ZERO);
+        s.lead(Some(1));
+        s.changed(web(), &ObjectRef::secret("db"), t0);
+        let mut now = t0;
+        let mut work = s.take_due(now).pop().expect("due");
+        let mut waits = Vec::new();
+        for _ in 0..4 {
+            let (finished, _) = s.done(work, &failed(), now, 1.0);
+            let Finished::RetryIn(wait) = finished else { panic!("{finished:?}") };
+            waits.push(wait);
+            assert!(s.take_due(now + wait - MS).is_empty(), "not before the backoff");
+            now += wait;
+            work = s.take_due(now).pop().expect("retried");
+        }
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [1, 2, 4, 8]);
+        let (finished, _) = s.done(work, &Ok(Outcome::Patched), now, 1.0);
+        assert_eq!(finished, Finished::Patched);
+        s.changed(web(), &ObjectRef::secret("db"), now);
+        let work = s.take_due(now).pop().expect("due");
+        let (finished, _) = s.done(work, &failed(), now, 1.0);
+        assert_eq!(finished, Finished::RetryIn(backoff::FIRST), "reset by the success");
+    }
+
+    #[test]
+    fn a_change_during_a_reconciliation_is_due_again_when_it_ends() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Duration::ZERO, Duration::ZERO);
+        s.lead(Some(1));
+        s.changed(web(), &ObjectRef::secret("db"), t0);
+        let first = s.take_due(t0).pop().expect("due");
+        s.changed(web(), &ObjectRef::config_map("app"), t0 + MS);
+        assert!(s.take_due(t0 + MS).is_empty(), "one reconciliation of a workload at a time");
+        let (_, next) = s.done(first, &Ok(Outcome::Patched), t0 + 2 * MS, 0.0);
+        let next = next.expect("due again");
+        assert_eq!(next.opened, t0 + MS);
+        assert!(next.triggers.contains(&ObjectRef::config_map("app")));
+    }
+
+    #[test]
+    fn the_minimum_interval_delays_a_second_patch() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(Duration::ZERO, Duration::from_secs(60));
+        s.lead(Some(1));
+        s.changed(web(), &ObjectRef::secret("db"), t0);
+        let work = s.take_due(t0).pop().expect("due");
+        s.done(work, &Ok(Outcome::Patched), t0, 0.0);
+        s.changed(web(), &ObjectRef::secret("db"), t0 + MS);
+        assert!(s.take_due(t0 + MS).is_empty());
+        assert_eq!(s.next_due(), Some(t0 + Duration::from_secs(60)));
+        assert_eq!(s.take_due(t0 + Duration::from_secs(60)).len(), 1);
+    }
+
+    #[test]
+    fn a_forgotten_workload_leaves_nothing_behind() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(10 * MS, Duration::ZERO);
+        s.lead(Some(1));
+        s.changed(web(), &ObjectRef::secret("db"), t0);
+        s.forget(&web());
+        assert!(s.take_due(t0 + 20 * MS).is_empty());
+        assert_eq!(s.depth(), 0);
+    }
+}
