@@ -65,6 +65,32 @@ async fn workloads_and_secrets_that_existed_before_start_roll_when_a_secret_chan
 }
 
 #[tokio::test]
+async fn argo_rollouts_roll_where_their_crd_is_served_and_are_not_watched_elsewhere() {
+    let mut cluster = Cluster::new("ctl-rollouts").await;
+    cluster.api.serve_rollouts();
+    cluster.workload("Rollout", NS, "canary", &[], &["db"], true);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    cluster.secret("db", &[("password", "rolled-out")]);
+    cluster
+        .wait_for("the Rollout patched", Duration::from_secs(3), |c| {
+            c.patches_of("Rollout", NS, "canary") == 1
+        })
+        .await;
+    assert_eq!(
+        cluster.annotations_of("Rollout", NS, "canary"),
+        cluster.webhook_digests_of("Rollout", NS, "canary")
+    );
+    assert_eq!(controller.stop().await, Some(0));
+
+    // Without the CRD, the controller neither lists nor watches Rollouts.
+    let plain = Cluster::new("ctl-no-rollouts").await;
+    plain.api.clear_log();
+    let controller = Controller::start(&plain.api, &plain.dir, "a", &[]).await;
+    assert!(plain.api.log().iter().all(|l| !l.path.contains("/rollouts")));
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
 async fn a_failed_read_is_retried_with_growing_backoff_until_it_succeeds() {
     let mut cluster = Cluster::new("ctl-read-errors").await;
     cluster.deployment(NS, "web", &["app"], &["db"], true);

@@ -17,6 +17,9 @@ pub const LEASE_PATH: &str =
 
 /// The API path of a workload of a rolling kind.
 pub fn workload_path(kind: &str, namespace: &str, name: &str) -> String {
+    if kind == "Rollout" {
+        return format!("/apis/argoproj.io/v1alpha1/namespaces/{namespace}/rollouts/{name}");
+    }
     let plural = match kind {
         "Deployment" => "deployments",
         "StatefulSet" => "statefulsets",
@@ -188,7 +191,7 @@ impl Cluster {
         self.api
             .log()
             .into_iter()
-            .filter(|l| l.method == "PATCH" && l.path.starts_with("/apis/apps/"))
+            .filter(|l| l.method == "PATCH" && l.path.starts_with("/apis/"))
             .map(|l| (l.at, l.token, l.path))
             .collect()
     }
