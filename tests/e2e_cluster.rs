@@ -471,3 +471,56 @@ async fn ensure_digest_key_creates_a_random_key_once_and_keeps_any_existing_one(
     assert!(logs.contains("not a usable digest key file"), "{logs}");
     assert_eq!(key_of(&other), "short");
 }
+
+/// A direct caller (the installed configuration never sends these) asks for
+/// kube-system and configsum's own namespace: allowed untouched, nothing read.
+#[tokio::test]
+async fn reviews_for_kube_system_and_its_own_namespace_make_no_lookups() {
+    let cluster = Cluster::new("protected-ns").await;
+    cluster.api.put_secret("kube-system", "root-token", &[("token", "very-secret")]);
+    let server = cluster.start(&[], &[("POD_NAMESPACE", "configsum")]).await;
+    cluster.api.clear_log();
+    for ns in ["kube-system", "configsum"] {
+        let mut object = web(None);
+        object["metadata"]["namespace"] = json!(ns);
+        object["spec"]["template"]["spec"]["containers"][0]["envFrom"] =
+            json!([{"secretRef": {"name": "root-token"}}]);
+        let mut body: Value = serde_json::from_slice(&review(ns, &object)).expect("json");
+        body["request"]["namespace"] = json!(ns);
+        let (status, answer) =
+            server.post("/mutate", serde_json::to_vec(&body).expect("json")).await;
+        assert_eq!(status, 200);
+        let answer: Value = serde_json::from_slice(&answer).expect("answer");
+        assert_eq!(answer["response"]["allowed"], true, "{ns}");
+        assert!(answer["response"]["patch"].is_null(), "{ns}: {answer}");
+    }
+    let lookups: Vec<String> = cluster
+        .api
+        .log()
+        .into_iter()
+        .filter(|l| l.path.contains("/secrets/") || l.path.contains("/configmaps/"))
+        .map(|l| l.path)
+        .collect();
+    assert!(lookups.is_empty(), "{lookups:?}");
+    // The same review for an ordinary namespace is mutated (the test is not vacuous).
+    let (answer, _) = admit(&server, "ordinary", &web(None), "10s").await;
+    assert!(answer["response"]["patch"].is_string(), "{answer}");
+}
+
+/// A uid with a newline cannot forge a log line, and a huge one is cut.
+#[tokio::test]
+async fn request_fields_in_logs_are_cut_and_cannot_forge_lines() {
+    let cluster = Cluster::new("log-fields").await;
+    let server = cluster.start(&["--log-format", "text"], &[]).await;
+    let forged = "abc\nINFO configsum: admission answered uid=forged";
+    let (answer, _) = admit(&server, forged, &web(None), "10s").await;
+    assert_eq!(answer["response"]["uid"], forged, "the answer echoes the uid as sent");
+    let huge = "u".repeat(1024 * 1024);
+    admit(&server, &huge, &web(None), "10s").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let logs = server.logs();
+    assert!(!logs.iter().any(|l| l.starts_with("INFO configsum: admission answered uid=forged")));
+    assert!(logs.iter().any(|l| l.contains(r"abc\nINFO")), "escaped in place: {logs:?}");
+    let longest = logs.iter().map(String::len).max().unwrap_or(0);
+    assert!(longest < 4096, "a log line of {longest} bytes");
+}

@@ -131,6 +131,32 @@ fn rollout_with_workload_ref_is_skipped() {
 }
 
 #[test]
+fn nothing_in_kube_system_or_configsums_own_namespace_is_mutated_or_looked_up() {
+    let mut objects = Objects::default();
+    for ns in ["kube-system", "configsum-system", "ops"] {
+        objects = objects.secret(ns, "db", &[("password", "root-token")]).config_map(
+            ns,
+            "app-config",
+            &[("log-level", "debug")],
+        );
+    }
+    for ns in ["kube-system", "configsum-system"] {
+        let object = workload("Deployment", ns, spec());
+        let decision = Admit::new("Deployment", "CREATE", &object).run(&objects);
+        assert!(decision.patch.is_empty() && decision.warnings.is_empty(), "{ns}");
+    }
+    // Named only in the object, not in the request: still protected.
+    let mut admit_pod = workload("Pod", "kube-system", spec());
+    admit_pod["metadata"]["namespace"] = json!("kube-system");
+    let mut pod = Admit::new("Pod", "CREATE", &admit_pod);
+    pod.namespace = "";
+    assert!(pod.run(&objects).patch.is_empty());
+    // Another namespace is mutated as usual.
+    let ops = workload("Deployment", "ops", spec());
+    assert!(!Admit::new("Deployment", "CREATE", &ops).run(&objects).patch.is_empty());
+}
+
+#[test]
 fn controller_owned_objects_are_never_mutated() {
     let owner = |controller: bool| {
         json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d",

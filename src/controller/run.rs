@@ -23,7 +23,7 @@ use crate::lookup::{KubeSource, kube_client_with};
 use crate::metrics::Metrics;
 use crate::process::{
     BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
-    serve_admin,
+    own_namespace, serve_admin,
 };
 
 /// No answer on an API connection for this long fails the call; watches
@@ -44,11 +44,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     let keys = load_digest_keys(args.digest_key_file.as_deref(), args.allow_plain_secret_digests)?;
     let digester = Digester::new(keys);
     let client = kube_client_with(Some(READ_TIMEOUT)).await?;
-    let own_namespace = args
-        .lease_namespace
-        .clone()
-        .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "configsum-system".to_owned());
+    let own_namespace = args.lease_namespace.clone().unwrap_or_else(own_namespace);
     let identity = args
         .identity
         .clone()
@@ -82,6 +78,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     let settings = Settings {
         domain: args.annotation_domain.clone(),
         on_lookup_error: LookupErrorPolicy::Deny,
+        own_namespace: Some(own_namespace.clone()),
     };
     let source = Arc::new(KubeSource::new(client.clone()));
     let snapshots = Snapshots::default();

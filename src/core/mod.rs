@@ -16,7 +16,10 @@ pub mod workload;
 
 pub use annotations::AnnotationDomain;
 pub use digest::{DigestKeys, Digester, ObjectContent, ObjectId};
-pub use mutate::{Decision, LookupErrorPolicy, Mutation, Observation, Plan, Settings, Skip, plan};
+pub use mutate::{
+    DEFAULT_OWN_NAMESPACE, Decision, LookupErrorPolicy, Mutation, Observation, Plan, Settings,
+    Skip, plan,
+};
 pub use object_ref::{ObjectKind, ObjectRef};
 pub use selection::Target;
 pub use workload::{Workload, WorkloadKind};

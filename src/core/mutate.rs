@@ -32,6 +32,21 @@ pub enum LookupErrorPolicy {
 pub struct Settings {
     pub domain: AnnotationDomain,
     pub on_lookup_error: LookupErrorPolicy,
+    /// configsum's own namespace (`None`: [`DEFAULT_OWN_NAMESPACE`]).
+    pub own_namespace: Option<String>,
+}
+
+/// configsum's namespace when `POD_NAMESPACE` does not say otherwise.
+pub const DEFAULT_OWN_NAMESPACE: &str = "configsum-system";
+
+impl Settings {
+    /// configsum's own namespace and `kube-system` are never mutated, and
+    /// nothing in them is looked up: the installed configuration never sends
+    /// them, so a review for them comes from a direct caller probing digests.
+    pub fn is_protected(&self, namespace: &str) -> bool {
+        namespace == "kube-system"
+            || namespace == self.own_namespace.as_deref().unwrap_or(DEFAULT_OWN_NAMESPACE)
+    }
 }
 
 /// Why a request is allowed untouched.
@@ -43,6 +58,7 @@ pub enum Skip {
     ControllerOwned,
     Disabled,
     WorkloadRef,
+    ProtectedNamespace,
 }
 
 impl Skip {
@@ -54,6 +70,7 @@ impl Skip {
             Skip::ControllerOwned => "has a controller owner",
             Skip::Disabled => "disabled by annotation",
             Skip::WorkloadRef => "rollout uses workloadRef",
+            Skip::ProtectedNamespace => "configsum's own namespace or kube-system",
         }
     }
 }
@@ -126,6 +143,9 @@ pub fn plan(
     let unparsable = |why: &str| {
         Plan::Unparsable(format!("configsum: the {} was not changed: {why}", kind.as_str()))
     };
+    if workload.namespace.as_deref().is_some_and(|ns| settings.is_protected(ns)) {
+        return Plan::Skip(Skip::ProtectedNamespace);
+    }
     let meta = &workload.metadata;
     if meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)) {
         return Plan::Skip(Skip::ControllerOwned);

@@ -11,3 +11,11 @@ pub use admin::{BindError, admin_router, bind, serve_admin};
 pub use digest_keys::{KeyFileError, load_digest_keys};
 pub use readiness::Readiness;
 pub use signals::ShutdownSignals;
+
+/// configsum's own namespace: `POD_NAMESPACE`, else `configsum-system`.
+pub fn own_namespace() -> String {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| crate::core::DEFAULT_OWN_NAMESPACE.to_owned())
+}

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tracing::{Instrument as _, info, info_span};
 
 use super::admission::{WireError, encode_response, parse_review};
+use super::log_field::LogField;
 use super::review::plan_review;
 use crate::core::workload::{Operation, WorkloadKind};
 use crate::core::{Decision, Digester, Plan, Settings};
@@ -120,8 +121,15 @@ async fn mutate<S: ObjectSource>(
     let kind = WorkloadKind::from_gvk(core_request.group, core_request.version, core_request.kind)
         .map_or("other", WorkloadKind::as_str);
     let operation = operation_label(&request.operation);
-    let span = info_span!("admission", uid = %request.uid, kind = %request.kind.kind,
-        object = %request.display_name(), operation = %request.operation);
+    let display_name = request.display_name();
+    let (uid, kind_field, object, operation_field) = (
+        LogField(&request.uid),
+        LogField(&request.kind.kind),
+        LogField(&display_name),
+        LogField(&request.operation),
+    );
+    let span = info_span!("admission", uid = %uid, kind = %kind_field,
+        object = %object, operation = %operation_field);
 
     let (decision, outcome) = async {
         match plan_review(&core_request, &state.settings) {
@@ -157,8 +165,8 @@ async fn mutate<S: ObjectSource>(
     let took = started.elapsed();
     state.metrics.observe_admission(kind, operation, outcome, took);
     // Outside the span, so JSON logs carry these fields at the top level.
-    info!(uid = %request.uid, kind = %request.kind.kind, object = %request.display_name(),
-        operation = %request.operation, outcome, patch_ops = decision.patch.len(),
+    info!(uid = %uid, kind = %kind_field, object = %object,
+        operation = %operation_field, outcome, patch_ops = decision.patch.len(),
         warnings = decision.warnings.len(), duration_ms = took.as_secs_f64() * 1000.0, "admission answered");
     ([(header::CONTENT_TYPE, "application/json")], answer).into_response()
 }

@@ -5,6 +5,7 @@
 
 pub mod admission;
 pub mod app;
+pub mod log_field;
 pub mod review;
 pub mod server;
 pub mod tls;

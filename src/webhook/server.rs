@@ -25,7 +25,7 @@ use crate::lookup::{FileSource, FileSourceError, KubeSource, ObjectSource};
 use crate::metrics::Metrics;
 use crate::process::{
     BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
-    serve_admin,
+    own_namespace, serve_admin,
 };
 
 /// How long a client may take for the TLS handshake or the request headers.
@@ -94,6 +94,7 @@ async fn run<S: ObjectSource>(
     let settings = Settings {
         domain: args.annotation_domain.clone(),
         on_lookup_error: args.on_lookup_error.into(),
+        own_namespace: Some(own_namespace()),
     };
     let ready = Readiness::new(false);
     let state = Arc::new(AppState {

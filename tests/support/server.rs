@@ -74,15 +74,11 @@ impl Server {
     /// Starts `configsum serve` with `args` (listening on free loopback ports)
     /// and waits for its "started" log line.
     pub async fn start(args: &[&str], env: &[(&str, &str)], ca: &Path) -> Server {
-        let mut all = vec![
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--log-format",
-            "json",
-        ];
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"];
+        // JSON logs unless the test chooses.
+        if !args.contains(&"--log-format") {
+            all.extend(["--log-format", "json"]);
+        }
         all.extend_from_slice(args);
         let (child, logs, line) = spawn(&all, env, "configsum serve started").await;
         Server {
@@ -188,7 +184,21 @@ pub async fn spawn(
         .await
         .unwrap_or_else(|_| panic!("configsum did not log {started:?} within 30 s"))
         .expect("configsum printed its start line");
-    (child, logs, serde_json::from_str(&line).expect("JSON log line"))
+    (child, logs, log_fields(&line))
+}
+
+/// The fields of a log line: a JSON line as it is; a text line's
+/// `key=value` pairs (`--log-format text`) as a JSON object of strings.
+pub fn log_fields(line: &str) -> serde_json::Value {
+    if let Ok(json) = serde_json::from_str(line) {
+        return json;
+    }
+    let fields: serde_json::Map<String, serde_json::Value> = line
+        .split_whitespace()
+        .filter_map(|token| token.split_once('='))
+        .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.trim_matches('"').to_owned())))
+        .collect();
+    serde_json::Value::Object(fields)
 }
 
 pub fn tls_connector(
