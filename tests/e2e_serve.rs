@@ -397,3 +397,37 @@ async fn dev_certificates_verify_for_the_service_dns_name() {
     assert!(server.handshake_as("other.configsum-system.svc").await.is_err(), "other names do not");
     assert_eq!(server.terminate().await, Some(0));
 }
+
+#[tokio::test]
+async fn a_body_that_stalls_is_answered_408_after_ten_seconds_and_serving_goes_on() {
+    let setup = Setup::new("stalled-body", "ec-sec1");
+    let server = setup.start(&[]).await;
+    let tcp = tokio::net::TcpStream::connect(&server.addr).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    let mut tls = server.connector().connect(name, tcp).await.expect("handshake");
+    let head = "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: 100000\r\n\r\n";
+    tls.write_all(head.as_bytes()).await.expect("write head");
+    tls.write_all(b"{\"apiVersion\": ").await.expect("write a little of the body");
+    tls.flush().await.expect("flush");
+    let started = tokio::time::Instant::now();
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !response.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(15), tls.read(&mut buf))
+            .await
+            .expect("an answer within 15 s")
+            .expect("read");
+        assert!(n > 0, "closed without an answer");
+        response.extend_from_slice(&buf[..n]);
+    }
+    let waited = started.elapsed();
+    eprintln!("a stalled body was answered after {waited:?}");
+    assert!(response.starts_with(b"HTTP/1.1 408"), "{}", String::from_utf8_lossy(&response));
+    assert!(
+        waited >= Duration::from_millis(9_900) && waited < Duration::from_secs(12),
+        "{waited:?}"
+    );
+    let (status, _) = server.post("/mutate", deployment("CREATE", &web())).await;
+    assert_eq!(status, 200, "still serving");
+    assert_eq!(server.terminate().await, Some(0));
+}

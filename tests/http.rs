@@ -11,7 +11,9 @@ use configsum::core::{Digester, ObjectContent, ObjectRef, Settings};
 use configsum::lookup::{FileSource, LookupError, ObjectSource};
 use configsum::metrics::Metrics;
 use configsum::process::{Readiness, admin_router};
-use configsum::webhook::app::{AppState, MAX_BODY_BYTES, router};
+use configsum::webhook::app::{
+    AppState, BODY_TIMEOUT, MAX_BODY_BYTES, MAX_REVIEWS_IN_FLIGHT, OVERLOADED, router,
+};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
@@ -47,14 +49,14 @@ impl ObjectSource for Slow {
 
 fn state(delay: Duration) -> Arc<AppState<Slow>> {
     let inner = FileSource::parse(OBJECTS, std::path::Path::new("test")).expect("objects");
-    Arc::new(AppState {
-        source: Slow { inner, delay },
-        digester: Digester::default(),
-        settings: Settings::default(),
-        lookup_timeout: Duration::from_secs(2),
-        metrics: Arc::new(Metrics::new()),
-        ready: Readiness::new(true),
-    })
+    Arc::new(AppState::new(
+        Slow { inner, delay },
+        Digester::default(),
+        Settings::default(),
+        Duration::from_secs(2),
+        Arc::new(Metrics::new()),
+        Readiness::new(true),
+    ))
 }
 
 fn review(dry_run: bool) -> Value {
@@ -188,4 +190,82 @@ async fn metrics_count_admissions_by_kind_operation_and_outcome() {
     assert!(text.contains(r#"configsum_admissions_total{kind="unknown",operation="unknown",outcome="bad_request"} 1"#), "{text}");
     assert!(text.contains("configsum_lookup_duration_seconds_count 2"), "{text}");
     assert!(!text.contains("hunter2"));
+}
+
+/// A source whose lookups wait until the test opens the gate.
+struct Gate {
+    inner: FileSource,
+    open: tokio::sync::Semaphore,
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+impl ObjectSource for Gate {
+    async fn fetch(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+    ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
+        self.waiting.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _permit = self.open.acquire().await.map_err(|_| LookupError::Connection)?;
+        self.inner.fetch(namespace, object).await
+    }
+}
+
+#[tokio::test]
+async fn reviews_over_the_in_flight_limit_are_answered_at_once_unchanged() {
+    let inner = FileSource::parse(OBJECTS, std::path::Path::new("test")).expect("objects");
+    let gate = Gate { inner, open: tokio::sync::Semaphore::new(0), waiting: Default::default() };
+    let state = Arc::new(AppState::new(
+        gate,
+        Digester::default(),
+        Settings::default(),
+        Duration::from_secs(60),
+        Arc::new(Metrics::new()),
+        Readiness::new(true),
+    ));
+    let send = |state: Arc<AppState<Gate>>| async move {
+        let request = Request::post("/mutate").body(Body::from(review(false).to_string()));
+        let response = router(state).oneshot(request.expect("request")).await.expect("infallible");
+        let bytes = response.into_body().collect().await.expect("body").to_bytes();
+        serde_json::from_slice::<Value>(&bytes).expect("JSON")
+    };
+    let held: Vec<_> =
+        (0..MAX_REVIEWS_IN_FLIGHT).map(|_| tokio::spawn(send(state.clone()))).collect();
+    // Each held review waits on its two lookups.
+    while state.source.waiting.load(std::sync::atomic::Ordering::SeqCst) < 2 * MAX_REVIEWS_IN_FLIGHT
+    {
+        tokio::task::yield_now().await;
+    }
+    let shed = tokio::time::timeout(Duration::from_secs(5), send(state.clone()))
+        .await
+        .expect("answered at once, not queued");
+    assert_eq!(shed["response"]["uid"], "uid-1");
+    assert_eq!(shed["response"]["allowed"], true);
+    assert!(shed["response"].get("patch").is_none(), "{shed}");
+    assert_eq!(shed["response"]["warnings"], json!([OVERLOADED]));
+    assert!(OVERLOADED.chars().count() < 120);
+
+    state.source.open.add_permits(10_000);
+    for review in held {
+        let answer = review.await.expect("joined");
+        assert!(answer["response"]["patch"].is_string(), "held reviews are decided: {answer}");
+    }
+    // Capacity is back.
+    assert!(send(state.clone()).await["response"]["patch"].is_string());
+    let text = state.metrics.encode();
+    assert!(text.contains(r#"outcome="overloaded"} 1"#), "{text}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_stalls_gets_408_after_ten_seconds() {
+    let first = Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"{\"apiVersion\""));
+    let stalled = futures_util::StreamExt::chain(
+        futures_util::stream::iter([first]),
+        futures_util::stream::pending(),
+    );
+    let started = tokio::time::Instant::now();
+    let (status, answer) = post(state(Duration::ZERO), "/mutate", Body::from_stream(stalled)).await;
+    assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
+    assert!(answer["error"].as_str().is_some_and(|e| e.contains("did not arrive")), "{answer}");
+    assert_eq!(started.elapsed(), BODY_TIMEOUT);
 }

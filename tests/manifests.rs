@@ -282,14 +282,14 @@ async fn probe_paths_answer_on_their_listeners() {
     let m = Manifests::load();
     let container = container(m.deployment(), "webhook");
     let args = serve_args(&m);
-    let state = Arc::new(AppState {
-        source: FileSource::default(),
-        digester: Digester::default(),
-        settings: Settings::default(),
-        lookup_timeout: args.lookup_timeout,
-        metrics: Arc::new(Metrics::new()),
-        ready: Readiness::new(true),
-    });
+    let state = Arc::new(AppState::new(
+        FileSource::default(),
+        Digester::default(),
+        Settings::default(),
+        args.lookup_timeout,
+        Arc::new(Metrics::new()),
+        Readiness::new(true),
+    ));
     for probe in ["readinessProbe", "livenessProbe"] {
         let get = &container[probe]["httpGet"];
         let path = get["path"].as_str().expect("path").to_owned();

@@ -10,6 +10,7 @@ use axum::extract::{RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tracing::{Instrument as _, info, info_span};
 
@@ -26,6 +27,15 @@ use crate::process::Readiness;
 /// `oldObject`, each up to the API server's 3 MiB request limit, plus the envelope.
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
+/// A body must arrive within this long of its headers.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reviews decided at once per replica; more are answered at once, unchanged.
+pub const MAX_REVIEWS_IN_FLIGHT: usize = 256;
+
+/// The warning on a review shed because [`MAX_REVIEWS_IN_FLIGHT`] are running.
+pub const OVERLOADED: &str = "configsum is overloaded: allowed without new digests; existing ones stay and the controller catches up";
+
 pub struct AppState<S> {
     pub source: S,
     pub digester: Digester,
@@ -34,6 +44,22 @@ pub struct AppState<S> {
     pub metrics: Arc<Metrics>,
     /// False until serving is possible, and again once shutdown begins.
     pub ready: Readiness,
+    /// One permit per review being decided ([`MAX_REVIEWS_IN_FLIGHT`]).
+    pub in_flight: Semaphore,
+}
+
+impl<S> AppState<S> {
+    pub fn new(
+        source: S,
+        digester: Digester,
+        settings: Settings,
+        lookup_timeout: Duration,
+        metrics: Arc<Metrics>,
+        ready: Readiness,
+    ) -> Self {
+        let in_flight = Semaphore::new(MAX_REVIEWS_IN_FLIGHT);
+        AppState { source, digester, settings, lookup_timeout, metrics, ready, in_flight }
+    }
 }
 
 /// `/mutate`, `/healthz` and `/readyz` of the TLS listener.
@@ -60,6 +86,8 @@ pub enum AdmissionError {
     TooLarge,
     #[error("cannot read request body")]
     BodyRead,
+    #[error("the request body did not arrive within {} s of its headers", BODY_TIMEOUT.as_secs())]
+    BodyTimeout,
     #[error(transparent)]
     Wire(#[from] WireError),
 }
@@ -68,6 +96,7 @@ impl AdmissionError {
     pub fn status(&self) -> StatusCode {
         match self {
             AdmissionError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            AdmissionError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             AdmissionError::BodyRead | AdmissionError::Wire(_) => StatusCode::BAD_REQUEST,
         }
     }
@@ -76,6 +105,7 @@ impl AdmissionError {
     pub fn metric_label(&self) -> &'static str {
         match self {
             AdmissionError::TooLarge => "too_large",
+            AdmissionError::BodyTimeout => "body_timeout",
             AdmissionError::BodyRead | AdmissionError::Wire(_) => "bad_request",
         }
     }
@@ -89,7 +119,8 @@ impl IntoResponse for AdmissionError {
 }
 
 async fn read_body(body: Body) -> Result<Bytes, AdmissionError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|e| {
+    let read = tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY_BYTES));
+    read.await.map_err(|_| AdmissionError::BodyTimeout)?.map_err(|e| {
         let too_large = std::error::Error::source(&e)
             .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
         if too_large { AdmissionError::TooLarge } else { AdmissionError::BodyRead }
@@ -131,7 +162,13 @@ async fn mutate<S: ObjectSource>(
     let span = info_span!("admission", uid = %uid, kind = %kind_field,
         object = %object, operation = %operation_field);
 
+    // Shed, not queued: an answer now keeps the API server's call short, and
+    // the existing annotations stay (the controller catches up).
+    let permit = state.in_flight.try_acquire();
     let (decision, outcome) = async {
+        if permit.is_err() {
+            return (Decision::warn(OVERLOADED.to_owned()), "overloaded");
+        }
         match plan_review(&core_request, &state.settings) {
             Plan::Skip(skip) => {
                 tracing::debug!(reason = skip.as_str(), "skipped");

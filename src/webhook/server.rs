@@ -97,14 +97,14 @@ async fn run<S: ObjectSource>(
         own_namespace: Some(own_namespace()),
     };
     let ready = Readiness::new(false);
-    let state = Arc::new(AppState {
+    let state = Arc::new(AppState::new(
         source,
         digester,
         settings,
-        lookup_timeout: args.lookup_timeout,
-        metrics: metrics.clone(),
-        ready: ready.clone(),
-    });
+        args.lookup_timeout,
+        metrics.clone(),
+        ready.clone(),
+    ));
     let listener = bind(args.listen).await?;
     let metrics_listener = bind(args.metrics_listen).await?;
     // The bound addresses, so that port 0 (tests) can be found from the log.
