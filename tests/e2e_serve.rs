@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use server::*;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-/// ConfigMap A and Secret S of SPEC §4.
+/// ConfigMap A and Secret S of the digest test vectors (src/core/digest.rs).
 const OBJECTS: &str = r#"
 apiVersion: v1
 kind: ConfigMap

@@ -454,7 +454,7 @@ fn rbac_grants_what_the_code_calls_and_nothing_more() {
     ]);
     assert_eq!(rules_of(key_role), expected);
 
-    // The controller: exactly SPEC §9's list, which is what its code calls.
+    // The controller: exactly the README's list for the controller, which is what its code calls.
     let expected: BTreeSet<_> = CLUSTER_PERMISSIONS
         .iter()
         .flat_map(|(g, r, verbs)| {

@@ -1,4 +1,4 @@
-//! Every admission rule of SPEC §1–3, through the pure core: plan, digest from
+//! Every admission rule of the README ("What it does", "Annotations", "Limits"), through the pure core: plan, digest from
 //! memory, decide, then apply the patch as the API server would.
 
 #[path = "support/fixtures.rs"]

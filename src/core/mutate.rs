@@ -204,7 +204,7 @@ impl Mutation {
         !self.existing.is_empty()
     }
 
-    /// The existing annotation value for `target` (see SPEC §3), if any.
+    /// The existing annotation value for `target` (see the README's "Annotations"), if any.
     pub fn existing(&self, target: &Target) -> Option<&str> {
         self.existing.get(&target.key)
     }

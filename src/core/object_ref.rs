@@ -3,7 +3,7 @@
 use std::fmt;
 
 /// The two kinds of object configsum digests. The derived order puts ConfigMaps
-/// before Secrets, which is the order SPEC §2 uses for the 128-object limit.
+/// before Secrets, which is the order the README's "Limits" gives for the 128-object limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ObjectKind {
     ConfigMap,

@@ -1,4 +1,4 @@
-//! Reference discovery (SPEC §2): which ConfigMaps and Secrets a pod spec
+//! Reference discovery (README, "What it does"): which ConfigMaps and Secrets a pod spec
 //! consumes, and which of their keys.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,4 @@
-//! The workload kinds configsum mutates (SPEC §1 table): how to recognise each
+//! The workload kinds configsum mutates (README, "What it does"): how to recognise each
 //! from `request.kind`, which operations it mutates, where its pod template's
 //! annotations live, and how to read its pod template from the object.
 //!

@@ -2,7 +2,7 @@
 //!
 //! Every lookup is a GET without `resourceVersion`: the API server answers it
 //! from etcd with a quorum read, so a write it acknowledged before the review
-//! was sent is always seen (SPEC §5). A watch cache could lag; this cannot.
+//! was sent is always seen (README, "Reading ConfigMaps and Secrets"). A watch cache could lag; this cannot.
 
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use tokio::sync::Semaphore;
 use super::{LookupError, ObjectSource};
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 
-/// What the webhook asks of the API server, for its RBAC (SPEC §8):
+/// What the webhook asks of the API server, for its RBAC (README, "Install on a cluster"):
 /// (API group, resource, verbs). `GET /version` needs no grant.
 pub const WEBHOOK_PERMISSIONS: &[(&str, &str, &[&str])] =
     &[("", "configmaps", &["get"]), ("", "secrets", &["get"])];
