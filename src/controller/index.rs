@@ -10,26 +10,14 @@ use crate::core::{Mutation, ObjectRef};
 /// A tracked object: its namespace and reference.
 pub type ObjectSlot = (String, ObjectRef);
 
-/// What the webhook's rules say a workload tracks.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Tracking {
-    pub objects: Vec<ObjectRef>,
-    /// Whether its template carries digests already.
-    pub has_digests: bool,
-}
-
-impl Tracking {
-    pub fn of(mutation: &Mutation) -> Self {
-        Tracking {
-            has_digests: mutation.has_digests(),
-            objects: mutation.targets.iter().map(|t| t.object.clone()).collect(),
-        }
-    }
+/// The objects the webhook's rules say a workload tracks.
+pub fn tracked_by(mutation: &Mutation) -> Vec<ObjectRef> {
+    mutation.targets.iter().map(|t| t.object.clone()).collect()
 }
 
 #[derive(Debug, Default)]
 pub struct ReferenceIndex {
-    workloads: HashMap<WorkloadKey, Tracking>,
+    workloads: HashMap<WorkloadKey, Vec<ObjectRef>>,
     /// Sorted; most objects have one workload, so a Vec rather than a set
     /// (a B-tree node per object was most of the controller's memory).
     by_object: HashMap<ObjectSlot, Vec<WorkloadKey>>,
@@ -46,9 +34,9 @@ pub struct Change {
 
 impl ReferenceIndex {
     /// Records what `key` tracks now.
-    pub fn upsert(&mut self, key: WorkloadKey, tracking: Tracking) -> Change {
+    pub fn upsert(&mut self, key: WorkloadKey, objects: Vec<ObjectRef>) -> Change {
         let mut change = self.remove(&key);
-        for object in &tracking.objects {
+        for object in &objects {
             let slot = (key.namespace.clone(), object.clone());
             let workloads = self.by_object.entry(slot.clone()).or_default();
             if workloads.is_empty() {
@@ -64,14 +52,14 @@ impl ReferenceIndex {
                 workloads.insert(at, key.clone());
             }
         }
-        self.workloads.insert(key, tracking);
+        self.workloads.insert(key, objects);
         change
     }
 
     pub fn remove(&mut self, key: &WorkloadKey) -> Change {
         let mut change = Change::default();
         let Some(old) = self.workloads.remove(key) else { return change };
-        for object in old.objects {
+        for object in old {
             let slot = (key.namespace.clone(), object);
             if let Some(workloads) = self.by_object.get_mut(&slot) {
                 if let Ok(at) = workloads.binary_search(key) {
@@ -86,22 +74,9 @@ impl ReferenceIndex {
         change
     }
 
-    pub fn get(&self, key: &WorkloadKey) -> Option<&Tracking> {
-        self.workloads.get(key)
-    }
-
     /// The workloads tracking an object, in a stable order.
     pub fn tracking(&self, slot: &ObjectSlot) -> impl Iterator<Item = &WorkloadKey> {
         self.by_object.get(slot).into_iter().flatten()
-    }
-
-    pub fn is_tracked(&self, slot: &ObjectSlot) -> bool {
-        self.by_object.contains_key(slot)
-    }
-
-    /// Every tracked object.
-    pub fn objects(&self) -> impl Iterator<Item = &ObjectSlot> {
-        self.by_object.keys()
     }
 
     /// Every workload of `kind`.
@@ -140,8 +115,8 @@ mod tests {
         ("ns".into(), object)
     }
 
-    fn tracks(objects: &[ObjectRef]) -> Tracking {
-        Tracking { objects: objects.to_vec(), has_digests: true }
+    fn tracks(objects: &[ObjectRef]) -> Vec<ObjectRef> {
+        objects.to_vec()
     }
 
     #[test]
@@ -158,7 +133,7 @@ mod tests {
         // A workload that stops referencing an object drops it if nobody else tracks it.
         let change = index.upsert(key("a"), tracks(std::slice::from_ref(&s)));
         assert_eq!(change, Change { added: vec![], dropped: vec![slot(c.clone())] });
-        assert!(!index.is_tracked(&slot(c)));
+        assert_eq!(index.tracking(&slot(c)).count(), 0);
         assert_eq!(index.remove(&key("b")), Change::default());
         assert_eq!(index.remove(&key("a")).dropped, vec![slot(s)]);
         assert!(index.is_empty() && index.object_count() == 0);
@@ -176,6 +151,5 @@ mod tests {
         index.upsert(other.clone(), tracks(&[]));
         assert_eq!(index.workloads_of(WorkloadKind::StatefulSet).collect::<Vec<_>>(), vec![&other]);
         assert_eq!(index.workloads_in("ns").collect::<Vec<_>>(), vec![&key("a")]);
-        assert_eq!(index.get(&key("a")).map(|t| t.has_digests), Some(true));
     }
 }

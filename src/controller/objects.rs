@@ -136,7 +136,8 @@ impl TrackedObjects {
         })
     }
 
-    /// Tracked objects of one kind that exist as far as the controller knows.
+    /// Tracked objects that exist as far as the controller knows (never
+    /// read, or read and present).
     pub fn existing(&self) -> impl Iterator<Item = &ObjectSlot> {
         self.known.iter().filter(|(_, f)| !matches!(f.digest, Some(None))).map(|(s, _)| s)
     }
@@ -200,14 +201,6 @@ impl TrackedObjects {
     /// Reads waiting or running (the queue-depth metric).
     pub fn pending(&self) -> usize {
         self.queued + self.reading.len()
-    }
-
-    pub fn len(&self) -> usize {
-        self.known.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.known.is_empty()
     }
 }
 
@@ -309,6 +302,6 @@ mod tests {
         assert_eq!(objects.failed(&slot()), 2);
         objects.forget(&slot());
         assert_eq!(objects.finished(&slot(), &metadata_only), None);
-        assert!(objects.is_empty());
+        assert!(!objects.is_tracked(&slot()));
     }
 }

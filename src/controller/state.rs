@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::backoff;
-use super::index::{Change, ObjectSlot, ReferenceIndex, Tracking};
+use super::index::{Change, ObjectSlot, ReferenceIndex, tracked_by};
 use super::lease::Leadership;
 use super::metrics::ControllerMetrics;
 use super::objects::{Reading, TrackedObjects, Tracker, judge, to_roll};
@@ -249,11 +249,11 @@ impl State {
             self.forget_workload(&key);
             return;
         };
-        let tracking = Tracking::of(&mutation);
+        let tracked = tracked_by(&mutation);
         if let Ok(mut snapshots) = self.snapshots.lock() {
             snapshots.insert(key.clone(), Snapshot { mutation, resource_version, uid });
         }
-        let change = self.index.upsert(key, tracking);
+        let change = self.index.upsert(key, tracked);
         self.tracked_objects_changed(change);
     }
 
@@ -367,12 +367,8 @@ impl State {
         match result {
             Ok(reading) => {
                 let Some(changed) = self.objects.finished(&slot, &reading) else { return };
-                let (namespace, object) = &slot;
                 for workload in to_roll(&reading, changed) {
-                    self.trigger(workload, object);
-                }
-                if !changed && reading.verdicts.is_empty() {
-                    debug!(%object, %namespace, "read; nothing to roll");
+                    self.trigger(workload, &slot.1);
                 }
             }
             Err(reason) => {
