@@ -126,6 +126,9 @@ pub struct ServeArgs {
     /// Serve ConfigMaps and Secrets from this YAML stream instead of the API server.
     #[arg(long, env = "CONFIGSUM_OBJECTS_FROM")]
     pub objects_from: Option<PathBuf>,
+    /// PEM CA certificates: /mutate then answers only callers with a client certificate they signed.
+    #[arg(long, env = "CONFIGSUM_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
     /// Log line format.
     #[arg(long, env = "CONFIGSUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,

@@ -36,6 +36,7 @@ pub struct Metrics {
     admission_duration: Histogram,
     lookup_duration: Histogram,
     lookup_errors: Family<ReasonLabels, Counter>,
+    connections: Gauge,
 }
 
 impl Default for Metrics {
@@ -76,8 +77,15 @@ impl Metrics {
             "notAfter of the serving certificate in use, as a Unix timestamp",
             certificate_expiry.clone(),
         );
+        let connections = Gauge::default();
+        registry.register(
+            "connections",
+            "Connections open on the TLS listener (the cap is 1,024)",
+            connections.clone(),
+        );
         Metrics {
             registry,
+            connections,
             certificate_reloads,
             certificate_expiry,
             admissions,
@@ -110,6 +118,14 @@ impl Metrics {
     /// Counts a failed lookup without a duration (one cut off by the deadline).
     pub fn count_lookup_error(&self, reason: &'static str) {
         self.lookup_errors.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.inc();
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections.dec();
     }
 
     pub fn count_certificate_reload(&self, loaded: bool) {

@@ -11,9 +11,8 @@ use configsum::core::{Digester, ObjectContent, ObjectRef, Settings};
 use configsum::lookup::{FileSource, LookupError, ObjectSource};
 use configsum::metrics::Metrics;
 use configsum::process::{Readiness, admin_router};
-use configsum::webhook::app::{
-    AppState, BODY_TIMEOUT, MAX_BODY_BYTES, MAX_REVIEWS_IN_FLIGHT, OVERLOADED, router,
-};
+use configsum::webhook::app::{AppState, MAX_REVIEWS_IN_FLIGHT, OVERLOADED, router};
+use configsum::webhook::body::{BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, MAX_BODY_BYTES};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
@@ -268,4 +267,43 @@ async fn a_body_that_stalls_gets_408_after_ten_seconds() {
     assert_eq!(status, StatusCode::REQUEST_TIMEOUT);
     assert!(answer["error"].as_str().is_some_and(|e| e.contains("did not arrive")), "{answer}");
     assert_eq!(started.elapsed(), BODY_TIMEOUT);
+}
+
+#[tokio::test]
+async fn bodies_beyond_the_replica_byte_budget_get_503_at_once() {
+    let state = state(Duration::ZERO);
+    // Stalled senders that declared the largest body each hold 8 MiB of budget.
+    let mut stalled = Vec::new();
+    for _ in 0..BODY_BYTES_IN_FLIGHT / MAX_BODY_BYTES {
+        let request = Request::post("/mutate")
+            .header("content-length", MAX_BODY_BYTES)
+            .body(Body::from_stream(futures_util::stream::pending::<std::io::Result<Vec<u8>>>()))
+            .expect("request");
+        stalled.push(tokio::spawn(router(state.clone()).oneshot(request)));
+    }
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while state.bodies.available() > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the stalled bodies take the whole budget");
+    let (status, answer) = post(state.clone(), "/mutate", review(false).to_string()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(answer["error"].as_str().is_some_and(|e| e.contains("overloaded")), "{answer}");
+    let text = state.metrics.encode();
+    assert!(text.contains(r#"outcome="over_body_budget"} 1"#), "{text}");
+    for request in &stalled {
+        request.abort();
+    }
+    for request in stalled {
+        let _ = request.await;
+    }
+    assert_eq!(
+        state.bodies.available(),
+        BODY_BYTES_IN_FLIGHT,
+        "an abandoned body gives its budget back"
+    );
+    let (status, _) = post(state, "/mutate", review(false).to_string()).await;
+    assert_eq!(status, StatusCode::OK);
 }

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{RawQuery, State};
-use axum::http::{StatusCode, header};
+use axum::body::Body;
+use axum::extract::{Extension, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::Semaphore;
@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use tracing::{Instrument as _, info, info_span};
 
 use super::admission::{WireError, encode_response, parse_review};
+use super::body::{BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, BodyBudget, MAX_BODY_BYTES};
 use super::log_field::LogField;
 use super::review::plan_review;
 use crate::core::workload::{Operation, WorkloadKind};
@@ -22,13 +23,6 @@ use crate::core::{Decision, Digester, Plan, Settings};
 use crate::lookup::{ObjectSource, lookup_budget, observe_all};
 use crate::metrics::Metrics;
 use crate::process::Readiness;
-
-/// Largest AdmissionReview body accepted: an UPDATE carries `object` and
-/// `oldObject`, each up to the API server's 3 MiB request limit, plus the envelope.
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
-
-/// A body must arrive within this long of its headers.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Reviews decided at once per replica; more are answered at once, unchanged.
 pub const MAX_REVIEWS_IN_FLIGHT: usize = 256;
@@ -46,7 +40,17 @@ pub struct AppState<S> {
     pub ready: Readiness,
     /// One permit per review being decided ([`MAX_REVIEWS_IN_FLIGHT`]).
     pub in_flight: Semaphore,
+    /// Bytes of bodies held at once ([`BODY_BYTES_IN_FLIGHT`]).
+    pub bodies: BodyBudget,
+    /// `--client-ca-file`: `/mutate` only for callers with a verified client certificate.
+    pub require_client_certificate: bool,
 }
+
+/// Whether the caller's TLS connection presented a client certificate (which
+/// rustls verified against `--client-ca-file`); the listener adds it to every
+/// request. A request without it has none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientCertificate(pub bool);
 
 impl<S> AppState<S> {
     pub fn new(
@@ -58,7 +62,23 @@ impl<S> AppState<S> {
         ready: Readiness,
     ) -> Self {
         let in_flight = Semaphore::new(MAX_REVIEWS_IN_FLIGHT);
-        AppState { source, digester, settings, lookup_timeout, metrics, ready, in_flight }
+        AppState {
+            source,
+            digester,
+            settings,
+            lookup_timeout,
+            metrics,
+            ready,
+            in_flight,
+            bodies: BodyBudget::default(),
+            require_client_certificate: false,
+        }
+    }
+
+    /// Refuses `/mutate` to callers without a verified client certificate.
+    pub fn requiring_client_certificates(mut self) -> Self {
+        self.require_client_certificate = true;
+        self
     }
 }
 
@@ -82,12 +102,16 @@ async fn readyz<S: ObjectSource>(State(state): State<Arc<AppState<S>>>) -> Respo
 /// Why a `/mutate` body got no AdmissionReview answer.
 #[derive(Debug, thiserror::Error)]
 pub enum AdmissionError {
+    #[error("a client certificate signed by the configured CA is required")]
+    Unauthenticated,
     #[error("request body is larger than {MAX_BODY_BYTES} bytes")]
     TooLarge,
     #[error("cannot read request body")]
     BodyRead,
     #[error("the request body did not arrive within {} s of its headers", BODY_TIMEOUT.as_secs())]
     BodyTimeout,
+    #[error("configsum is overloaded: request bodies hold {BODY_BYTES_IN_FLIGHT} bytes already")]
+    Overloaded,
     #[error(transparent)]
     Wire(#[from] WireError),
 }
@@ -95,8 +119,10 @@ pub enum AdmissionError {
 impl AdmissionError {
     pub fn status(&self) -> StatusCode {
         match self {
+            AdmissionError::Unauthenticated => StatusCode::UNAUTHORIZED,
             AdmissionError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             AdmissionError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            AdmissionError::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
             AdmissionError::BodyRead | AdmissionError::Wire(_) => StatusCode::BAD_REQUEST,
         }
     }
@@ -104,8 +130,10 @@ impl AdmissionError {
     /// The `outcome` label of `configsum_admissions_total`.
     pub fn metric_label(&self) -> &'static str {
         match self {
+            AdmissionError::Unauthenticated => "unauthenticated",
             AdmissionError::TooLarge => "too_large",
             AdmissionError::BodyTimeout => "body_timeout",
+            AdmissionError::Overloaded => "over_body_budget",
             AdmissionError::BodyRead | AdmissionError::Wire(_) => "bad_request",
         }
     }
@@ -118,15 +146,6 @@ impl IntoResponse for AdmissionError {
     }
 }
 
-async fn read_body(body: Body) -> Result<Bytes, AdmissionError> {
-    let read = tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY_BYTES));
-    read.await.map_err(|_| AdmissionError::BodyTimeout)?.map_err(|e| {
-        let too_large = std::error::Error::source(&e)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-        if too_large { AdmissionError::TooLarge } else { AdmissionError::BodyRead }
-    })
-}
-
 /// The API server's `?timeout=10s` (a Go duration, whole seconds in practice).
 fn api_server_timeout(query: Option<&str>) -> Option<Duration> {
     let value = query?.split('&').find_map(|pair| pair.strip_prefix("timeout="))?;
@@ -136,15 +155,20 @@ fn api_server_timeout(query: Option<&str>) -> Option<Duration> {
 async fn mutate<S: ObjectSource>(
     State(state): State<Arc<AppState<S>>>,
     RawQuery(query): RawQuery,
+    certificate: Option<Extension<ClientCertificate>>,
+    headers: HeaderMap,
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    if state.require_client_certificate && certificate.is_none_or(|c| !c.0.0) {
+        return reject(&state, AdmissionError::Unauthenticated, started);
+    }
     let budget = lookup_budget(api_server_timeout(query.as_deref()), state.lookup_timeout);
-    let body = match read_body(body).await {
+    let body = match state.bodies.read(&headers, body).await {
         Ok(body) => body,
         Err(e) => return reject(&state, e, started),
     };
-    let request = match parse_review(&body) {
+    let request = match parse_review(&body.bytes) {
         Ok(request) => request,
         Err(e) => return reject(&state, e.into(), started),
     };
@@ -210,7 +234,7 @@ async fn mutate<S: ObjectSource>(
 
 fn reject<S>(state: &AppState<S>, error: AdmissionError, started: Instant) -> Response {
     state.metrics.observe_admission("unknown", "unknown", error.metric_label(), started.elapsed());
-    info!(error = %error, "rejected a request that is not an AdmissionReview v1");
+    info!(error = %error, "rejected a request");
     error.into_response()
 }
 

@@ -5,19 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::app::{AppState, router};
+use super::connection::{IDLE_TIMEOUT, serve_connection};
 use super::tls::{
-    CertificateStore, TlsError, expiry_unix_seconds, load_certified_key, reload_on_change,
-    server_config,
+    CertificateStore, TlsError, expiry_unix_seconds, load_certified_key, load_client_roots,
+    reload_on_change, server_config,
 };
 use crate::config::ServeArgs;
 use crate::core::{Digester, Settings};
@@ -25,11 +24,11 @@ use crate::lookup::{FileSource, FileSourceError, KubeSource, ObjectSource};
 use crate::metrics::Metrics;
 use crate::process::{
     BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
-    own_namespace, serve_admin,
+    own_namespace, raise_open_file_limit, serve_admin,
 };
 
-/// How long a client may take for the TLS handshake or the request headers.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections open at once per replica; more wait to be accepted.
+pub const MAX_CONNECTIONS: usize = 1024;
 /// How often the certificate files are compared with the pair in use.
 const CERTIFICATE_POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// How long in-flight requests may take to finish after SIGTERM.
@@ -61,7 +60,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
     let certificate = load_certified_key(&args.tls_cert, &args.tls_key, &provider)?;
     metrics.set_certificate_expiry(expiry_unix_seconds(&certificate));
     let store = Arc::new(CertificateStore::new(certificate));
-    let tls = server_config(store.clone(), provider.clone())?;
+    let client_roots = args.client_ca_file.as_deref().map(load_client_roots).transpose()?;
+    let tls = server_config(store.clone(), provider.clone(), client_roots)?;
     let files = (args.tls_cert.clone(), args.tls_key.clone());
     tokio::spawn(reload_on_change(
         store,
@@ -97,14 +97,23 @@ async fn run<S: ObjectSource>(
         own_namespace: Some(own_namespace()),
     };
     let ready = Readiness::new(false);
-    let state = Arc::new(AppState::new(
+    let state = AppState::new(
         source,
         digester,
         settings,
         args.lookup_timeout,
         metrics.clone(),
         ready.clone(),
-    ));
+    );
+    let state = Arc::new(if args.client_ca_file.is_some() {
+        state.requiring_client_certificates()
+    } else {
+        state
+    });
+    let open_files = raise_open_file_limit();
+    if open_files.is_some_and(|limit| limit < MAX_CONNECTIONS as u64 + 256) {
+        warn!(limit = open_files, "the open-file limit is below the connection cap; raise it");
+    }
     let listener = bind(args.listen).await?;
     let metrics_listener = bind(args.metrics_listen).await?;
     // The bound addresses, so that port 0 (tests) can be found from the log.
@@ -113,8 +122,13 @@ async fn run<S: ObjectSource>(
 
     let (stop, stopped) = watch::channel(false);
     let acceptor = TlsAcceptor::from(Arc::new(tls));
-    let webhook =
-        tokio::spawn(serve_tls(listener, acceptor, router(state.clone()), stopped.clone()));
+    let webhook = tokio::spawn(serve_tls(
+        listener,
+        acceptor,
+        router(state.clone()),
+        metrics.clone(),
+        stopped.clone(),
+    ));
     let metrics_server = tokio::spawn(serve_admin(
         metrics_listener,
         admin_router(metrics, ready.clone()),
@@ -148,18 +162,30 @@ async fn become_ready<S: ObjectSource>(state: Arc<AppState<S>>) {
     info!("ready");
 }
 
-/// Accepts TLS connections until `stop`, then lets open connections finish
-/// their requests (bounded by [`DRAIN_TIMEOUT`]).
+/// Accepts TLS connections until `stop`, at most [`MAX_CONNECTIONS`] at once,
+/// then lets open connections finish their requests (bounded by [`DRAIN_TIMEOUT`]).
 async fn serve_tls(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     app: Router,
+    metrics: Arc<Metrics>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(HANDSHAKE_TIMEOUT);
+    // hyper's header timeout also runs while an HTTP/1 connection waits for
+    // its next request, so it is the idle timeout there.
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(IDLE_TIMEOUT);
+    // One permit per open connection; all of them back means all closed.
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
+        // At the cap, further connections wait in the kernel's backlog.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+            _ = stop.changed() => break,
+        };
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
@@ -173,24 +199,25 @@ async fn serve_tls(
             // The only change ever sent is the stop.
             _ = stop.changed() => break,
         };
-        let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
+        let connection = serve_connection(
+            tcp,
+            peer,
+            acceptor.clone(),
+            app.clone(),
+            builder.clone(),
+            stop.clone(),
+        );
+        let metrics = metrics.clone();
         tokio::spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => return debug!(%peer, error = %e, "TLS handshake failed"),
-                Err(_) => return debug!(%peer, "TLS handshake timed out"),
-            };
-            let connection = builder.serve_connection(TokioIo::new(tls), service).into_owned();
-            if let Err(e) = watcher.watch(connection).await {
-                debug!(%peer, error = %e, "connection ended with an error");
-            }
+            metrics.connection_opened();
+            connection.await;
+            metrics.connection_closed();
+            drop(slot);
         });
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
+    let all = u32::try_from(MAX_CONNECTIONS).unwrap_or(u32::MAX);
+    if tokio::time::timeout(DRAIN_TIMEOUT, slots.acquire_many(all)).await.is_err() {
         warn!("some connections were still open after the drain timeout");
     }
 }

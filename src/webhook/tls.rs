@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
+use rustls::server::WebPkiClientVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+use rustls::{RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tracing::{info, warn};
@@ -27,6 +28,24 @@ pub enum TlsError {
     Key { path: PathBuf, message: String },
     #[error("the key {key} does not fit the certificate {cert}: {message}")]
     Mismatch { cert: PathBuf, key: PathBuf, message: String },
+    #[error("client CA file {path}: {message}")]
+    ClientCa { path: PathBuf, message: String },
+}
+
+/// The CA certificates of `--client-ca-file`: at least one, every one usable
+/// as a trust anchor.
+pub fn load_client_roots(path: &Path) -> Result<RootCertStore, TlsError> {
+    let error = |message: String| TlsError::ClientCa { path: path.to_owned(), message };
+    let bytes = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+    let mut roots = RootCertStore::empty();
+    for certificate in CertificateDer::pem_slice_iter(&bytes) {
+        let certificate = certificate.map_err(|e| error(e.to_string()))?;
+        roots.add(certificate).map_err(|e| error(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(error("holds no PEM certificate".to_owned()));
+    }
+    Ok(roots)
 }
 
 /// Loads a certificate chain (leaf first) and its private key from files.
@@ -172,11 +191,24 @@ pub async fn reload_on_change(
 pub fn server_config(
     store: Arc<CertificateStore>,
     provider: Arc<CryptoProvider>,
+    client_roots: Option<RootCertStore>,
 ) -> Result<ServerConfig, rustls::Error> {
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_no_client_auth()
-        .with_cert_resolver(store);
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    let builder = match client_roots {
+        None => builder.with_no_client_auth(),
+        // Certificates are optional in the handshake, so that kubelet probes
+        // (which carry none) reach /healthz; one presented must verify, and
+        // /mutate refuses callers without one.
+        Some(roots) => {
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| rustls::Error::General(e.to_string()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_cert_resolver(store);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
