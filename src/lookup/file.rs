@@ -1,13 +1,21 @@
 //! `--objects-from`: ConfigMaps and Secrets from a YAML stream, for demos and
 //! tests with no cluster. Kept in memory: this source is not for production.
+//!
+//! Scalars are read the way `kubectl` does, except that a string field keeps its
+//! text whatever YAML would make of it: `72e40602`, `0x1F`, `017`, `1.0` and `yes`
+//! are those strings. A null value (`~`, `null`, nothing) in `data`, `binaryData`
+//! or `stringData` is empty, as the API server stores it. Errors name the file,
+//! the object and the field, never a value: the values may be Secret data.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use serde::Deserialize;
-use serde_json::Value;
+use base64::Engine as _;
+use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
+use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
 
 use super::{LookupError, ObjectSource};
 use crate::core::{ObjectContent, ObjectRef};
@@ -17,82 +25,63 @@ pub struct FileSource {
     objects: HashMap<(String, ObjectRef), Arc<ObjectContent>>,
 }
 
+/// Why `--objects-from` cannot be served. No variant carries a value from the file.
 #[derive(Debug, thiserror::Error)]
 pub enum FileSourceError {
     #[error("cannot read {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("{path} is not a YAML stream of Kubernetes objects: {message}")]
-    Yaml { path: PathBuf, message: String },
-    #[error("{path}: {kind} {name:?} does not parse: {message}")]
-    Object { path: PathBuf, kind: String, name: String, message: String },
+    #[error("{path}: not valid YAML{}: {reason}", at(*line, *column))]
+    Yaml { path: PathBuf, line: u64, column: u64, reason: String },
+    #[error("{path}: the document at line {line}, column {column} is not a mapping")]
+    NotAnObject { path: PathBuf, line: u64, column: u64 },
+    /// `object` is `Kind namespace/name`, or `Kind at line N` while the name is
+    /// unknown; `field` is a path such as `data.password` or `items[2]`.
+    #[error("{path}: {object}: {field} {problem} (line {line}, column {column})")]
+    Object {
+        path: PathBuf,
+        object: String,
+        field: String,
+        problem: &'static str,
+        line: u64,
+        column: u64,
+    },
 }
 
-#[derive(Deserialize)]
-struct Header {
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    metadata: Meta,
-    #[serde(default)]
-    items: Vec<Value>,
-}
-
-#[derive(Deserialize, Default)]
-struct Meta {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    namespace: Option<String>,
+/// Where a YAML error is; line 0 means the parser could not say.
+fn at(line: u64, column: u64) -> String {
+    if line == 0 { String::new() } else { format!(" at line {line}, column {column}") }
 }
 
 impl FileSource {
     /// Reads every ConfigMap and Secret of the stream (also inside `kind: List`,
     /// as `kubectl get -o yaml` writes). Objects without a namespace are in
-    /// `default`; other kinds are ignored.
+    /// `default`; other kinds are ignored. A later object replaces an earlier one
+    /// of the same kind, namespace and name, as applying the stream would.
     pub fn load(path: &Path) -> Result<Self, FileSourceError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| FileSourceError::Read { path: path.to_owned(), source })?;
         Self::parse(&text, path)
     }
 
+    /// As [`Self::load`], for text already read; `path` names the file in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, FileSourceError> {
-        let documents: Vec<Value> = serde_saphyr::from_multiple(text)
-            .map_err(|e| FileSourceError::Yaml { path: path.to_owned(), message: e.to_string() })?;
+        let documents: Vec<Spanned<Node>> =
+            serde_saphyr::from_multiple_with_options(text, yaml_options())
+                .map_err(|error| yaml_error(path, &error))?;
+        let reader = Reader { text, path };
         let mut source = FileSource::default();
-        let mut pending = documents;
-        while let Some(document) = pending.pop() {
-            if document.is_null() {
-                continue;
+        for document in &documents {
+            match &document.value {
+                Node::Null => {}
+                Node::Map(fields) => reader.object(document, fields, &mut source)?,
+                _ => {
+                    return Err(FileSourceError::NotAnObject {
+                        path: path.to_owned(),
+                        line: document.referenced.line(),
+                        column: document.referenced.column(),
+                    });
+                }
             }
-            let header: Header = serde_json::from_value(document.clone()).map_err(|e| {
-                FileSourceError::Yaml { path: path.to_owned(), message: e.to_string() }
-            })?;
-            let object_error = |e: serde_json::Error| FileSourceError::Object {
-                path: path.to_owned(),
-                kind: header.kind.clone(),
-                name: header.metadata.name.clone(),
-                message: format!("line {}, column {}", e.line(), e.column()),
-            };
-            let (object, content) = match header.kind.as_str() {
-                "List" => {
-                    pending.extend(header.items);
-                    continue;
-                }
-                "ConfigMap" => {
-                    let cm: ConfigMap = serde_json::from_value(document).map_err(object_error)?;
-                    (
-                        ObjectRef::config_map(&header.metadata.name),
-                        ObjectContent::from_config_map(cm),
-                    )
-                }
-                "Secret" => {
-                    let secret: Secret = serde_json::from_value(document).map_err(object_error)?;
-                    (ObjectRef::secret(&header.metadata.name), ObjectContent::from_secret(secret))
-                }
-                _ => continue,
-            };
-            let namespace = header.metadata.namespace.unwrap_or_else(|| "default".to_owned());
-            source.objects.insert((namespace, object), Arc::new(content));
         }
         Ok(source)
     }
@@ -121,6 +110,323 @@ impl ObjectSource for FileSource {
     }
 }
 
+/// A YAML node as parsed, before we know which object it belongs to: the kind
+/// may come after `data`, and only the kind says whether `data` holds strings.
+enum Node {
+    Null,
+    /// A string scalar: quoted, a block, or plain text YAML reads as a string.
+    Text(String),
+    /// A plain scalar YAML reads as a boolean or a number (`yes`, `0x1F`, `1.0`).
+    /// Its spelling is kept in the source only, at the node's span.
+    Typed,
+    List(Vec<Spanned<Node>>),
+    Map(Vec<(String, Spanned<Node>)>),
+}
+
+/// The entries of a mapping, in file order.
+type Fields = [(String, Spanned<Node>)];
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(NodeVisitor)
+    }
+}
+
+struct NodeVisitor;
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a YAML node")
+    }
+
+    fn visit_unit<E>(self) -> Result<Node, E> {
+        Ok(Node::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Node, E> {
+        Ok(Node::Null)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Node, E> {
+        Ok(Node::Typed)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Node, E> {
+        Ok(Node::Typed)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Node, E> {
+        Ok(Node::Typed)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Node, E> {
+        Ok(Node::Typed)
+    }
+
+    fn visit_str<E>(self, text: &str) -> Result<Node, E> {
+        Ok(Node::Text(text.to_owned()))
+    }
+
+    fn visit_string<E>(self, text: String) -> Result<Node, E> {
+        Ok(Node::Text(text))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Node::List(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+        let mut fields = Vec::new();
+        while let Some(field) = map.next_entry()? {
+            fields.push(field);
+        }
+        Ok(Node::Map(fields))
+    }
+}
+
+/// Reads the objects out of the parsed documents of `text`.
+struct Reader<'a> {
+    text: &'a str,
+    path: &'a Path,
+}
+
+impl Reader<'_> {
+    /// Adds a ConfigMap or Secret, reads the items of a List, ignores other kinds.
+    fn object(
+        &self,
+        node: &Spanned<Node>,
+        fields: &Fields,
+        into: &mut FileSource,
+    ) -> Result<(), FileSourceError> {
+        let line = node.referenced.line();
+        let kind = self.text_of(&format!("object at line {line}"), fields, "kind", "kind")?;
+        let kind = kind.unwrap_or_default();
+        match kind {
+            "List" => return self.items(&format!("List at line {line}"), fields, into),
+            "ConfigMap" | "Secret" => {}
+            _ => return Ok(()),
+        }
+        let unnamed = format!("{kind} at line {line}");
+        let metadata = self.mapping_of(&unnamed, fields, "metadata", "metadata")?;
+        let name = self.text_of(&unnamed, metadata, "name", "metadata.name")?;
+        let Some(name) = name.filter(|name| !name.is_empty()) else {
+            return Err(self.error(&unnamed, "metadata.name", "is missing", node));
+        };
+        let namespace = self.text_of(&unnamed, metadata, "namespace", "metadata.namespace")?;
+        let namespace = namespace.filter(|namespace| !namespace.is_empty()).unwrap_or("default");
+        let object = format!("{kind} {}/{}", namespace.escape_debug(), name.escape_debug());
+        let mut entries = BTreeMap::new();
+        let reference = if kind == "ConfigMap" {
+            self.add_entries(&object, fields, "data", Encoding::Text, &mut entries)?;
+            self.add_entries(&object, fields, "binaryData", Encoding::Base64, &mut entries)?;
+            ObjectRef::config_map(name)
+        } else {
+            // `stringData` wins over `data`, as the API server folds it in on write.
+            self.add_entries(&object, fields, "data", Encoding::Base64, &mut entries)?;
+            self.add_entries(&object, fields, "stringData", Encoding::Text, &mut entries)?;
+            ObjectRef::secret(name)
+        };
+        let content = Arc::new(ObjectContent::from_entries(entries));
+        into.objects.insert((namespace.to_owned(), reference), content);
+        Ok(())
+    }
+
+    fn items(
+        &self,
+        list: &str,
+        fields: &Fields,
+        into: &mut FileSource,
+    ) -> Result<(), FileSourceError> {
+        let items = match get(fields, "items") {
+            None => return Ok(()),
+            Some(items) => match &items.value {
+                Node::Null => return Ok(()),
+                Node::List(items) => items,
+                _ => return Err(self.error(list, "items", "is not a list", items)),
+            },
+        };
+        for (index, item) in items.iter().enumerate() {
+            match &item.value {
+                Node::Null => {}
+                Node::Map(fields) => self.object(item, fields, into)?,
+                _ => {
+                    let field = format!("items[{index}]");
+                    return Err(self.error(list, &field, "is not a mapping", item));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds every value of the string map `fields[key]` (`data`, `binaryData`, `stringData`).
+    fn add_entries(
+        &self,
+        object: &str,
+        fields: &Fields,
+        key: &str,
+        encoding: Encoding,
+        entries: &mut BTreeMap<String, Vec<u8>>,
+    ) -> Result<(), FileSourceError> {
+        for (name, value) in self.mapping_of(object, fields, key, key)? {
+            let field = format!("{key}.{}", name.escape_debug());
+            // A null value is empty, as the API server stores it.
+            let text = self.text(object, &field, value)?.unwrap_or_default();
+            let bytes = match encoding {
+                Encoding::Text => text.as_bytes().to_vec(),
+                Encoding::Base64 => decode_base64(text)
+                    .ok_or_else(|| self.error(object, &field, "is not valid base64", value))?,
+            };
+            entries.insert(name.clone(), bytes);
+        }
+        Ok(())
+    }
+
+    /// The entries of the mapping `fields[key]`; none if it is absent or null.
+    fn mapping_of<'n>(
+        &self,
+        object: &str,
+        fields: &'n Fields,
+        key: &str,
+        field: &str,
+    ) -> Result<&'n Fields, FileSourceError> {
+        let Some(node) = get(fields, key) else { return Ok(&[]) };
+        match &node.value {
+            Node::Null => Ok(&[]),
+            Node::Map(entries) => Ok(entries),
+            _ => Err(self.error(object, field, "is not a mapping", node)),
+        }
+    }
+
+    /// The text of the scalar `fields[key]`; `None` if it is absent or null.
+    fn text_of<'n>(
+        &'n self,
+        object: &str,
+        fields: &'n Fields,
+        key: &str,
+        field: &str,
+    ) -> Result<Option<&'n str>, FileSourceError> {
+        get(fields, key).map_or(Ok(None), |node| self.text(object, field, node))
+    }
+
+    /// The text of a scalar as written; `None` for null.
+    fn text<'n>(
+        &'n self,
+        object: &str,
+        field: &str,
+        node: &'n Spanned<Node>,
+    ) -> Result<Option<&'n str>, FileSourceError> {
+        match &node.value {
+            Node::Null => Ok(None),
+            Node::Text(text) => Ok(Some(text)),
+            Node::Typed => match self.source_of(node) {
+                Some(text) => Ok(Some(text)),
+                None => Err(self.error(object, field, "cannot be found in the file", node)),
+            },
+            Node::List(_) | Node::Map(_) => Err(self.error(object, field, "is not a string", node)),
+        }
+    }
+
+    /// The source text where the node is defined (its anchor, for an alias).
+    fn source_of(&self, node: &Spanned<Node>) -> Option<&str> {
+        let span = node.defined.span();
+        let start = usize::try_from(span.byte_offset()?).ok()?;
+        let len = usize::try_from(span.byte_len()?).ok()?;
+        self.text.get(start..start.checked_add(len)?)
+    }
+
+    fn error(
+        &self,
+        object: &str,
+        field: &str,
+        problem: &'static str,
+        node: &Spanned<Node>,
+    ) -> FileSourceError {
+        FileSourceError::Object {
+            path: self.path.to_owned(),
+            object: object.to_owned(),
+            field: field.to_owned(),
+            problem,
+            line: node.referenced.line(),
+            column: node.referenced.column(),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Encoding {
+    Text,
+    Base64,
+}
+
+fn get<'n>(fields: &'n Fields, key: &str) -> Option<&'n Spanned<Node>> {
+    fields.iter().find(|(name, _)| name == key).map(|(_, node)| node)
+}
+
+/// Go's `base64.StdEncoding`, which the API server decodes `[]byte` fields with:
+/// padded, and lenient about the unused bits of the last character.
+const GO_BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
+
+fn decode_base64(text: &str) -> Option<Vec<u8>> {
+    // Go's decoder skips line breaks, so base64 in a block scalar (`|`) decodes too.
+    let joined: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
+    GO_BASE64.decode(joined).ok()
+}
+
+fn yaml_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    // Errors are described by `yaml_reason`, never with the source around them.
+    options.with_snippet = false;
+    // `.inf` or `1e999` is a number like any other, not an error quoting it.
+    options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::PassThrough;
+    options
+}
+
+fn yaml_error(path: &Path, error: &serde_saphyr::Error) -> FileSourceError {
+    let (line, column) = error.location().map_or((0, 0), |at| (at.line(), at.column()));
+    FileSourceError::Yaml { path: path.to_owned(), line, column, reason: yaml_reason(error) }
+}
+
+/// What is wrong, in words that cannot quote the file: the parser's fixed
+/// messages, or ours. Anything else the library says might carry a value.
+fn yaml_reason(error: &serde_saphyr::Error) -> String {
+    use serde_saphyr::granit_parser::ErrorKind;
+    use serde_saphyr::{Error, ExternalMessageSource};
+    match error {
+        Error::ExternalMessage { source, msg, .. } => match &**source {
+            ExternalMessageSource::Parser(scan) => match scan.kind() {
+                // These quote the input.
+                ErrorKind::UnexpectedCharacter { .. }
+                | ErrorKind::Custom(_)
+                | ErrorKind::InputDecoding { .. }
+                | ErrorKind::InputIo { .. } => "unexpected character".into(),
+                _ => msg.clone(),
+            },
+            _ => "invalid".into(),
+        },
+        Error::AliasError { error, .. } | Error::WithSnippet { error, .. } => yaml_reason(error),
+        Error::DuplicateMappingKey { .. } => "duplicate key".into(),
+        Error::UnknownAnchor { .. } => "alias to an unknown anchor".into(),
+        Error::NullIntoString { .. } => "null where a string is needed".into(),
+        Error::Unexpected { expected, .. } => format!("expected {expected}"),
+        Error::InvalidScalar { ty, .. } => format!("invalid {ty}"),
+        Error::Budget { .. }
+        | Error::AliasReplayLimitExceeded { .. }
+        | Error::AliasExpansionLimitExceeded { .. }
+        | Error::AliasReplayStackDepthExceeded { .. } => {
+            "too deeply nested, too large or too many aliases".into()
+        }
+        _ => "unsupported YAML".into(),
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,6 +437,21 @@ mod tests {
         let content = source.get(namespace, &object)?;
         let id = ObjectId { namespace, object: &object };
         Some(Digester::default().digest(id, content, &ConsumedKeys::All, None))
+    }
+
+    /// The digest of an object with exactly these entries.
+    fn digest_of(namespace: &str, object: ObjectRef, entries: &[(&str, &str)]) -> Option<String> {
+        let entries = entries.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()));
+        let content = ObjectContent::from_entries(entries.collect());
+        let id = ObjectId { namespace, object: &object };
+        Some(Digester::default().digest(id, &content, &ConsumedKeys::All, None))
+    }
+
+    fn error(yaml: &str) -> String {
+        match FileSource::parse(yaml, Path::new("objects.yaml")) {
+            Ok(source) => panic!("parsed into {source:?}"),
+            Err(e) => e.to_string(),
+        }
     }
 
     #[test]
@@ -175,8 +496,227 @@ items:
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-        assert!(err.contains("Secret \"s\" does not parse") && !err.contains("notbase64"), "{err}");
+        assert!(err.contains("Secret default/s: data.k") && !err.contains("notbase64"), "{err}");
         assert!(FileSource::parse("a: [unclosed", Path::new("f")).is_err());
         assert!(FileSource::load(Path::new("/nonexistent/objects.yaml")).is_err());
+    }
+
+    /// A marker in every bad value: no error may show it.
+    const MARKER: &str = "S3CR3T";
+
+    #[test]
+    fn string_fields_keep_plain_scalars_as_written() {
+        let yaml = r#"
+kind: ConfigMap
+metadata: {name: 0x1F, namespace: 017}
+data:
+  hex: 0x1F
+  octal: 0o17
+  leading-zero: 017
+  exponent: 1e3
+  overflow: 72e40602
+  huge: 1e999
+  float: 1.0
+  inf: .inf
+  minus-inf: -.Inf
+  nan: .NaN
+  true: true
+  yes: yes
+  on: on
+  signed: +1
+  underscored: 1_000
+  date: 2001-12-14
+  anchored: &x 0b101
+  alias: *x
+  quoted: "0x1F"
+  1.50: key
+---
+kind: Secret
+metadata: {name: 123}
+stringData: {port: 8080, debug: off, ratio: 0.50}
+"#;
+        let source = FileSource::parse(yaml, Path::new("t.yaml")).expect("parses");
+        let values = [
+            ("hex", "0x1F"),
+            ("octal", "0o17"),
+            ("leading-zero", "017"),
+            ("exponent", "1e3"),
+            ("overflow", "72e40602"),
+            ("huge", "1e999"),
+            ("float", "1.0"),
+            ("inf", ".inf"),
+            ("minus-inf", "-.Inf"),
+            ("nan", ".NaN"),
+            ("true", "true"),
+            ("yes", "yes"),
+            ("on", "on"),
+            ("signed", "+1"),
+            ("underscored", "1_000"),
+            ("date", "2001-12-14"),
+            ("anchored", "0b101"),
+            ("alias", "0b101"),
+            ("quoted", "0x1F"),
+            ("1.50", "key"),
+        ];
+        let config_map = ObjectRef::config_map("0x1F");
+        assert_eq!(
+            digest(&source, "017", config_map.clone()),
+            digest_of("017", config_map, &values)
+        );
+        let secret = ObjectRef::secret("123");
+        assert_eq!(
+            digest(&source, "default", secret.clone()),
+            digest_of("default", secret, &[("port", "8080"), ("debug", "off"), ("ratio", "0.50")])
+        );
+    }
+
+    #[test]
+    fn null_values_are_empty_as_the_api_server_stores_them() {
+        let yaml = r#"
+kind: ConfigMap
+metadata: {name: c, namespace: ""}
+data: {tilde: ~, spelled: null, nothing: , quoted: "~"}
+binaryData: {bytes: ~}
+---
+kind: Secret
+metadata: {name: s, namespace: ~}
+data: {password: }
+stringData: {user: null}
+"#;
+        let source = FileSource::parse(yaml, Path::new("t.yaml")).expect("parses");
+        let c = ObjectRef::config_map("c");
+        let empty =
+            [("tilde", ""), ("spelled", ""), ("nothing", ""), ("quoted", "~"), ("bytes", "")];
+        assert_eq!(digest(&source, "default", c.clone()), digest_of("default", c, &empty));
+        let s = ObjectRef::secret("s");
+        let empty = [("password", ""), ("user", "")];
+        assert_eq!(digest(&source, "default", s.clone()), digest_of("default", s, &empty));
+    }
+
+    #[test]
+    fn base64_decodes_as_the_api_server_does() {
+        // Line breaks are skipped; unused bits of the last character are ignored (`aGl=`).
+        let yaml = "kind: Secret\nmetadata: {name: s}\ndata:\n  block: |\n    aHVu\n    dGVyMg==\n  \
+                    loose: aGl=\n---\nkind: ConfigMap\nmetadata: {name: c}\nbinaryData: {b: AAE=}\n";
+        let source = FileSource::parse(yaml, Path::new("t.yaml")).expect("parses");
+        let s = ObjectRef::secret("s");
+        let expected = [("block", "hunter2"), ("loose", "hi")];
+        assert_eq!(digest(&source, "default", s.clone()), digest_of("default", s, &expected));
+        let c = ObjectRef::config_map("c");
+        assert_eq!(
+            digest(&source, "default", c.clone()),
+            digest_of("default", c, &[("b", "\0\u{1}")])
+        );
+    }
+
+    #[test]
+    fn a_later_object_replaces_an_earlier_one() {
+        let yaml = "kind: ConfigMap\nmetadata: {name: c}\ndata: {k: first}\n---\n\
+                    kind: List\nitems:\n- {kind: ConfigMap, metadata: {name: c}, data: {k: last}}\n";
+        let source = FileSource::parse(yaml, Path::new("t.yaml")).expect("parses");
+        let c = ObjectRef::config_map("c");
+        assert_eq!(
+            digest(&source, "default", c.clone()),
+            digest_of("default", c, &[("k", "last")])
+        );
+    }
+
+    #[test]
+    fn object_errors_name_the_object_and_field_never_a_value() {
+        let cases = [
+            (
+                "kind: Secret\nmetadata: {name: db, namespace: team-a}\ndata:\n  password: S3CR3T!!\n",
+                "objects.yaml: Secret team-a/db: data.password is not valid base64 (line 4, column 13)",
+            ),
+            (
+                "kind: ConfigMap\nmetadata: {name: c}\nbinaryData: {blob: 'S3CR3T'}\n",
+                "objects.yaml: ConfigMap default/c: binaryData.blob is not valid base64 (line 3, column 20)",
+            ),
+            (
+                "kind: ConfigMap\nmetadata: {name: c}\ndata: {k: {nested: S3CR3T}}\n",
+                "objects.yaml: ConfigMap default/c: data.k is not a string (line 3, column 11)",
+            ),
+            (
+                "kind: Secret\nmetadata: {name: s}\nstringData: {k: [S3CR3T]}\n",
+                "objects.yaml: Secret default/s: stringData.k is not a string (line 3, column 17)",
+            ),
+            (
+                "kind: ConfigMap\nmetadata: {name: c}\ndata: [S3CR3T]\n",
+                "objects.yaml: ConfigMap default/c: data is not a mapping (line 3, column 7)",
+            ),
+            (
+                "kind: Secret\nmetadata: S3CR3T\n",
+                "objects.yaml: Secret at line 1: metadata is not a mapping (line 2, column 11)",
+            ),
+            (
+                "kind: Secret\nmetadata: {name: [S3CR3T]}\n",
+                "objects.yaml: Secret at line 1: metadata.name is not a string (line 2, column 18)",
+            ),
+            (
+                "kind: Secret\nmetadata: {namespace: a}\ndata: {k: S3CR3T}\n",
+                "objects.yaml: Secret at line 1: metadata.name is missing (line 1, column 1)",
+            ),
+            (
+                "kind: [S3CR3T]\n",
+                "objects.yaml: object at line 1: kind is not a string (line 1, column 7)",
+            ),
+            (
+                "kind: List\nitems: S3CR3T\n",
+                "objects.yaml: List at line 1: items is not a list (line 2, column 8)",
+            ),
+            (
+                "---\nkind: List\nitems:\n- S3CR3T\n",
+                "objects.yaml: List at line 2: items[0] is not a mapping (line 4, column 3)",
+            ),
+            (
+                "kind: List\nitems:\n- kind: ConfigMap\n  data: {k: S3CR3T}\n",
+                "objects.yaml: ConfigMap at line 3: metadata.name is missing (line 3, column 3)",
+            ),
+            (
+                "kind: ConfigMap\nmetadata: {name: c}\n---\nS3CR3T\n",
+                "objects.yaml: the document at line 4, column 1 is not a mapping",
+            ),
+        ];
+        for (yaml, expected) in cases {
+            let err = error(yaml);
+            assert_eq!(err, expected, "for {yaml:?}");
+            assert!(!err.contains(MARKER), "{err}");
+        }
+    }
+
+    #[test]
+    fn yaml_errors_give_a_position_and_no_source() {
+        let cases = [
+            (
+                "kind: Secret\nmetadata: {name: s}\nstringData: {password: 'S3CR3T\n",
+                "objects.yaml: not valid YAML at line 3, column 24: unclosed quote",
+            ),
+            (
+                "kind: Secret\nstringData: {a: b\n  password: S3CR3T\n",
+                "objects.yaml: not valid YAML at line 3, column 11: \
+                 while parsing a flow mapping, did not find expected ',' or '}'",
+            ),
+            (
+                "kind: Secret\nstringData:\n  password: x\n  password: S3CR3T\n",
+                "objects.yaml: not valid YAML at line 4, column 3: duplicate key",
+            ),
+            (
+                "kind: Secret\nstringData:\n  password: `S3CR3T\n",
+                "objects.yaml: not valid YAML at line 3, column 13: unexpected character",
+            ),
+            (
+                "kind: Secret\nstringData:\n  password: *S3CR3T\n",
+                "objects.yaml: not valid YAML at line 3, column 13: alias to an unknown anchor",
+            ),
+            (
+                "a: [unclosed",
+                "objects.yaml: not valid YAML at line 1, column 4: unclosed bracket '['",
+            ),
+        ];
+        for (yaml, expected) in cases {
+            let err = error(yaml);
+            assert_eq!(err, expected, "for {yaml:?}");
+            assert!(!err.contains(MARKER) && !err.contains('`'), "{err}");
+        }
     }
 }
