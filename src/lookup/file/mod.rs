@@ -8,15 +8,16 @@
 //! the object and the field, never a value: the values may be Secret data.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
+mod yaml;
+
+use self::yaml::{Fields, Node, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
 use crate::core::{ObjectContent, ObjectRef};
 
@@ -107,86 +108,6 @@ impl ObjectSource for FileSource {
         object: &ObjectRef,
     ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
         Ok(self.get(namespace, object).cloned())
-    }
-}
-
-/// A YAML node as parsed, before we know which object it belongs to: the kind
-/// may come after `data`, and only the kind says whether `data` holds strings.
-enum Node {
-    Null,
-    /// A string scalar: quoted, a block, or plain text YAML reads as a string.
-    Text(String),
-    /// A plain scalar YAML reads as a boolean or a number (`yes`, `0x1F`, `1.0`).
-    /// Its spelling is kept in the source only, at the node's span.
-    Typed,
-    List(Vec<Spanned<Node>>),
-    Map(Vec<(String, Spanned<Node>)>),
-}
-
-/// The entries of a mapping, in file order.
-type Fields = [(String, Spanned<Node>)];
-
-impl<'de> Deserialize<'de> for Node {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(NodeVisitor)
-    }
-}
-
-struct NodeVisitor;
-
-impl<'de> Visitor<'de> for NodeVisitor {
-    type Value = Node;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a YAML node")
-    }
-
-    fn visit_unit<E>(self) -> Result<Node, E> {
-        Ok(Node::Null)
-    }
-
-    fn visit_none<E>(self) -> Result<Node, E> {
-        Ok(Node::Null)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Node, E> {
-        Ok(Node::Typed)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Node, E> {
-        Ok(Node::Typed)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Node, E> {
-        Ok(Node::Typed)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Node, E> {
-        Ok(Node::Typed)
-    }
-
-    fn visit_str<E>(self, text: &str) -> Result<Node, E> {
-        Ok(Node::Text(text.to_owned()))
-    }
-
-    fn visit_string<E>(self, text: String) -> Result<Node, E> {
-        Ok(Node::Text(text))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Node::List(items))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
-        let mut fields = Vec::new();
-        while let Some(field) = map.next_entry()? {
-            fields.push(field);
-        }
-        Ok(Node::Map(fields))
     }
 }
 
@@ -381,52 +302,6 @@ fn decode_base64(text: &str) -> Option<Vec<u8>> {
     GO_BASE64.decode(joined).ok()
 }
 
-fn yaml_options() -> serde_saphyr::Options {
-    let mut options = serde_saphyr::Options::default();
-    // Errors are described by `yaml_reason`, never with the source around them.
-    options.with_snippet = false;
-    // `.inf` or `1e999` is a number like any other, not an error quoting it.
-    options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::PassThrough;
-    options
-}
-
-fn yaml_error(path: &Path, error: &serde_saphyr::Error) -> FileSourceError {
-    let (line, column) = error.location().map_or((0, 0), |at| (at.line(), at.column()));
-    FileSourceError::Yaml { path: path.to_owned(), line, column, reason: yaml_reason(error) }
-}
-
-/// What is wrong, in words that cannot quote the file: the parser's fixed
-/// messages, or ours. Anything else the library says might carry a value.
-fn yaml_reason(error: &serde_saphyr::Error) -> String {
-    use serde_saphyr::granit_parser::ErrorKind;
-    use serde_saphyr::{Error, ExternalMessageSource};
-    match error {
-        Error::ExternalMessage { source, msg, .. } => match &**source {
-            ExternalMessageSource::Parser(scan) => match scan.kind() {
-                // These quote the input.
-                ErrorKind::UnexpectedCharacter { .. }
-                | ErrorKind::Custom(_)
-                | ErrorKind::InputDecoding { .. }
-                | ErrorKind::InputIo { .. } => "unexpected character".into(),
-                _ => msg.clone(),
-            },
-            _ => "invalid".into(),
-        },
-        Error::AliasError { error, .. } | Error::WithSnippet { error, .. } => yaml_reason(error),
-        Error::DuplicateMappingKey { .. } => "duplicate key".into(),
-        Error::UnknownAnchor { .. } => "alias to an unknown anchor".into(),
-        Error::NullIntoString { .. } => "null where a string is needed".into(),
-        Error::Unexpected { expected, .. } => format!("expected {expected}"),
-        Error::InvalidScalar { ty, .. } => format!("invalid {ty}"),
-        Error::Budget { .. }
-        | Error::AliasReplayLimitExceeded { .. }
-        | Error::AliasExpansionLimitExceeded { .. }
-        | Error::AliasReplayStackDepthExceeded { .. } => {
-            "too deeply nested, too large or too many aliases".into()
-        }
-        _ => "unsupported YAML".into(),
-    }
-}
 #[cfg(test)]
 mod tests {
     use super::*;
