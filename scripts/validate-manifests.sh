@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Renders the kustomize base and the dev-ca overlay and validates every object
+# Renders the kustomize base, the dev-ca overlay and the network-policy overlay
+# (the optional component) and validates every object
 # against the Kubernetes API schemas (strict: unknown fields fail) of the oldest
 # supported version (1.30) and the newest the validator knows. cert-manager
 # objects have no schema there; tests/manifests.rs checks their fields.
@@ -23,11 +24,12 @@ trap 'rm -rf "$tmp"' EXIT
 "$kubectl" kustomize manifests/ > "$tmp/base.yaml"
 certs/dev-ca-overlay.sh > /dev/null
 "$kubectl" kustomize manifests/overlays/dev-ca > "$tmp/dev-ca.yaml"
+"$kubectl" kustomize manifests/overlays/network-policy > "$tmp/network-policy.yaml"
 status=0
 passed=0
 failed=0
 for version in 1.30.0 1.37.0; do
-  for rendered in "$tmp/base.yaml" "$tmp/dev-ca.yaml"; do
+  for rendered in "$tmp/base.yaml" "$tmp/dev-ca.yaml" "$tmp/network-policy.yaml"; do
     out=$("$venv/bin/kubernetes-validate" --strict -k "$version" "$rendered" 2>&1) || status=1
     # Only cert-manager kinds may lack a schema.
     if grep "Couldn't find schema" <<<"$out" | grep -v "cert-manager.io/v1"; then status=1; failed=$((failed + 1)); fi

@@ -582,3 +582,56 @@ async fn the_controller_deployment_agrees_with_the_code() {
     assert_eq!(container["securityContext"]["capabilities"]["drop"], serde_json::json!(["ALL"]));
     assert_eq!(container["image"], format!("configsum:{}", env!("CARGO_PKG_VERSION")));
 }
+
+#[test]
+fn the_network_policy_component_selects_the_pods_and_ports_it_names() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests/components/network-policy");
+    let component: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(dir.join("kustomization.yaml")).expect("component"),
+    )
+    .expect("YAML");
+    assert_eq!(component["kind"], "Component");
+    assert_eq!(component["resources"], serde_json::json!(["network-policy.yaml"]));
+    let text = std::fs::read_to_string(dir.join("network-policy.yaml")).expect("policies");
+    let policies: Vec<Value> = serde_saphyr::from_multiple(&text).expect("YAML");
+    let m = Manifests::load();
+    let mut selected = BTreeSet::new();
+    for policy in &policies {
+        assert_eq!(policy["kind"], "NetworkPolicy");
+        assert_eq!(policy["metadata"]["namespace"], m.namespace());
+        assert_eq!(policy["spec"]["policyTypes"], serde_json::json!(["Ingress"]));
+        let name = policy["metadata"]["name"].as_str().expect("name");
+        let deployment = m.one("Deployment", name);
+        let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+        for (key, value) in
+            policy["spec"]["podSelector"]["matchLabels"].as_object().expect("labels")
+        {
+            assert_eq!(&pod_labels[key], value, "{name} selects its pods");
+        }
+        let containers =
+            deployment["spec"]["template"]["spec"]["containers"].as_array().expect("containers");
+        for rule in policy["spec"]["ingress"].as_array().expect("ingress") {
+            let from = &rule["from"][0];
+            for port in rule["ports"].as_array().expect("ports") {
+                let port_name = port["port"].as_str().expect("a named port");
+                assert!(
+                    containers.iter().any(|c| port_named(c, port_name) > 0),
+                    "{name} has a port {port_name}"
+                );
+                // HTTPS only from addresses, metrics only from the monitoring namespace.
+                match port_name {
+                    "https" => assert!(from["ipBlock"]["cidr"].is_string(), "{name}: {rule}"),
+                    "metrics" => assert_eq!(
+                        from["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+                        "monitoring"
+                    ),
+                    other => panic!("{name} opens {other}"),
+                }
+                selected.insert(format!("{name}/{port_name}"));
+            }
+        }
+    }
+    let expected =
+        ["configsum-controller/metrics", "configsum-webhook/https", "configsum-webhook/metrics"];
+    assert_eq!(selected, expected.iter().map(|s| s.to_string()).collect());
+}
