@@ -24,6 +24,10 @@ RUN touch src/main.rs src/lib.rs \
 # glibc, libgcc and CA certificates, no shell, uid 65532.
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /configsum /configsum
+# Two malloc arenas, not one per thread: the webhook parses megabyte reviews on
+# short-lived threads, and per-thread arenas kept the freed memory (peak RSS
+# 318 MiB instead of 184 MiB at the worst case measured by benches/hostile.rs).
+ENV MALLOC_ARENA_MAX=2
 USER 65532:65532
 EXPOSE 8443 9090
 ENTRYPOINT ["/configsum"]

@@ -35,13 +35,15 @@ certs:
 certs-overlay:
 	certs/dev-ca-overlay.sh
 
-## bench: the pure-path micro-benchmark, then the load benchmark against the nginx floor
-## (report in target/bench/load.md), then bench-controller. Not part of `make test`, which
-## runs a smoke version of the load benchmark.
+## bench: the pure-path micro-benchmark, the load benchmark against the nginx floor
+## (report in target/bench/load.md), the worst case under the webhook's limits
+## (target/bench/hostile.md), then bench-controller. Not part of `make test`, which
+## runs smoke versions of the load and worst-case benchmarks.
 bench:
 	scripts/install-bench-deps.sh
 	$(CARGO) bench --bench review
 	$(CARGO) bench --bench load
+	$(CARGO) bench --bench hostile
 	$(MAKE) bench-controller
 
 ## bench-controller: the release `configsum controller` against the fake API server with

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -78,17 +79,7 @@ pub async fn run(
         let (addr, connector, path, bodies) =
             (addr.to_owned(), connector.clone(), path.to_owned(), bodies.clone());
         tasks.spawn(async move {
-            let tcp = TcpStream::connect(&addr).await.expect("connect");
-            tcp.set_nodelay(true).expect("nodelay");
-            let tls = connector
-                .connect(ServerName::try_from("localhost").expect("name"), tcp)
-                .await
-                .expect("TLS");
-            let (mut sender, conn) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-                    .await
-                    .expect("HTTP/1.1");
-            tokio::spawn(conn);
+            let mut sender = open(&addr, &connector).await;
             let mut latencies = Vec::with_capacity(1 << 16);
             let mut answered = vec![0usize; bodies.len()];
             let mut errors = 0;
@@ -106,6 +97,12 @@ pub async fn run(
                     }
                     _ => None,
                 };
+                // A refused request may end the connection (a server that
+                // answered before reading the whole body closes it): open
+                // another rather than failing on the dead one in a loop.
+                if outcome.is_none() && sender.ready().await.is_err() {
+                    sender = open(&addr, &connector).await;
+                }
                 let took = sent.elapsed();
                 match outcome {
                     Some(body) => {
@@ -139,6 +136,20 @@ pub async fn run(
     result.elapsed = started.elapsed();
     result.latencies.sort_unstable();
     result
+}
+
+/// A kept-alive HTTP/1.1 connection over TLS to `addr`.
+async fn open(addr: &str, connector: &TlsConnector) -> SendRequest<Full<Bytes>> {
+    let tcp = TcpStream::connect(addr).await.expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let name = ServerName::try_from("localhost").expect("name");
+    let tls = connector.connect(name, tcp).await.expect("TLS");
+    let (sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("HTTP/1.1");
+    tokio::spawn(connection);
+    sender
 }
 
 /// CPU time (user + system) and peak resident memory of processes.

@@ -10,6 +10,7 @@ use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use tokio::runtime::RuntimeFlavor;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use tracing::{Instrument as _, info, info_span};
@@ -168,7 +169,8 @@ async fn mutate<S: ObjectSource>(
         Ok(body) => body,
         Err(e) => return reject(&state, e, started),
     };
-    let request = match parse_review(&body.bytes) {
+    let large = body.bytes.len() >= LARGE_BODY_BYTES;
+    let request = match cpu_bound(large, || parse_review(&body.bytes)) {
         Ok(request) => request,
         Err(e) => return reject(&state, e.into(), started),
     };
@@ -193,7 +195,7 @@ async fn mutate<S: ObjectSource>(
         if permit.is_err() {
             return (Decision::warn(OVERLOADED.to_owned()), "overloaded");
         }
-        match plan_review(&core_request, &state.settings) {
+        match cpu_bound(large, || plan_review(&core_request, &state.settings)) {
             Plan::Skip(skip) => {
                 tracing::debug!(reason = skip.as_str(), "skipped");
                 (Decision::default(), "skipped")
@@ -209,7 +211,7 @@ async fn mutate<S: ObjectSource>(
                     &state.metrics,
                 )
                 .await;
-                let decision = mutation.decide(observations, &state.settings);
+                let decision = cpu_bound(large, || mutation.decide(observations, &state.settings));
                 let outcome = match (&decision.denied, decision.patch.is_empty()) {
                     (Some(_), _) => "denied",
                     (None, true) => "unchanged",
@@ -222,7 +224,7 @@ async fn mutate<S: ObjectSource>(
     .instrument(span.clone())
     .await;
 
-    let answer = encode_response(&request.uid, &decision);
+    let answer = cpu_bound(large, || encode_response(&request.uid, &decision));
     let took = started.elapsed();
     state.metrics.observe_admission(kind, operation, outcome, took);
     // Outside the span, so JSON logs carry these fields at the top level.
@@ -230,6 +232,19 @@ async fn mutate<S: ObjectSource>(
         operation = %operation_field, outcome, patch_ops = decision.patch.len(),
         warnings = decision.warnings.len(), duration_ms = took.as_secs_f64() * 1000.0, "admission answered");
     ([(header::CONTENT_TYPE, "application/json")], answer).into_response()
+}
+
+/// Bodies from this size on are parsed and decided off the async workers.
+const LARGE_BODY_BYTES: usize = 256 * 1024;
+
+/// Runs a large review's CPU-bound step with its worker thread handed over
+/// to the other tasks, so that health probes and small reviews go on being
+/// served while megabytes are parsed. Small reviews take microseconds and run
+/// in place, as does everything on a single-threaded runtime (tests).
+fn cpu_bound<T>(large: bool, work: impl FnOnce() -> T) -> T {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|runtime| runtime.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if large && multi_thread { tokio::task::block_in_place(work) } else { work() }
 }
 
 fn reject<S>(state: &AppState<S>, error: AdmissionError, started: Instant) -> Response {

@@ -19,8 +19,10 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bytes of request bodies held at once per replica, from the first byte read
-/// to the answer sent: eight largest reviews, or thousands of ordinary ones.
-pub const BODY_BYTES_IN_FLIGHT: usize = 8 * MAX_BODY_BYTES;
+/// to the answer sent: four of the largest reviews, or over a thousand
+/// ordinary ones. Deciding a review takes a few times its body in memory,
+/// so this is what keeps the worst case within the manifests' memory limit.
+pub const BODY_BYTES_IN_FLIGHT: usize = 4 * MAX_BODY_BYTES;
 
 /// The replica-wide budget of body bytes, one permit per byte.
 pub struct BodyBudget(Semaphore);
