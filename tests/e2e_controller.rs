@@ -243,7 +243,7 @@ async fn memory_stays_small_with_ten_thousand_large_secrets() {
         cluster.api.put_secret_encoded(NS, &format!("big-{:05}", i * 2), "blob", &changed);
     }
     cluster
-        .wait_for("all rolled", Duration::from_secs(20), |c| {
+        .wait_for("all rolled", Duration::from_secs(60), |c| {
             (0..100).all(|i| c.patches(NS, &format!("w{i:03}")) == 1)
         })
         .await;
