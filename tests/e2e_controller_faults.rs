@@ -14,6 +14,8 @@ mod server;
 
 use std::time::{Duration, Instant};
 
+use configsum::core::kinds;
+use configsum::core::workload::WorkloadKind;
 use controller::{Cluster, Controller, LEASE_PATH, NS};
 use fake_apiserver::{FakeApiServer, Fault};
 
@@ -26,32 +28,32 @@ fn reads(api: &FakeApiServer, path: &str) -> Vec<Instant> {
 async fn workloads_and_secrets_that_existed_before_start_roll_when_a_secret_changes() {
     // The real API server lists items without apiVersion/kind; a controller
     // that planned workloads from those fields ignored every one of these.
+    // Every kind declared as rolled everywhere: a new one fails here until
+    // the fixtures and the fake API server know it.
+    let rolled: Vec<(&str, String)> = WorkloadKind::all()
+        .filter(|kind| kind.declaration().controller == kinds::Controller::Rolls)
+        .map(|kind| (kind.as_str(), format!("{}-1", kind.as_str().to_lowercase())))
+        .collect();
+    assert!(rolled.len() >= 4, "{rolled:?}");
     let mut cluster = Cluster::new("ctl-preexisting").await;
     cluster.secret("other", &[("token", "t")]);
-    cluster.workload("Deployment", NS, "web", &["app"], &["db"], true);
-    cluster.workload("StatefulSet", NS, "store", &[], &["db"], true);
-    cluster.workload("DaemonSet", NS, "agent", &[], &["db"], true);
-    cluster.workload("ReplicaSet", NS, "bare", &[], &["db"], true);
+    for (kind, name) in &rolled {
+        cluster.workload(kind, NS, name, &["app"], &["db"], true);
+    }
     cluster.workload("Deployment", NS, "unrelated", &["app"], &["other"], true);
     let listed = cluster.api.list(&format!("/apis/apps/v1/namespaces/{NS}/deployments"));
-    assert_eq!(listed.len(), 2);
+    assert_eq!(listed.len(), 2, "as listed, one Deployment tracks db and one does not");
     let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
     let metrics = controller.metrics().await;
     assert!(metrics.contains("configsum_controller_watched_objects 3"), "{metrics}");
 
     cluster.secret("db", &[("password", "changed")]);
-    let rolled = [
-        ("Deployment", "web"),
-        ("StatefulSet", "store"),
-        ("DaemonSet", "agent"),
-        ("ReplicaSet", "bare"),
-    ];
     cluster
         .wait_for("every tracking workload patched", Duration::from_secs(3), |c| {
             rolled.iter().all(|(kind, name)| c.patches_of(kind, NS, name) == 1)
         })
         .await;
-    for (kind, name) in rolled {
+    for (kind, name) in &rolled {
         assert_eq!(
             cluster.annotations_of(kind, NS, name),
             cluster.webhook_digests_of(kind, NS, name),

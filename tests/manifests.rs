@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use clap::Parser as _;
 use configsum::config::{Cli, Command, DIGEST_KEY_FILE_NAME, DIGEST_KEY_SECRET};
-use configsum::controller::{CLUSTER_PERMISSIONS, LEASE_VERBS};
+use configsum::controller::{LEASE_VERBS, cluster_permissions};
 use configsum::core::annotations::NAMESPACE_LABEL;
 use configsum::core::workload::{Operation, WorkloadKind};
 use configsum::core::{Digester, Settings};
@@ -188,7 +188,7 @@ fn webhook_rules_cover_exactly_what_the_server_mutates() {
         }
     }
     let mut in_code = BTreeSet::new();
-    for kind in WorkloadKind::ALL {
+    for kind in WorkloadKind::all() {
         let (group, version, resource) = kind.resource();
         for (operation, name) in [
             (Operation::Create, "CREATE"),
@@ -455,8 +455,8 @@ fn rbac_grants_what_the_code_calls_and_nothing_more() {
     assert_eq!(rules_of(key_role), expected);
 
     // The controller: exactly the README's list for the controller, which is what its code calls.
-    let expected: BTreeSet<_> = CLUSTER_PERMISSIONS
-        .iter()
+    let expected: BTreeSet<_> = cluster_permissions()
+        .into_iter()
         .flat_map(|(g, r, verbs)| {
             verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))
         })

@@ -26,19 +26,25 @@ pub mod workload;
 
 pub use run::{ControllerError, run};
 
-/// What the controller asks of the API server cluster-wide, for its RBAC
-/// (API group, resource, verbs).
-pub const CLUSTER_PERMISSIONS: &[(&str, &str, &[&str])] = &[
-    ("", "namespaces", &["list", "watch"]),
-    ("apps", "deployments", &["list", "watch", "patch"]),
-    ("apps", "statefulsets", &["list", "watch", "patch"]),
-    ("apps", "daemonsets", &["list", "watch", "patch"]),
-    ("apps", "replicasets", &["list", "watch", "patch"]),
-    ("argoproj.io", "rollouts", &["list", "watch", "patch"]),
-    ("", "configmaps", &["get", "list", "watch"]),
-    ("", "secrets", &["get", "list", "watch"]),
-    ("", "events", &["create"]),
-];
+use crate::core::kinds::{ROLLED_KIND_VERBS, rolled_resources};
+
+/// One RBAC rule's worth: API group, resource, verbs.
+pub type Permission = (&'static str, &'static str, &'static [&'static str]);
+
+/// What the controller asks of the API server cluster-wide, for its RBAC:
+/// the kinds it rolls (as declared in `core::kinds`), what they consume, the
+/// opted-in namespaces and the Events it records.
+pub fn cluster_permissions() -> Vec<Permission> {
+    let mut permissions: Vec<Permission> = vec![("", "namespaces", &["list", "watch"])];
+    permissions
+        .extend(rolled_resources().map(|(group, resource)| (group, resource, ROLLED_KIND_VERBS)));
+    permissions.extend([
+        ("", "configmaps", &["get", "list", "watch"][..]),
+        ("", "secrets", &["get", "list", "watch"]),
+        ("", "events", &["create"]),
+    ]);
+    permissions
+}
 
 /// On its own Lease, in its own namespace: `create`, then `get` and `update` by name.
 pub const LEASE_VERBS: &[&str] = &["create", "get", "update"];

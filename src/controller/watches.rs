@@ -24,21 +24,13 @@ use super::worker::{Done, Work};
 use super::workload::{WatchedWorkload, api_resource};
 use crate::core::ObjectKind;
 use crate::core::annotations::NAMESPACE_LABEL;
+use crate::core::kinds::Controller;
 use crate::core::workload::WorkloadKind;
 
 /// The API server ends each watch after this long; the watcher resumes it
 /// from the last resourceVersion. Its idle timeout (this plus a margin)
 /// catches a watch that hangs.
 const WATCH_TIMEOUT_SECONDS: u32 = 50;
-
-/// The kinds the controller rolls (Jobs and Pods never roll); Argo Rollouts
-/// are added where the API server serves them.
-pub const ROLLING_KINDS: [WorkloadKind; 4] = [
-    WorkloadKind::Deployment,
-    WorkloadKind::StatefulSet,
-    WorkloadKind::DaemonSet,
-    WorkloadKind::ReplicaSet,
-];
 
 /// What the loop needs of a ConfigMap, Secret or Namespace event: which one,
 /// and its resourceVersion. The rest of the metadata is dropped at once.
@@ -94,14 +86,18 @@ impl Watches {
         forward(watcher::watcher(secrets, config()), tx.clone(), |e| {
             Message::Object(ObjectKind::Secret, meta_event(e))
         });
-        let mut kinds = ROLLING_KINDS.to_vec();
-        // Argo Rollouts only where the CRD is served (looked at once, at start).
-        let rollouts = client.list_api_group_resources("argoproj.io/v1alpha1");
-        if tokio::time::timeout(timeout, rollouts)
-            .await
-            .is_ok_and(|r| r.is_ok_and(|r| r.resources.iter().any(|r| r.name == "rollouts")))
-        {
-            kinds.push(WorkloadKind::Rollout);
+        // The kinds the controller rolls, as declared; a CRD's (Argo
+        // Rollouts) only where it is served, looked at once, at start.
+        let mut kinds = Vec::new();
+        for kind in WorkloadKind::all() {
+            let rolls = match kind.declaration().controller {
+                Controller::Rolls => true,
+                Controller::RollsWhereServed => served(&client, kind, timeout).await,
+                Controller::Never => false,
+            };
+            if rolls {
+                kinds.push(kind);
+            }
         }
         Watches { client, tx, kinds, workload_tasks: Vec::new(), generation: 0 }
     }
@@ -125,6 +121,16 @@ impl Watches {
         }
         generation
     }
+}
+
+/// Whether the API server serves `kind`'s resource (discovery, bounded by `timeout`).
+async fn served(client: &Client, kind: WorkloadKind, timeout: Duration) -> bool {
+    let (_, _, resource) = kind.resource();
+    let api_version = kind.api_version();
+    let resources = client.list_api_group_resources(&api_version);
+    tokio::time::timeout(timeout, resources)
+        .await
+        .is_ok_and(|r| r.is_ok_and(|r| r.resources.iter().any(|r| r.name == resource)))
 }
 
 fn forward<K, S>(

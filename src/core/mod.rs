@@ -5,6 +5,7 @@
 
 pub mod annotations;
 pub mod digest;
+pub mod kinds;
 pub mod mutate;
 pub mod object_ref;
 pub mod patch;

@@ -1,15 +1,13 @@
-//! The workload kinds configsum mutates (README, "What it does"): how to recognise each
-//! from `request.kind`, which operations it mutates, where its pod template's
-//! annotations live, and how to read its pod template from the object.
-//!
-//! A new workload kind is one new `WorkloadKind` variant and one arm in each
-//! `match` below.
+//! A workload as the core sees it, and how each kind is read: how to recognise
+//! it from `request.kind`, which operations it mutates, where its pod
+//! template's annotations live, all from its row in [`super::kinds::DECLARED`].
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use super::kinds::{DECLARED, TemplateAt};
 use super::pod_spec::{Container, Metadata, PodSpec, Volume};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,70 +45,37 @@ const TEMPLATE_ANNOTATIONS: &[&str] = &["spec", "template", "metadata", "annotat
 const OBJECT_ANNOTATIONS: &[&str] = &["metadata", "annotations"];
 
 impl WorkloadKind {
-    /// Every kind configsum mutates; the webhook's rules must list exactly these.
-    pub const ALL: [WorkloadKind; 7] = [
-        WorkloadKind::Deployment,
-        WorkloadKind::StatefulSet,
-        WorkloadKind::DaemonSet,
-        WorkloadKind::ReplicaSet,
-        WorkloadKind::Job,
-        WorkloadKind::Rollout,
-        WorkloadKind::Pod,
-    ];
-
     /// API group, version and resource (plural), as in webhook rules.
     pub fn resource(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            WorkloadKind::Deployment => ("apps", "v1", "deployments"),
-            WorkloadKind::StatefulSet => ("apps", "v1", "statefulsets"),
-            WorkloadKind::DaemonSet => ("apps", "v1", "daemonsets"),
-            WorkloadKind::ReplicaSet => ("apps", "v1", "replicasets"),
-            WorkloadKind::Job => ("batch", "v1", "jobs"),
-            WorkloadKind::Rollout => ("argoproj.io", "v1alpha1", "rollouts"),
-            WorkloadKind::Pod => ("", "v1", "pods"),
-        }
+        let declared = self.declaration();
+        (declared.group, declared.version, declared.resource)
     }
 
     /// The kind for a `request.kind`, or `None` for kinds left untouched
     /// (CronJobs among them: their Jobs are written later, from a copy).
     pub fn from_gvk(group: &str, version: &str, kind: &str) -> Option<Self> {
-        match (group, version, kind) {
-            ("apps", "v1", "Deployment") => Some(WorkloadKind::Deployment),
-            ("apps", "v1", "StatefulSet") => Some(WorkloadKind::StatefulSet),
-            ("apps", "v1", "DaemonSet") => Some(WorkloadKind::DaemonSet),
-            ("apps", "v1", "ReplicaSet") => Some(WorkloadKind::ReplicaSet),
-            ("batch", "v1", "Job") => Some(WorkloadKind::Job),
-            ("argoproj.io", "v1alpha1", "Rollout") => Some(WorkloadKind::Rollout),
-            ("", "v1", "Pod") => Some(WorkloadKind::Pod),
-            _ => None,
-        }
+        DECLARED
+            .iter()
+            .find(|d| d.group == group && d.version == version && d.name == kind)
+            .map(|d| d.kind)
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            WorkloadKind::Deployment => "Deployment",
-            WorkloadKind::StatefulSet => "StatefulSet",
-            WorkloadKind::DaemonSet => "DaemonSet",
-            WorkloadKind::ReplicaSet => "ReplicaSet",
-            WorkloadKind::Job => "Job",
-            WorkloadKind::Rollout => "Rollout",
-            WorkloadKind::Pod => "Pod",
-        }
+        self.declaration().name
     }
 
-    /// Jobs and Pods are mutated on CREATE only: their pod spec is immutable.
+    /// Whether reviews of this operation are mutated (Jobs and Pods: CREATE only).
     pub fn mutates(self, operation: Operation) -> bool {
-        match self {
-            WorkloadKind::Job | WorkloadKind::Pod => operation == Operation::Create,
-            _ => matches!(operation, Operation::Create | Operation::Update),
-        }
+        self.declaration().operations.contains(&operation)
     }
 
     /// JSON path tokens of the annotations map that carries the digests.
     pub fn annotations_path(self) -> &'static [&'static str] {
-        match self {
-            WorkloadKind::Pod => OBJECT_ANNOTATIONS,
-            _ => TEMPLATE_ANNOTATIONS,
+        match self.declaration().template {
+            TemplateAt::Object => OBJECT_ANNOTATIONS,
+            TemplateAt::SpecTemplate | TemplateAt::SpecTemplateOrWorkloadRef => {
+                TEMPLATE_ANNOTATIONS
+            }
         }
     }
 
@@ -141,8 +106,8 @@ impl WorkloadKind {
         spec: Option<SpecView>,
     ) -> Result<Workload, ParseError> {
         let spec = spec.ok_or(ParseError::NoPodSpec)?;
-        let template = match self {
-            WorkloadKind::Pod => {
+        let template = match self.declaration().template {
+            TemplateAt::Object => {
                 let pod = PodTemplate {
                     metadata_present: true,
                     annotations: metadata.annotations.clone(),
@@ -154,8 +119,10 @@ impl WorkloadKind {
                 };
                 Template::Present(Box::new(pod))
             }
-            WorkloadKind::Rollout if spec.workload_ref.is_some() => Template::WorkloadRef,
-            _ => {
+            TemplateAt::SpecTemplateOrWorkloadRef if spec.workload_ref.is_some() => {
+                Template::WorkloadRef
+            }
+            TemplateAt::SpecTemplate | TemplateAt::SpecTemplateOrWorkloadRef => {
                 let template = spec.template.ok_or(ParseError::NoPodSpec)?;
                 let pod_spec = template.spec.ok_or(ParseError::NoPodSpec)?;
                 let metadata_present = template.metadata.is_some();
@@ -190,13 +157,15 @@ impl WorkloadKind {
         struct WithTemplate {
             spec: Option<Spec>,
         }
-        let meta = match self {
-            WorkloadKind::Pod => {
+        let meta = match self.declaration().template {
+            TemplateAt::Object => {
                 serde_json::from_str::<WithMeta>(object).ok().and_then(|o| o.metadata)
             }
-            _ => serde_json::from_str::<WithTemplate>(object)
-                .ok()
-                .and_then(|o| o.spec?.template?.metadata),
+            TemplateAt::SpecTemplate | TemplateAt::SpecTemplateOrWorkloadRef => {
+                serde_json::from_str::<WithTemplate>(object)
+                    .ok()
+                    .and_then(|o| o.spec?.template?.metadata)
+            }
         };
         meta.and_then(|m| m.annotations).unwrap_or_default()
     }
@@ -292,7 +261,7 @@ mod tests {
 
     #[test]
     fn resources_agree_with_kinds() {
-        for kind in WorkloadKind::ALL {
+        for kind in WorkloadKind::all() {
             let (group, version, _) = kind.resource();
             assert_eq!(WorkloadKind::from_gvk(group, version, kind.as_str()), Some(kind));
         }

@@ -5,6 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use configsum::core::workload::WorkloadKind;
 use serde_json::{Value, json};
 use tokio::process::Child;
 
@@ -15,19 +16,14 @@ use super::server::{self, TempDir};
 pub const LEASE_PATH: &str =
     "/apis/coordination.k8s.io/v1/namespaces/configsum-system/leases/configsum-controller";
 
-/// The API path of a workload of a rolling kind.
+/// The API path of a workload of a declared kind.
 pub fn workload_path(kind: &str, namespace: &str, name: &str) -> String {
-    if kind == "Rollout" {
-        return format!("/apis/argoproj.io/v1alpha1/namespaces/{namespace}/rollouts/{name}");
-    }
-    let plural = match kind {
-        "Deployment" => "deployments",
-        "StatefulSet" => "statefulsets",
-        "DaemonSet" => "daemonsets",
-        "ReplicaSet" => "replicasets",
-        other => panic!("not a rolling kind: {other}"),
-    };
-    format!("/apis/apps/v1/namespaces/{namespace}/{plural}/{name}")
+    let (group, version) = fixtures::group_version(kind);
+    let declared = WorkloadKind::from_gvk(group, version, kind)
+        .unwrap_or_else(|| panic!("not a declared kind: {kind}"));
+    let (group, _, plural) = declared.resource();
+    let root = if group.is_empty() { "/api" } else { "/apis" };
+    format!("{root}/{}/namespaces/{namespace}/{plural}/{name}", declared.api_version())
 }
 
 pub const NS: &str = "team-a";
