@@ -32,15 +32,10 @@ pub enum Command {
 
 #[derive(Args, Debug, Clone)]
 pub struct ControllerArgs {
-    /// File of Secret digest keys, one per line, at least 16 bytes each; the first signs.
-    #[arg(long, env = "CONFIGSUM_DIGEST_KEY_FILE")]
-    pub digest_key_file: Option<PathBuf>,
-    /// Digest Secrets with plain SHA-256 when no key file is given.
-    #[arg(long, env = "CONFIGSUM_ALLOW_PLAIN_SECRET_DIGESTS")]
-    pub allow_plain_secret_digests: bool,
-    /// Address of the plain-HTTP listener (/metrics, /healthz, /readyz).
-    #[arg(long, env = "CONFIGSUM_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
-    pub metrics_listen: SocketAddr,
+    #[command(flatten)]
+    pub keys: DigestKeyArgs,
+    #[command(flatten)]
+    pub admin: AdminArgs,
     /// Changes to a workload's objects within this window become one patch (at most 1h).
     #[arg(long, env = "CONFIGSUM_WINDOW", default_value = "2s", value_parser = parse_window)]
     pub window: Duration,
@@ -65,12 +60,10 @@ pub struct ControllerArgs {
     /// How long a leader's Lease lasts without renewal (1s to 1h, whole seconds).
     #[arg(long, env = "CONFIGSUM_LEASE_DURATION", default_value = "15s", value_parser = parse_lease_duration)]
     pub lease_duration: Duration,
-    /// Domain of the annotations written and read.
-    #[arg(long, env = "CONFIGSUM_ANNOTATION_DOMAIN", default_value = DEFAULT_DOMAIN, value_parser = parse_domain)]
-    pub annotation_domain: AnnotationDomain,
-    /// Log line format.
-    #[arg(long, env = "CONFIGSUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub annotations: AnnotationArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -84,9 +77,8 @@ pub struct EnsureDigestKeyArgs {
     /// Data key in the Secret that holds the key file.
     #[arg(long, env = "CONFIGSUM_SECRET_KEY", default_value = DIGEST_KEY_FILE_NAME)]
     pub secret_key: String,
-    /// Log line format.
-    #[arg(long, env = "CONFIGSUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 /// Default name of the digest key Secret the manifests mount.
@@ -105,30 +97,57 @@ pub struct ServeArgs {
     /// Address of the HTTPS listener (/mutate, /healthz, /readyz).
     #[arg(long, env = "CONFIGSUM_LISTEN", default_value = "0.0.0.0:8443")]
     pub listen: SocketAddr,
-    /// Address of the plain-HTTP metrics listener (/metrics, /healthz).
-    #[arg(long, env = "CONFIGSUM_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
-    pub metrics_listen: SocketAddr,
-    /// File of Secret digest keys, one per line, at least 16 bytes each; the first signs.
-    #[arg(long, env = "CONFIGSUM_DIGEST_KEY_FILE")]
-    pub digest_key_file: Option<PathBuf>,
-    /// Domain of the annotations written and read.
-    #[arg(long, env = "CONFIGSUM_ANNOTATION_DOMAIN", default_value = DEFAULT_DOMAIN, value_parser = parse_domain)]
-    pub annotation_domain: AnnotationDomain,
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    #[command(flatten)]
+    pub keys: DigestKeyArgs,
+    #[command(flatten)]
+    pub annotations: AnnotationArgs,
     /// Upper bound on all lookups of one review together.
     #[arg(long, env = "CONFIGSUM_LOOKUP_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration)]
     pub lookup_timeout: Duration,
     /// What to do when a ConfigMap or Secret cannot be read.
     #[arg(long, env = "CONFIGSUM_ON_LOOKUP_ERROR", value_enum, default_value_t = OnLookupError::Allow)]
     pub on_lookup_error: OnLookupError,
-    /// Digest Secrets with plain SHA-256 when no key file is given (guessable for weak Secrets).
-    #[arg(long, env = "CONFIGSUM_ALLOW_PLAIN_SECRET_DIGESTS")]
-    pub allow_plain_secret_digests: bool,
     /// Serve ConfigMaps and Secrets from this YAML stream instead of the API server.
     #[arg(long, env = "CONFIGSUM_OBJECTS_FROM")]
     pub objects_from: Option<PathBuf>,
     /// PEM CA certificates: /mutate then answers only callers with a client certificate they signed.
     #[arg(long, env = "CONFIGSUM_CLIENT_CA_FILE")]
     pub client_ca_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+// Groups of flags that several commands share, declared once.
+
+/// The Secret digest keys; `serve` and `controller` must digest alike.
+#[derive(Args, Debug, Clone)]
+pub struct DigestKeyArgs {
+    /// File of Secret digest keys, one per line, at least 16 bytes each; the first signs.
+    #[arg(long, env = "CONFIGSUM_DIGEST_KEY_FILE")]
+    pub digest_key_file: Option<PathBuf>,
+    /// Digest Secrets with plain SHA-256 when no key file is given (guessable for weak Secrets).
+    #[arg(long, env = "CONFIGSUM_ALLOW_PLAIN_SECRET_DIGESTS")]
+    pub allow_plain_secret_digests: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AnnotationArgs {
+    /// Domain of the annotations written and read.
+    #[arg(long, env = "CONFIGSUM_ANNOTATION_DOMAIN", default_value = DEFAULT_DOMAIN, value_parser = parse_domain)]
+    pub annotation_domain: AnnotationDomain,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AdminArgs {
+    /// Address of the plain-HTTP admin listener (/metrics, /healthz, /readyz).
+    #[arg(long, env = "CONFIGSUM_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub metrics_listen: SocketAddr,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LogArgs {
     /// Log line format.
     #[arg(long, env = "CONFIGSUM_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -213,12 +232,12 @@ mod tests {
     fn defaults_match_the_spec() {
         let args = serve(&[]).expect("parses");
         assert_eq!(args.listen.to_string(), "0.0.0.0:8443");
-        assert_eq!(args.metrics_listen.to_string(), "0.0.0.0:9090");
+        assert_eq!(args.admin.metrics_listen.to_string(), "0.0.0.0:9090");
         assert_eq!(args.lookup_timeout, Duration::from_secs(2));
         assert_eq!(args.on_lookup_error, OnLookupError::Allow);
-        assert_eq!(args.annotation_domain, AnnotationDomain::default());
-        assert!(!args.allow_plain_secret_digests);
-        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.annotations.annotation_domain, AnnotationDomain::default());
+        assert!(!args.keys.allow_plain_secret_digests);
+        assert_eq!(args.log.log_format, LogFormat::Json);
     }
 
     #[test]
@@ -245,9 +264,12 @@ mod tests {
         .expect("parses");
         assert_eq!(args.lookup_timeout, Duration::from_millis(500));
         assert_eq!(args.on_lookup_error, OnLookupError::Deny);
-        assert_eq!(args.annotation_domain, AnnotationDomain::new("example.com").expect("domain"));
-        assert!(args.allow_plain_secret_digests);
-        assert_eq!(args.log_format, LogFormat::Text);
+        assert_eq!(
+            args.annotations.annotation_domain,
+            AnnotationDomain::new("example.com").expect("domain")
+        );
+        assert!(args.keys.allow_plain_secret_digests);
+        assert_eq!(args.log.log_format, LogFormat::Text);
     }
 
     fn controller(args: &[&str]) -> Result<ControllerArgs, clap::Error> {

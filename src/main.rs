@@ -13,9 +13,9 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let log_format = match &cli.command {
-        Command::Serve(args) => args.log_format,
-        Command::EnsureDigestKey(args) => args.log_format,
-        Command::Controller(args) => args.log_format,
+        Command::Serve(args) => args.log.log_format,
+        Command::EnsureDigestKey(args) => args.log.log_format,
+        Command::Controller(args) => args.log.log_format,
     };
     // Held until exit: dropping it flushes the log lines still queued.
     let _log_guard = init_logging(log_format);

@@ -269,8 +269,8 @@ fn service_ports_container_ports_and_listen_addresses_agree() {
         other => panic!("{other:?}"),
     };
     assert_eq!(default.listen.port(), target, "the default --listen port is the container port");
-    assert_eq!(args.metrics_listen.port(), port_named(container, "metrics"));
-    assert_eq!(default.metrics_listen.port(), port_named(container, "metrics"));
+    assert_eq!(args.admin.metrics_listen.port(), port_named(container, "metrics"));
+    assert_eq!(default.admin.metrics_listen.port(), port_named(container, "metrics"));
     let pod_labels = &m.deployment()["spec"]["template"]["metadata"]["labels"];
     for (key, value) in service["spec"]["selector"].as_object().expect("selector") {
         assert_eq!(&pod_labels[key], value);
@@ -298,7 +298,7 @@ async fn probe_paths_answer_on_their_listeners() {
             assert_eq!(get["scheme"], "HTTPS", "{probe}: the webhook listener is TLS");
             router(state.clone())
         } else {
-            assert_eq!(port, args.metrics_listen.port(), "{probe}: an unknown port");
+            assert_eq!(port, args.admin.metrics_listen.port(), "{probe}: an unknown port");
             assert_eq!(get["scheme"], "HTTP", "{probe}: the metrics listener is plain HTTP");
             admin_router(state.metrics.clone(), state.ready.clone())
         };
@@ -315,9 +315,9 @@ fn every_container_argument_is_accepted_by_the_cli() {
     let m = Manifests::load();
     let serve = serve_args(&m);
     assert!(
-        serve.digest_key_file.is_some()
+        serve.keys.digest_key_file.is_some()
             && serve.objects_from.is_none()
-            && !serve.allow_plain_secret_digests
+            && !serve.keys.allow_plain_secret_digests
     );
     let job = m.one("Job", "configsum-digest-key");
     match parse_cli(&args(container(job, "ensure-digest-key"))) {
@@ -356,7 +356,7 @@ fn mounted_secrets_are_the_ones_made_for_them() {
     );
     assert_eq!(args.tls_cert.file_name().and_then(|f| f.to_str()), Some("tls.crt"));
     assert_eq!(args.tls_key.file_name().and_then(|f| f.to_str()), Some("tls.key"));
-    let key_file = args.digest_key_file.expect("--digest-key-file");
+    let key_file = args.keys.digest_key_file.expect("--digest-key-file");
     assert_eq!(mount_of(&key_file), DIGEST_KEY_SECRET);
     assert_eq!(key_file.file_name().and_then(|f| f.to_str()), Some(DIGEST_KEY_FILE_NAME));
 }
@@ -545,14 +545,14 @@ async fn the_controller_deployment_agrees_with_the_code() {
     let m = Manifests::load();
     let deployment = m.one("Deployment", "configsum-controller");
     let args = controller_args(&m);
-    assert!(args.digest_key_file.is_some() && !args.allow_plain_secret_digests);
+    assert!(args.keys.digest_key_file.is_some() && !args.keys.allow_plain_secret_digests);
     assert!(deployment["spec"]["replicas"].as_u64().is_some_and(|r| r >= 2));
     let container = container(deployment, "controller");
-    assert_eq!(args.metrics_listen.port(), port_named(container, "metrics"));
+    assert_eq!(args.admin.metrics_listen.port(), port_named(container, "metrics"));
     // The digest key is the webhook's own Secret, at the same path.
     let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes");
     assert!(volumes.iter().any(|v| v["secret"]["secretName"] == DIGEST_KEY_SECRET));
-    assert_eq!(args.digest_key_file, serve_args(&m).digest_key_file);
+    assert_eq!(args.keys.digest_key_file, serve_args(&m).keys.digest_key_file);
     // Identity and Lease namespace come from the downward API.
     let env: Vec<&str> = container["env"]
         .as_array()
@@ -566,7 +566,7 @@ async fn the_controller_deployment_agrees_with_the_code() {
         let get = &container[probe]["httpGet"];
         assert_eq!(
             port_named(container, get["port"].as_str().expect("port")),
-            args.metrics_listen.port()
+            args.admin.metrics_listen.port()
         );
         let path = get["path"].as_str().expect("path").to_owned();
         let app = admin_router(Arc::new(Metrics::new()), ready.clone());

@@ -41,7 +41,10 @@ pub enum ControllerError {
 }
 
 pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
-    let keys = load_digest_keys(args.digest_key_file.as_deref(), args.allow_plain_secret_digests)?;
+    let keys = load_digest_keys(
+        args.keys.digest_key_file.as_deref(),
+        args.keys.allow_plain_secret_digests,
+    )?;
     let digester = Digester::new(keys);
     let client = kube_client_with(Some(READ_TIMEOUT)).await?;
     let own_namespace = args.lease_namespace.clone().unwrap_or_else(own_namespace);
@@ -58,7 +61,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     let readiness = Readiness::new(false);
     let signals = ShutdownSignals::register();
     let (stop, stopped) = watch::channel(false);
-    let listener = bind(args.metrics_listen).await?;
+    let listener = bind(args.admin.metrics_listen).await?;
     let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let admin = admin_router(metrics.clone(), readiness.clone());
     let admin = tokio::spawn(serve_admin(listener, admin, stopped.clone()));
@@ -76,7 +79,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
 
     // Internally, an unreadable object means "retry", never "keep".
     let settings = Settings {
-        domain: args.annotation_domain.clone(),
+        domain: args.annotations.annotation_domain.clone(),
         on_lookup_error: LookupErrorPolicy::Deny,
         own_namespace: Some(own_namespace.clone()),
     };

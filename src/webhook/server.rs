@@ -53,7 +53,10 @@ pub enum StartupError {
 
 /// Runs the webhook until SIGTERM or SIGINT.
 pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
-    let keys = load_digest_keys(args.digest_key_file.as_deref(), args.allow_plain_secret_digests)?;
+    let keys = load_digest_keys(
+        args.keys.digest_key_file.as_deref(),
+        args.keys.allow_plain_secret_digests,
+    )?;
     let digester = Digester::new(keys);
     let metrics = Arc::new(Metrics::new());
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -92,7 +95,7 @@ async fn run<S: ObjectSource>(
 ) -> Result<(), StartupError> {
     let signals = ShutdownSignals::register();
     let settings = Settings {
-        domain: args.annotation_domain.clone(),
+        domain: args.annotations.annotation_domain.clone(),
         on_lookup_error: args.on_lookup_error.into(),
         own_namespace: Some(own_namespace()),
     };
@@ -115,7 +118,7 @@ async fn run<S: ObjectSource>(
         warn!(limit = open_files, "the open-file limit is below the connection cap; raise it");
     }
     let listener = bind(args.listen).await?;
-    let metrics_listener = bind(args.metrics_listen).await?;
+    let metrics_listener = bind(args.admin.metrics_listen).await?;
     // The bound addresses, so that port 0 (tests) can be found from the log.
     let local = |l: &TcpListener| l.local_addr().map(|a| a.to_string()).unwrap_or_default();
     info!(listen = %local(&listener), metrics_listen = %local(&metrics_listener), "configsum serve started");
