@@ -290,6 +290,27 @@ fn template_without_metadata_gets_it_created() {
 }
 
 #[test]
+fn pod_without_metadata_gets_it_created() {
+    // The API server always sends metadata; a direct caller need not.
+    for metadata in [None, Some(Value::Null)] {
+        let mut object = workload("Pod", NS, spec());
+        match &metadata {
+            None => object.as_object_mut().map(|o| o.remove("metadata")),
+            Some(value) => {
+                object.as_object_mut().map(|o| o.insert("metadata".into(), value.clone()))
+            }
+        };
+        let admit = Admit { namespace: NS, ..Admit::new("Pod", "CREATE", &object) };
+        let patched = apply(&object, &admit.run(&objects()));
+        assert_eq!(
+            annotations_at(&patched, annotations_pointer("Pod")),
+            expected_digests(),
+            "{metadata:?}"
+        );
+    }
+}
+
+#[test]
 fn missing_objects_are_absent_and_warned_unless_optional() {
     let spec = json!({"containers": [{"name": "c", "envFrom": [
         {"configMapRef": {"name": "not-there"}}, {"secretRef": {"name": "maybe", "optional": true}}]}]});

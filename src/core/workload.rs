@@ -89,7 +89,15 @@ impl WorkloadKind {
                 expected: format!("{} {}", self.api_version(), self.as_str()),
             });
         }
-        self.from_parts(view.metadata, view.spec)
+        let metadata_present = view.metadata.is_some();
+        let mut workload = self.from_parts(view.metadata.unwrap_or_default(), view.spec)?;
+        // A Pod's digests go in its own metadata: a patch must create it if it is absent.
+        if let Template::Present(template) = &mut workload.template {
+            if self == WorkloadKind::Pod {
+                template.metadata_present = metadata_present;
+            }
+        }
+        Ok(workload)
     }
 
     /// `apiVersion` of this kind: `group/version`, or the version for the core group.
@@ -216,8 +224,7 @@ struct ObjectView {
     api_version: String,
     #[serde(default)]
     kind: String,
-    #[serde(default)]
-    metadata: Metadata,
+    metadata: Option<Metadata>,
     spec: Option<SpecView>,
 }
 
