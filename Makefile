@@ -1,5 +1,5 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
-.PHONY: all build test lint fmt demo certs certs-overlay bench bench-controller image deploy undeploy e2e clean
+.PHONY: all build test lint fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -52,6 +52,13 @@ bench:
 ## Not part of `make test`.
 bench-controller:
 	$(CARGO) bench --bench controller
+
+## fuzz: a long fuzzing campaign in release: FUZZ_CASES (default 40,000; about 10 minutes)
+## hostile AdmissionReviews through the in-process HTTP app, each answer checked for status,
+## validity, patch, CPU time and memory; prints a summary. `make test` runs a short one.
+FUZZ_CASES ?= 40000
+fuzz:
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --test fuzz_review -- --nocapture --test-threads=1
 
 ## image: the container image $(IMAGE) (needs Docker).
 image:
