@@ -134,8 +134,8 @@ const MIB: usize = 1 << 20;
 /// from 3 bytes of body, in a `Vec` up to half empty after doubling (see
 /// `the_costliest_known_shapes_stay_within_bounds`). The bounds leave room
 /// above those; growth faster than linear, or a costlier shape, fails them.
-const WELL_FORMED_FACTOR: usize = 24;
-const HOSTILE_FACTOR: usize = 128;
+const WELL_FORMED_FACTOR: usize = 16;
+const HOSTILE_FACTOR: usize = 16;
 const MEMORY_CONSTANT: usize = 2 * MIB;
 
 /// CPU time per review. Loose on purpose, so the bound never flakes: the

@@ -6,10 +6,19 @@
 //! probes and status are never allocated). The API server has decoded and
 //! defaulted the object as its kind before calling the webhook; here only the
 //! fields we read must have the right types.
+//!
+//! Memory follows what a pod spec references, not its size: list elements
+//! that reference nothing (a million `{}` volumes) are dropped as they are
+//! read, and `items` keys are kept once each.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use super::patch::MAX_ANNOTATIONS_BYTES;
 
 /// `metadata` of the workload or of its pod template.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -19,6 +28,7 @@ pub struct Metadata {
     pub namespace: Option<String>,
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+    #[serde(default, deserialize_with = "bounded_annotations")]
     pub annotations: Option<BTreeMap<String, String>>,
     pub owner_references: Option<Vec<OwnerReference>>,
 }
@@ -31,15 +41,20 @@ pub struct OwnerReference {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
+    #[serde(default, deserialize_with = "sparse")]
     pub containers: Option<Vec<Container>>,
+    #[serde(default, deserialize_with = "sparse")]
     pub init_containers: Option<Vec<Container>>,
+    #[serde(default, deserialize_with = "sparse")]
     pub volumes: Option<Vec<Volume>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Container {
+    #[serde(default, deserialize_with = "sparse")]
     pub env: Option<Vec<EnvVar>>,
+    #[serde(default, deserialize_with = "sparse")]
     pub env_from: Option<Vec<EnvFromSource>>,
 }
 
@@ -75,7 +90,8 @@ pub struct EnvFromSource {
 #[derive(Clone, Debug, Deserialize)]
 pub struct NamedSource {
     pub name: Option<String>,
-    pub items: Option<Vec<KeyToPath>>,
+    #[serde(default, deserialize_with = "item_keys")]
+    pub items: Option<ItemKeys>,
     pub optional: Option<bool>,
 }
 
@@ -91,12 +107,14 @@ pub struct Volume {
 #[serde(rename_all = "camelCase")]
 pub struct SecretVolumeSource {
     pub secret_name: Option<String>,
-    pub items: Option<Vec<KeyToPath>>,
+    #[serde(default, deserialize_with = "item_keys")]
+    pub items: Option<ItemKeys>,
     pub optional: Option<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct ProjectedVolumeSource {
+    #[serde(default, deserialize_with = "sparse")]
     pub sources: Option<Vec<VolumeProjection>>,
 }
 
@@ -107,7 +125,220 @@ pub struct VolumeProjection {
     pub secret: Option<NamedSource>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
-pub struct KeyToPath {
-    pub key: Option<String>,
+/// Annotations, refused once their keys and values total more than the
+/// 256 KiB Kubernetes allows: the API server would reject the object anyway,
+/// and a map of a million tiny annotations costs many times its bytes.
+pub fn bounded_annotations<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<BTreeMap<String, String>>, D::Error> {
+    struct Bounded;
+    impl<'de> Visitor<'de> for Bounded {
+        type Value = Option<BTreeMap<String, String>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a map of strings")
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut annotations = BTreeMap::new();
+            let mut total = 0usize;
+            while let Some((key, value)) = map.next_entry::<String, String>()? {
+                total += key.len() + value.len();
+                if total > MAX_ANNOTATIONS_BYTES {
+                    return Err(de::Error::custom(format_args!(
+                        "annotations total more than the {MAX_ANNOTATIONS_BYTES} bytes Kubernetes allows"
+                    )));
+                }
+                annotations.insert(key, value);
+            }
+            Ok(Some(annotations))
+        }
+    }
+    deserializer.deserialize_option(Bounded)
+}
+
+/// The keys named by a volume's `items`, once each; an item without a key
+/// names the empty key, as an item of the Kubernetes API would.
+pub type ItemKeys = BTreeSet<String>;
+
+#[derive(Deserialize)]
+struct KeyToPath {
+    key: Option<String>,
+}
+
+fn item_keys<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<ItemKeys>, D::Error> {
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Option<ItemKeys>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of items")
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut keys = ItemKeys::new();
+            while let Some(item) = seq.next_element::<KeyToPath>()? {
+                keys.insert(item.key.unwrap_or_default());
+            }
+            Ok(Some(keys))
+        }
+    }
+    deserializer.deserialize_option(Keys)
+}
+
+/// A list element that can make a pod consume a ConfigMap or Secret.
+trait References {
+    fn references_anything(&self) -> bool;
+}
+
+impl References for Container {
+    fn references_anything(&self) -> bool {
+        self.env.as_ref().is_some_and(|e| !e.is_empty())
+            || self.env_from.as_ref().is_some_and(|e| !e.is_empty())
+    }
+}
+
+impl References for EnvVar {
+    fn references_anything(&self) -> bool {
+        self.value_from
+            .as_ref()
+            .is_some_and(|v| v.config_map_key_ref.is_some() || v.secret_key_ref.is_some())
+    }
+}
+
+impl References for EnvFromSource {
+    fn references_anything(&self) -> bool {
+        self.config_map_ref.is_some() || self.secret_ref.is_some()
+    }
+}
+
+impl References for Volume {
+    fn references_anything(&self) -> bool {
+        self.config_map.is_some()
+            || self.secret.is_some()
+            || self
+                .projected
+                .as_ref()
+                .is_some_and(|p| p.sources.as_ref().is_some_and(|s| !s.is_empty()))
+    }
+}
+
+impl References for VolumeProjection {
+    fn references_anything(&self) -> bool {
+        self.config_map.is_some() || self.secret.is_some()
+    }
+}
+
+/// A list keeping only the elements that reference something, read one at a
+/// time: what the rest would have cost in memory is never allocated.
+fn sparse<'de, D, T>(deserializer: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + References,
+{
+    struct Sparse<T>(PhantomData<T>);
+    impl<'de, T: Deserialize<'de> + References> Visitor<'de> for Sparse<T> {
+        type Value = Option<Vec<T>>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list")
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_seq(self)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut kept = Vec::new();
+            while let Some(element) = seq.next_element::<T>()? {
+                if element.references_anything() {
+                    kept.push(element);
+                }
+            }
+            Ok(Some(kept))
+        }
+    }
+    deserializer.deserialize_option(Sparse(PhantomData))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elements_that_reference_nothing_are_not_kept() {
+        let empties = vec!["{}"; 100_000].join(",");
+        let spec = format!(
+            r#"{{"containers": [{empties}, {{"env": [{empties}, {{"valueFrom": {{"secretKeyRef": {{"name": "s"}}}}}}],
+                "envFrom": [{empties}]}}],
+              "volumes": [{empties}, {{"projected": {{"sources": [{empties}]}}}}, {{"configMap": {{"name": "c"}}}}]}}"#
+        );
+        let spec: PodSpec = serde_json::from_str(&spec).expect("pod spec");
+        let containers = spec.containers.expect("containers");
+        assert_eq!(containers.len(), 1);
+        assert_eq!(containers[0].env.as_ref().map(Vec::len), Some(1));
+        assert_eq!(containers[0].env_from.as_ref().map(Vec::len), Some(0), "present, empty");
+        assert_eq!(spec.volumes.map(|v| v.len()), Some(1), "an empty projection is nothing");
+    }
+
+    #[test]
+    fn annotations_over_the_kubernetes_limit_do_not_parse() {
+        let at_limit = format!(r#"{{"annotations": {{"a": "{}"}}}}"#, "x".repeat(256 * 1024 - 1));
+        let metadata: Metadata = serde_json::from_str(&at_limit).expect("at the limit");
+        assert_eq!(metadata.annotations.map(|a| a.len()), Some(1));
+        let many: Vec<String> = (0..30_000).map(|i| format!(r#""k{i:05}": "vvvvv""#)).collect();
+        let over = format!(r#"{{"annotations": {{{}}}}}"#, many.join(","));
+        let error = serde_json::from_str::<Metadata>(&over).expect_err("over the limit");
+        assert!(error.to_string().contains("Kubernetes allows"), "{error}");
+        let null: Metadata = serde_json::from_str(r#"{"annotations": null}"#).expect("null");
+        assert!(null.annotations.is_none());
+    }
+
+    #[test]
+    fn item_keys_are_kept_once_and_a_missing_key_is_the_empty_one() {
+        let volume: Volume = serde_json::from_str(
+            r#"{"configMap": {"name": "c", "items": [{"key": "a"}, {"key": "a", "path": "x"}, {}]}}"#,
+        )
+        .expect("volume");
+        let items = volume.config_map.and_then(|c| c.items).expect("items");
+        assert_eq!(items, BTreeSet::from(["".to_owned(), "a".to_owned()]));
+        let empty: NamedSource = serde_json::from_str(r#"{"name": "c", "items": []}"#).expect("ok");
+        assert_eq!(empty.items, Some(BTreeSet::new()), "present and empty stays so");
+        let null: NamedSource =
+            serde_json::from_str(r#"{"name": "c", "items": null}"#).expect("ok");
+        assert_eq!(null.items, None);
+        assert!(serde_json::from_str::<NamedSource>(r#"{"items": "a"}"#).is_err());
+    }
 }

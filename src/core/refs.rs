@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::pod_spec::{Container, KeyToPath, PodSpec};
+use super::pod_spec::{Container, ItemKeys, PodSpec};
 
 use super::object_ref::ObjectRef;
 
@@ -25,11 +25,9 @@ impl ConsumedKeys {
         }
     }
 
-    fn from_items(items: Option<&Vec<KeyToPath>>) -> Self {
+    fn from_items(items: Option<&ItemKeys>) -> Self {
         match items {
-            Some(items) if !items.is_empty() => ConsumedKeys::Keys(
-                items.iter().map(|item| item.key.clone().unwrap_or_default()).collect(),
-            ),
+            Some(items) if !items.is_empty() => ConsumedKeys::Keys(items.clone()),
             _ => ConsumedKeys::All,
         }
     }

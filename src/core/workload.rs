@@ -151,6 +151,7 @@ impl WorkloadKind {
     pub fn annotations_of(self, object: &str) -> BTreeMap<String, String> {
         #[derive(Deserialize, Default)]
         struct Meta {
+            #[serde(default, deserialize_with = "super::pod_spec::bounded_annotations")]
             annotations: Option<BTreeMap<String, String>>,
         }
         #[derive(Deserialize, Default)]
