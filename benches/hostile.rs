@@ -52,19 +52,20 @@ const SMOKE: Plan = Plan {
     duration: Duration::from_secs(2),
 };
 
-/// A Deployment of about `bytes` made of what costs the most per byte: env
-/// references to distinct ConfigMaps and Secrets, and a `track` annotation of
-/// repeated `*` and unknown tokens.
+/// A Deployment of about `bytes` made of what costs the most per byte (see
+/// tests/fuzz_review.rs): env references, each to a distinct ConfigMap or
+/// Secret and key, and a `track` annotation of repeated `*` and unknown tokens.
 fn hostile_deployment(bytes: usize) -> Value {
-    let track = "*, configmap/nope, ".repeat(bytes / 10 / 19);
+    // Within the 256 KiB Kubernetes allows annotations, or nothing is planned.
+    let track = "*, configmap/nope, ".repeat((bytes / 10).min(200 * 1024) / 19);
     let mut size = track.len();
     let mut env = Vec::new();
     while size < bytes {
         let i = env.len();
         let (source, name) = if i % 2 == 0 {
-            ("configMapKeyRef", format!("cm-{:04}", i % 4000))
+            ("configMapKeyRef", format!("cm-{i:06}"))
         } else {
-            ("secretKeyRef", format!("s-{:04}", i % 4000))
+            ("secretKeyRef", format!("s-{i:06}"))
         };
         let entry = json!({"name": format!("E{i:06}"), "valueFrom": {source: {"name": name, "key": format!("k{i:06}")}}});
         size += entry.to_string().len() + 1;

@@ -19,10 +19,12 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Bytes of request bodies held at once per replica, from the first byte read
-/// to the answer sent: four of the largest reviews, or over a thousand
-/// ordinary ones. Deciding a review takes a few times its body in memory,
-/// so this is what keeps the worst case within the manifests' memory limit.
-pub const BODY_BYTES_IN_FLIGHT: usize = 4 * MAX_BODY_BYTES;
+/// to the answer sent: two of the largest reviews (an UPDATE of the API
+/// server's largest object is about 6 MiB), or hundreds of ordinary ones.
+/// Deciding a review can take up to about 12 times its body in memory
+/// (tests/fuzz_review.rs), so this is what bounds the worst case
+/// (benches/hostile.rs) within the manifests' memory limit.
+pub const BODY_BYTES_IN_FLIGHT: usize = 2 * MAX_BODY_BYTES;
 
 /// The replica-wide budget of body bytes, one permit per byte.
 pub struct BodyBudget(Semaphore);
