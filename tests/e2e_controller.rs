@@ -60,12 +60,13 @@ async fn a_secret_change_patches_exactly_its_workloads_with_the_webhooks_digests
     assert_eq!(events[0]["involvedObject"]["name"], "uses-secret");
     let message = events[0]["message"].as_str().unwrap_or_default();
     assert!(message.contains("secret/db") && !message.contains("two"), "{message}");
-    let metrics = controller.metrics().await;
-    assert!(
-        metrics.contains(r#"configsum_controller_patches_total{outcome="patched"} 1"#),
-        "{metrics}"
+    let (patched, reacted) = (
+        r#"configsum_controller_patches_total{outcome="patched"} 1"#,
+        "configsum_controller_reaction_seconds_count 1",
     );
-    assert!(metrics.contains("configsum_controller_reaction_seconds_count 1"), "{metrics}");
+    let metrics = controller.metrics_with(&[patched, reacted], Duration::from_secs(2)).await;
+    assert!(metrics.contains(patched), "{metrics}");
+    assert!(metrics.contains(reacted), "{metrics}");
     assert!(metrics.contains("configsum_controller_watched_objects 2"), "{metrics}");
     assert_eq!(controller.stop().await, Some(0));
 }

@@ -146,15 +146,13 @@ async fn a_failed_patch_is_retried_with_growing_backoff_until_it_succeeds() {
     assert!(gaps[0] >= Duration::from_millis(900), "{gaps:?}");
     assert!(gaps[1] >= Duration::from_millis(900), "{gaps:?}");
     assert!(gaps[2] >= Duration::from_millis(1900), "{gaps:?}");
-    let metrics = controller.metrics().await;
-    assert!(
-        metrics.contains(r#"configsum_controller_patches_total{outcome="failed"} 3"#),
-        "{metrics}"
+    let (failed, patched) = (
+        r#"configsum_controller_patches_total{outcome="failed"} 3"#,
+        r#"configsum_controller_patches_total{outcome="patched"} 1"#,
     );
-    assert!(
-        metrics.contains(r#"configsum_controller_patches_total{outcome="patched"} 1"#),
-        "{metrics}"
-    );
+    let metrics = controller.metrics_with(&[failed, patched], Duration::from_secs(2)).await;
+    assert!(metrics.contains(failed), "{metrics}");
+    assert!(metrics.contains(patched), "{metrics}");
     assert_eq!(controller.stop().await, Some(0));
 }
 

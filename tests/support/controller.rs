@@ -91,6 +91,20 @@ impl Controller {
         server::http_get(&self.metrics_addr, "/metrics").await.1
     }
 
+    /// The metrics once they contain every one of `lines`: the controller
+    /// counts a patch after the API server's answer, so a test that saw the
+    /// patch land may read the metrics a moment before they show it.
+    pub async fn metrics_with(&self, lines: &[&str], within: Duration) -> String {
+        let started = Instant::now();
+        loop {
+            let metrics = self.metrics().await;
+            if lines.iter().all(|line| metrics.contains(line)) || started.elapsed() > within {
+                return metrics;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub async fn stop(mut self) -> Option<i32> {
         let pid = self.child.id().expect("pid").to_string();
         let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
