@@ -1,6 +1,7 @@
 //! Reference discovery (README, "What it does"): which ConfigMaps and Secrets a pod spec
 //! consumes, and which of their keys.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::pod_spec::{Container, ItemKeys, PodSpec};
@@ -69,13 +70,15 @@ impl References {
 
     fn add(&mut self, object: ObjectRef, keys: ConsumedKeys, optional: Option<bool>) {
         let optional = optional.unwrap_or(false);
-        match self.0.get_mut(&object) {
-            Some(existing) => {
+        // One walk of the tree, whether the object is new or not.
+        match self.0.entry(object) {
+            Entry::Occupied(mut entry) => {
+                let existing = entry.get_mut();
                 existing.keys.merge(keys);
                 existing.optional &= optional;
             }
-            None => {
-                self.0.insert(object, Consumption { keys, optional });
+            Entry::Vacant(entry) => {
+                entry.insert(Consumption { keys, optional });
             }
         }
     }

@@ -39,16 +39,16 @@ pub fn select(
         .filter_map(Token::into_ref)
         .collect();
 
-    // Linear in the annotation: `*` adds the references once, however often
-    // it is repeated, and a repeated reference is looked up and copied once
-    // (its consumption may list thousands of keys).
-    let mut chosen: BTreeMap<ObjectRef, Consumption> = BTreeMap::new();
+    // Linear in the annotation: `*` counts once, however often it is
+    // repeated, and a repeated reference is looked up and copied once (its
+    // consumption may list thousands of keys).
+    let mut named: BTreeMap<ObjectRef, Consumption> = BTreeMap::new();
     let mut all = false;
     for token in tokens(track.unwrap_or("*"), &domain.track(), warnings) {
         match token {
             Token::All => all = true,
             Token::Ref(object) => {
-                chosen.entry(object).or_insert_with_key(|object| {
+                named.entry(object).or_insert_with_key(|object| {
                     // Tracked but not referenced: the whole object, and expected to exist.
                     let whole = Consumption { keys: ConsumedKeys::All, optional: false };
                     refs.get(object).cloned().unwrap_or(whole)
@@ -56,15 +56,16 @@ pub fn select(
             }
         }
     }
-    if all {
-        chosen.extend(refs.iter().map(|(o, c)| (o.clone(), c.clone())));
-    }
+    // The references themselves are borrowed, never copied: a pod spec may
+    // reference tens of thousands of objects, of which at most 128 are digested.
+    let referenced = all.then(|| refs.iter()).into_iter().flatten();
+    let chosen = merge_sorted(referenced, named.iter());
 
     let mut selection = Selection::default();
-    let mut used_keys = BTreeSet::new();
+    let mut target_keys = BTreeSet::new();
     let mut beyond_limit = 0;
     for (object, consumption) in chosen {
-        if ignored.contains(&object) {
+        if ignored.contains(object) {
             continue;
         }
         if !is_valid_object_name(&object.name) {
@@ -72,16 +73,26 @@ pub fn select(
             warnings.push(&before, format_args!("{:?}", object.name), ": not a valid object name");
             continue;
         }
-        let key = domain.key_for(&object);
-        if !used_keys.insert(key.clone()) {
-            warnings.push("skipped ", &object, ": its annotation key is taken by another object");
+        let key = domain.key_for(object);
+        if target_keys.contains(&key) {
+            warnings.push("skipped ", object, ": its annotation key is taken by another object");
             continue;
         }
         if selection.targets.len() == MAX_TRACKED {
-            beyond_limit += 1;
-            selection.kept_keys.insert(key);
+            if selection.kept_keys.contains(&key) {
+                warnings.push(
+                    "skipped ",
+                    object,
+                    ": its annotation key is taken by another object",
+                );
+            } else {
+                beyond_limit += 1;
+                selection.kept_keys.insert(key);
+            }
             continue;
         }
+        target_keys.insert(key.clone());
+        let (object, consumption) = (object.clone(), consumption.clone());
         selection.targets.push(Target { object, consumption, key });
     }
     if beyond_limit > 0 {
@@ -90,6 +101,27 @@ pub fn select(
         ));
     }
     selection
+}
+
+/// Two iterators sorted by object, merged in order; an object in both comes
+/// once (with the same consumption either way).
+fn merge_sorted<'a>(
+    a: impl Iterator<Item = (&'a ObjectRef, &'a Consumption)>,
+    b: impl Iterator<Item = (&'a ObjectRef, &'a Consumption)>,
+) -> impl Iterator<Item = (&'a ObjectRef, &'a Consumption)> {
+    let (mut a, mut b) = (a.peekable(), b.peekable());
+    std::iter::from_fn(move || match (a.peek(), b.peek()) {
+        (Some((x, _)), Some((y, _))) => match x.cmp(y) {
+            std::cmp::Ordering::Less => a.next(),
+            std::cmp::Ordering::Greater => b.next(),
+            std::cmp::Ordering::Equal => {
+                b.next();
+                a.next()
+            }
+        },
+        (Some(_), None) => a.next(),
+        (None, _) => b.next(),
+    })
 }
 
 enum Token {
