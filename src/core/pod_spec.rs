@@ -211,7 +211,7 @@ fn item_keys<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<ItemKe
 }
 
 /// A list element that can make a pod consume a ConfigMap or Secret.
-trait References {
+pub(crate) trait References {
     fn references_anything(&self) -> bool;
 }
 
@@ -255,7 +255,7 @@ impl References for VolumeProjection {
 
 /// A list keeping only the elements that reference something, read one at a
 /// time: what the rest would have cost in memory is never allocated.
-fn sparse<'de, D, T>(deserializer: D) -> Result<Option<Vec<T>>, D::Error>
+pub(crate) fn sparse<'de, D, T>(deserializer: D) -> Result<Option<Vec<T>>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de> + References,

@@ -234,9 +234,13 @@ struct ObjectView {
 pub struct SpecView {
     template: Option<TemplateView>,
     workload_ref: Option<IgnoredAny>,
-    // A Pod's own spec (not `#[serde(flatten)]`, which would buffer every other field).
+    // A Pod's own spec (not `#[serde(flatten)]`, which would buffer every
+    // other field), read as sparsely as a template's.
+    #[serde(default, deserialize_with = "super::pod_spec::sparse")]
     containers: Option<Vec<Container>>,
+    #[serde(default, deserialize_with = "super::pod_spec::sparse")]
     init_containers: Option<Vec<Container>>,
+    #[serde(default, deserialize_with = "super::pod_spec::sparse")]
     volumes: Option<Vec<Volume>>,
 }
 
@@ -292,6 +296,21 @@ mod tests {
             assert!(kind.mutates(Create) && kind.mutates(Update));
             assert!(!kind.mutates(Delete) && !kind.mutates(Connect));
         }
+    }
+
+    #[test]
+    fn a_pods_own_lists_are_read_sparsely_too() {
+        // `[]` reads as a struct of absent fields, as serde allows.
+        let (arrays, objects) = (vec!["[]"; 100_000].join(","), vec!["{}"; 100_000].join(","));
+        let pod = format!(
+            r#"{{"apiVersion": "v1", "kind": "Pod", "spec": {{"containers": [{arrays}],
+                "initContainers": [{objects}], "volumes": [{objects}, {{"secret": {{"secretName": "s"}}}}]}}}}"#
+        );
+        let workload = WorkloadKind::Pod.parse(&pod).expect("a Pod");
+        let Template::Present(template) = workload.template else { panic!("a template") };
+        assert_eq!(template.spec.containers.map(|c| c.len()), Some(0));
+        assert_eq!(template.spec.init_containers.map(|c| c.len()), Some(0));
+        assert_eq!(template.spec.volumes.map(|v| v.len()), Some(1));
     }
 
     #[test]
