@@ -131,42 +131,38 @@ pub struct VolumeProjection {
 pub fn bounded_annotations<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<BTreeMap<String, String>>, D::Error> {
-    struct Bounded;
-    impl<'de> Visitor<'de> for Bounded {
-        type Value = Option<BTreeMap<String, String>>;
+    Ok(Option::<BoundedAnnotations>::deserialize(deserializer)?.map(|a| a.0))
+}
 
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a map of strings")
-        }
+struct BoundedAnnotations(BTreeMap<String, String>);
 
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
+impl<'de> Deserialize<'de> for BoundedAnnotations {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Bounded;
+        impl<'de> Visitor<'de> for Bounded {
+            type Value = BoundedAnnotations;
 
-        fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_map(self)
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut annotations = BTreeMap::new();
-            let mut total = 0usize;
-            while let Some((key, value)) = map.next_entry::<String, String>()? {
-                total += key.len() + value.len();
-                if total > MAX_ANNOTATIONS_BYTES {
-                    return Err(de::Error::custom(format_args!(
-                        "annotations total more than the {MAX_ANNOTATIONS_BYTES} bytes Kubernetes allows"
-                    )));
-                }
-                annotations.insert(key, value);
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of strings")
             }
-            Ok(Some(annotations))
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut annotations = BTreeMap::new();
+                let mut total = 0usize;
+                while let Some((key, value)) = map.next_entry::<String, String>()? {
+                    total += key.len() + value.len();
+                    if total > MAX_ANNOTATIONS_BYTES {
+                        return Err(de::Error::custom(format_args!(
+                            "annotations total more than the {MAX_ANNOTATIONS_BYTES} bytes Kubernetes allows"
+                        )));
+                    }
+                    annotations.insert(key, value);
+                }
+                Ok(BoundedAnnotations(annotations))
+            }
         }
+        deserializer.deserialize_map(Bounded)
     }
-    deserializer.deserialize_option(Bounded)
 }
 
 /// The keys named by a volume's `items`, once each; an item without a key
@@ -179,35 +175,31 @@ struct KeyToPath {
 }
 
 fn item_keys<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<ItemKeys>, D::Error> {
-    struct Keys;
-    impl<'de> Visitor<'de> for Keys {
-        type Value = Option<ItemKeys>;
+    Ok(Option::<DistinctItemKeys>::deserialize(deserializer)?.map(|k| k.0))
+}
 
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a list of items")
-        }
+struct DistinctItemKeys(ItemKeys);
 
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
+impl<'de> Deserialize<'de> for DistinctItemKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = DistinctItemKeys;
 
-        fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_seq(self)
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut keys = ItemKeys::new();
-            while let Some(item) = seq.next_element::<KeyToPath>()? {
-                keys.insert(item.key.unwrap_or_default());
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of items")
             }
-            Ok(Some(keys))
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut keys = ItemKeys::new();
+                while let Some(item) = seq.next_element::<KeyToPath>()? {
+                    keys.insert(item.key.unwrap_or_default());
+                }
+                Ok(DistinctItemKeys(keys))
+            }
         }
+        deserializer.deserialize_seq(Keys)
     }
-    deserializer.deserialize_option(Keys)
 }
 
 /// A list element that can make a pod consume a ConfigMap or Secret.
@@ -260,37 +252,33 @@ where
     D: Deserializer<'de>,
     T: Deserialize<'de> + References,
 {
-    struct Sparse<T>(PhantomData<T>);
-    impl<'de, T: Deserialize<'de> + References> Visitor<'de> for Sparse<T> {
-        type Value = Option<Vec<T>>;
+    Ok(Option::<SparseList<T>>::deserialize(deserializer)?.map(|l| l.0))
+}
 
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a list")
-        }
+struct SparseList<T>(Vec<T>);
 
-        fn visit_unit<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
+impl<'de, T: Deserialize<'de> + References> Deserialize<'de> for SparseList<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Sparse<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de> + References> Visitor<'de> for Sparse<T> {
+            type Value = SparseList<T>;
 
-        fn visit_none<E>(self) -> Result<Self::Value, E> {
-            Ok(None)
-        }
-
-        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_seq(self)
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-            let mut kept = Vec::new();
-            while let Some(element) = seq.next_element::<T>()? {
-                if element.references_anything() {
-                    kept.push(element);
-                }
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list")
             }
-            Ok(Some(kept))
+
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut kept = Vec::new();
+                while let Some(element) = seq.next_element::<T>()? {
+                    if element.references_anything() {
+                        kept.push(element);
+                    }
+                }
+                Ok(SparseList(kept))
+            }
         }
+        deserializer.deserialize_seq(Sparse(PhantomData))
     }
-    deserializer.deserialize_option(Sparse(PhantomData))
 }
 
 #[cfg(test)]

@@ -65,7 +65,7 @@ pub async fn serve_connection(
     let connection = builder.serve_connection(TokioIo::new(tls), service);
     tokio::pin!(connection);
     let grace = loop {
-        let check_at = activity.idle_since().map_or(Instant::now(), |since| since) + IDLE_TIMEOUT;
+        let check_at = activity.idle_since().unwrap_or_else(Instant::now) + IDLE_TIMEOUT;
         tokio::select! {
             ended = connection.as_mut() => {
                 if let Err(e) = ended {
