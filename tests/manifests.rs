@@ -16,7 +16,7 @@ use configsum::controller::{LEASE_VERBS, cluster_permissions};
 use configsum::core::annotations::NAMESPACE_LABEL;
 use configsum::core::workload::{Operation, WorkloadKind};
 use configsum::core::{Digester, Settings};
-use configsum::lookup::{FileSource, WEBHOOK_PERMISSIONS, lookup_budget};
+use configsum::lookup::{FileSource, lookup_budget, webhook_permissions};
 use configsum::metrics::Metrics;
 use configsum::process::{Readiness, admin_router};
 use configsum::webhook::DRAIN_TIMEOUT;
@@ -440,8 +440,7 @@ fn rbac_grants_what_the_code_calls_and_nothing_more() {
     assert_eq!(m.all("ClusterRole").len(), 2);
     assert_eq!(m.all("Role").len(), 2);
     let webhook_role = m.one("ClusterRole", "configsum-webhook");
-    let expected: BTreeSet<_> = WEBHOOK_PERMISSIONS
-        .iter()
+    let expected: BTreeSet<_> = webhook_permissions()
         .flat_map(|(g, r, verbs)| {
             verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))
         })

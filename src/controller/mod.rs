@@ -26,7 +26,12 @@ pub mod workload;
 
 pub use run::{ControllerError, run};
 
+use crate::core::ObjectKind;
 use crate::core::kinds::{ROLLED_KIND_VERBS, rolled_resources};
+
+/// The verbs the controller needs on every tracked kind (`core::inputs`):
+/// it watches their metadata and reads one object's data on a change.
+pub const TRACKED_KIND_VERBS: &[&str] = &["get", "list", "watch"];
 
 /// One RBAC rule's worth: API group, resource, verbs.
 pub type Permission = (&'static str, &'static str, &'static [&'static str]);
@@ -38,11 +43,11 @@ pub fn cluster_permissions() -> Vec<Permission> {
     let mut permissions: Vec<Permission> = vec![("", "namespaces", &["list", "watch"])];
     permissions
         .extend(rolled_resources().map(|(group, resource)| (group, resource, ROLLED_KIND_VERBS)));
-    permissions.extend([
-        ("", "configmaps", &["get", "list", "watch"][..]),
-        ("", "secrets", &["get", "list", "watch"]),
-        ("", "events", &["create"]),
-    ]);
+    permissions.extend(ObjectKind::all().map(|kind| {
+        let input = kind.input();
+        (input.group, input.resource, TRACKED_KIND_VERBS)
+    }));
+    permissions.push(("", "events", &["create"]));
     permissions
 }
 

@@ -219,11 +219,11 @@ mod tests {
     }
 
     fn content(password: &str) -> ObjectContent {
-        let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
-            serde_json::json!({"data": {"password": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, password), "user": "YQ=="}}),
+        ObjectContent::from_entries(
+            [("password", password.as_bytes()), ("user", b"a")]
+                .map(|(k, v)| (k.to_owned(), v.to_vec()))
+                .into(),
         )
-        .expect("secret");
-        ObjectContent::from_secret(secret)
     }
 
     fn digester() -> Digester {

@@ -127,7 +127,7 @@ impl State {
         self.namespaces_synced
             && self.generation > 0
             && self.workloads_synced.len() == self.expected_kinds
-            && self.objects_synced.len() == ObjectKind::ALL.len()
+            && self.objects_synced.len() == ObjectKind::all().count()
     }
 
     pub fn handle(&mut self, message: Message) {

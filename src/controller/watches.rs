@@ -1,16 +1,16 @@
 //! The watches, fanned into one channel of messages for the event loop:
 //! opted-in namespaces (metadata), the workload kinds that roll (a light
-//! view of each), and ConfigMaps and Secrets (metadata only: their data is
-//! read on demand and never kept). kube-runtime's watcher lists, watches,
+//! view of each), and every tracked kind of object declared in `core::inputs`
+//! (metadata only: their data is read on demand and never kept). kube-runtime's watcher lists, watches,
 //! follows bookmarks and relists after a 410 Gone; the loop sees `Init`,
 //! `InitApply` … `InitDone` for every (re)list.
 
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt as _};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::PartialObjectMeta;
+use kube::api::{DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
@@ -26,6 +26,7 @@ use crate::core::ObjectKind;
 use crate::core::annotations::NAMESPACE_LABEL;
 use crate::core::kinds::Controller;
 use crate::core::workload::WorkloadKind;
+use crate::lookup::api_object::api_resource as object_api_resource;
 
 /// The API server ends each watch after this long; the watcher resumes it
 /// from the last resourceVersion. Its idle timeout (this plus a margin)
@@ -78,14 +79,13 @@ impl Watches {
         forward(watcher::watcher(namespaces, config().labels(&selector)), tx.clone(), |e| {
             Message::Namespace(meta_event(e))
         });
-        let config_maps: Api<PartialObjectMeta<ConfigMap>> = Api::all(client.clone());
-        forward(watcher::watcher(config_maps, config()), tx.clone(), |e| {
-            Message::Object(ObjectKind::ConfigMap, meta_event(e))
-        });
-        let secrets: Api<PartialObjectMeta<Secret>> = Api::all(client.clone());
-        forward(watcher::watcher(secrets, config()), tx.clone(), |e| {
-            Message::Object(ObjectKind::Secret, meta_event(e))
-        });
+        for kind in ObjectKind::all() {
+            let objects: Api<PartialObjectMeta<DynamicObject>> =
+                Api::all_with(client.clone(), &object_api_resource(kind));
+            forward(watcher::watcher(objects, config()), tx.clone(), move |e| {
+                Message::Object(kind, meta_event(e))
+            });
+        }
         // The kinds the controller rolls, as declared; a CRD's (Argo
         // Rollouts) only where it is served, looked at once, at start.
         let mut kinds = Vec::new();

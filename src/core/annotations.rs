@@ -23,8 +23,8 @@ const NAME_HASH_DIGITS: usize = 10;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AnnotationDomain {
     domain: String,
-    config_map_prefix: String,
-    secret_prefix: String,
+    /// `<word>.<domain>/` of each tracked kind, indexed by `ObjectKind`.
+    prefixes: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -36,15 +36,13 @@ pub struct InvalidDomain(pub String);
 
 impl AnnotationDomain {
     pub fn new(domain: &str) -> Result<Self, InvalidDomain> {
-        // "configmap." is the longer prefix and the whole prefix may be 253 characters.
-        if !is_dns_subdomain(domain, 253 - "configmap.".len()) {
+        // The whole prefix, `<word>.<domain>`, may be 253 characters.
+        let longest_word = ObjectKind::all().map(|kind| kind.prefix().len()).max().unwrap_or(0);
+        if !is_dns_subdomain(domain, 253 - longest_word - 1) {
             return Err(InvalidDomain(domain.to_owned()));
         }
-        Ok(AnnotationDomain {
-            domain: domain.to_owned(),
-            config_map_prefix: format!("configmap.{domain}/"),
-            secret_prefix: format!("secret.{domain}/"),
-        })
+        let prefixes = ObjectKind::all().map(|kind| format!("{}.{domain}/", kind.prefix()));
+        Ok(AnnotationDomain { domain: domain.to_owned(), prefixes: prefixes.collect() })
     }
 
     /// `<domain>/enabled`: `"false"` leaves the object untouched.
@@ -64,16 +62,12 @@ impl AnnotationDomain {
 
     /// The digest annotation key for `object`, whose name must already be valid.
     pub fn key_for(&self, object: &ObjectRef) -> String {
-        let prefix = match object.kind {
-            ObjectKind::ConfigMap => &self.config_map_prefix,
-            ObjectKind::Secret => &self.secret_prefix,
-        };
-        format!("{prefix}{}", name_part(&object.name))
+        format!("{}{}", self.prefixes[object.kind as usize], name_part(&object.name))
     }
 
     /// Whether configsum owns `key`: it adds, updates and removes exactly these.
     pub fn owns(&self, key: &str) -> bool {
-        key.starts_with(&self.config_map_prefix) || key.starts_with(&self.secret_prefix)
+        self.prefixes.iter().any(|prefix| key.starts_with(prefix.as_str()))
     }
 }
 

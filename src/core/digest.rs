@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use hmac::{Hmac, Mac};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use sha2::digest::Update;
 use sha2::{Digest as _, Sha256};
 
-use super::object_ref::{ObjectKind, ObjectRef};
+use super::inputs::DigestMode;
+use super::object_ref::ObjectRef;
 use super::refs::ConsumedKeys;
 
 /// The annotation value of a referenced object that does not exist.
@@ -19,40 +19,14 @@ const SHA256_PREFIX: &str = "sha256:";
 const HMAC_PREFIX: &str = "hmac-sha256:";
 const MIN_KEY_LEN: usize = 16;
 
-/// The data of a ConfigMap or Secret as digest entries: key to bytes.
-/// Built by moving the object's values, never by copying them.
+/// The data of a ConfigMap or Secret as digest entries: key to bytes, built
+/// by `ObjectInput::content` from the fields its kind declares.
 #[derive(Default)]
 pub struct ObjectContent {
     entries: BTreeMap<String, Vec<u8>>,
 }
 
 impl ObjectContent {
-    /// `data` as UTF-8 bytes and `binaryData` as decoded bytes.
-    pub fn from_config_map(config_map: ConfigMap) -> Self {
-        let mut entries: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        for (key, value) in config_map.data.into_iter().flatten() {
-            entries.insert(key, value.into_bytes());
-        }
-        for (key, value) in config_map.binary_data.into_iter().flatten() {
-            entries.insert(key, value.0);
-        }
-        ObjectContent { entries }
-    }
-
-    /// `data` as decoded bytes. `stringData` is folded in over `data` the way the
-    /// API server does on write: the API never returns it, but a hand-written
-    /// `--objects-from` file may carry it.
-    pub fn from_secret(secret: Secret) -> Self {
-        let mut entries: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-        for (key, value) in secret.data.into_iter().flatten() {
-            entries.insert(key, value.0);
-        }
-        for (key, value) in secret.string_data.into_iter().flatten() {
-            entries.insert(key, value.into_bytes());
-        }
-        ObjectContent { entries }
-    }
-
     pub fn from_entries(entries: BTreeMap<String, Vec<u8>>) -> Self {
         ObjectContent { entries }
     }
@@ -150,8 +124,8 @@ impl Digester {
         consumed: &ConsumedKeys,
         existing: Option<&str>,
     ) -> String {
-        let signing_key = match (id.object.kind, self.keys.keys.first()) {
-            (ObjectKind::Secret, Some(key)) => key,
+        let signing_key = match (id.object.kind.input().digest, self.keys.keys.first()) {
+            (DigestMode::Keyed, Some(key)) => key,
             _ => {
                 let mut hasher = Sha256::new();
                 write_input(id, content, consumed, &mut hasher);
@@ -232,6 +206,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ObjectKind;
     use std::collections::BTreeSet;
 
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
@@ -246,23 +221,31 @@ mod tests {
         ConsumedKeys::Keys(list.iter().map(|k| k.to_string()).collect::<BTreeSet<_>>())
     }
 
+    /// An object as the API returns it, decoded as its kind declares.
+    fn decoded(kind: ObjectKind, object: serde_json::Value) -> ObjectContent {
+        let field = |name: &str| serde_json::from_value(object.get(name)?.clone()).ok();
+        kind.input().content(field).expect("valid data")
+    }
+
     fn config_map_a() -> ObjectContent {
-        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "app-config", "namespace": "team-a"},
-            "data": {"log-level": "debug", "app.properties": "a=1\nb=2\n"},
-            "binaryData": {"logo.png": "iVBORw0K"}
-        }))
-        .expect("ConfigMap A");
-        ObjectContent::from_config_map(cm)
+        decoded(
+            ObjectKind::ConfigMap,
+            serde_json::json!({
+                "metadata": {"name": "app-config", "namespace": "team-a"},
+                "data": {"log-level": "debug", "app.properties": "a=1\nb=2\n"},
+                "binaryData": {"logo.png": "iVBORw0K"}
+            }),
+        )
     }
 
     fn secret_s() -> ObjectContent {
-        let secret: Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "db", "namespace": "team-a"},
-            "data": {"password": "aHVudGVyMg==", "username": "YWRtaW4="}
-        }))
-        .expect("Secret S");
-        ObjectContent::from_secret(secret)
+        decoded(
+            ObjectKind::Secret,
+            serde_json::json!({
+                "metadata": {"name": "db", "namespace": "team-a"},
+                "data": {"password": "aHVudGVyMg==", "username": "YWRtaW4="}
+            }),
+        )
     }
 
     fn digest(
@@ -359,11 +342,12 @@ mod tests {
 
     #[test]
     fn string_data_is_folded_over_data() {
-        let secret: Secret = serde_json::from_value(serde_json::json!({
-            "data": {"password": "b2xk"}, "stringData": {"password": "hunter2", "username": "admin"}
-        }))
-        .expect("secret");
-        let folded = ObjectContent::from_secret(secret);
+        let folded = decoded(
+            ObjectKind::Secret,
+            serde_json::json!({
+                "data": {"password": "b2xk"}, "stringData": {"password": "hunter2", "username": "admin"}
+            }),
+        );
         let s = ObjectRef::secret("db");
         assert_eq!(
             digest(true, "team-a", s.clone(), &folded, &ConsumedKeys::All),

@@ -5,6 +5,7 @@
 
 pub mod annotations;
 pub mod digest;
+pub mod inputs;
 pub mod kinds;
 pub mod mutate;
 pub mod object_ref;

@@ -1,9 +1,10 @@
-//! `ObjectRef`: a ConfigMap or Secret in the workload's own namespace.
+//! `ObjectRef`: a tracked object (a ConfigMap or Secret) in the workload's own namespace.
 
 use std::fmt;
 
-/// The two kinds of object configsum digests. The derived order puts ConfigMaps
-/// before Secrets, which is the order the README's "Limits" gives for the 128-object limit.
+/// The kinds of object configsum digests, each declared in `core::inputs`.
+/// The derived order puts ConfigMaps before Secrets, which is the order the
+/// README's "Limits" gives for the 128-object limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ObjectKind {
     ConfigMap,
@@ -11,23 +12,14 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
-    /// Every kind, in order.
-    pub const ALL: [ObjectKind; 2] = [ObjectKind::ConfigMap, ObjectKind::Secret];
-
     /// The Kubernetes kind, as bound into the digest input.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ObjectKind::ConfigMap => "ConfigMap",
-            ObjectKind::Secret => "Secret",
-        }
+        self.input().api_kind
     }
 
     /// The lower-case word used in refs (`configmap/x`) and annotation keys.
     pub fn prefix(self) -> &'static str {
-        match self {
-            ObjectKind::ConfigMap => "configmap",
-            ObjectKind::Secret => "secret",
-        }
+        self.input().word
     }
 }
 
@@ -47,16 +39,11 @@ impl ObjectRef {
         ObjectRef { kind: ObjectKind::Secret, name: name.into() }
     }
 
-    /// Parses `configmap/<name>` or `secret/<name>` (the `track`/`ignore` syntax).
+    /// Parses `<word>/<name>`, such as `configmap/app` (the `track`/`ignore` syntax).
     /// The name is not validated here; see [`is_valid_object_name`].
     pub fn parse(token: &str) -> Option<Self> {
-        let (kind, name) = token.split_once('/')?;
-        let kind = match kind {
-            "configmap" => ObjectKind::ConfigMap,
-            "secret" => ObjectKind::Secret,
-            _ => return None,
-        };
-        Some(ObjectRef { kind, name: name.to_owned() })
+        let (word, name) = token.split_once('/')?;
+        Some(ObjectRef { kind: ObjectKind::from_word(word)?, name: name.to_owned() })
     }
 }
 

@@ -18,6 +18,7 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
+use super::inputs::DECLARED;
 use super::patch::MAX_ANNOTATIONS_BYTES;
 
 /// `metadata` of the workload or of its pod template.
@@ -216,22 +217,20 @@ impl References for Container {
 
 impl References for EnvVar {
     fn references_anything(&self) -> bool {
-        self.value_from
-            .as_ref()
-            .is_some_and(|v| v.config_map_key_ref.is_some() || v.secret_key_ref.is_some())
+        let Some(from) = &self.value_from else { return false };
+        DECLARED.iter().any(|input| (input.sites.env)(from).is_some())
     }
 }
 
 impl References for EnvFromSource {
     fn references_anything(&self) -> bool {
-        self.config_map_ref.is_some() || self.secret_ref.is_some()
+        DECLARED.iter().any(|input| (input.sites.env_from)(self).is_some())
     }
 }
 
 impl References for Volume {
     fn references_anything(&self) -> bool {
-        self.config_map.is_some()
-            || self.secret.is_some()
+        DECLARED.iter().any(|input| (input.sites.volume)(self).is_some())
             || self
                 .projected
                 .as_ref()
@@ -241,7 +240,7 @@ impl References for Volume {
 
 impl References for VolumeProjection {
     fn references_anything(&self) -> bool {
-        self.config_map.is_some() || self.secret.is_some()
+        DECLARED.iter().any(|input| (input.sites.projection)(self).is_some())
     }
 }
 

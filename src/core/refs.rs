@@ -1,12 +1,13 @@
 //! Reference discovery (README, "What it does"): which ConfigMaps and Secrets a pod spec
-//! consumes, and which of their keys.
+//! consumes, and which of their keys. The walk visits every site a reference can
+//! sit at; what each kind finds there is declared in `core::inputs`.
 
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::pod_spec::{Container, ItemKeys, PodSpec};
-
+use super::inputs::{DECLARED, ReferenceSites, Site, SiteKeys};
 use super::object_ref::ObjectRef;
+use super::pod_spec::{ItemKeys, PodSpec};
 
 /// The keys of one object that the pods read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,10 +32,6 @@ impl ConsumedKeys {
             Some(items) if !items.is_empty() => ConsumedKeys::Keys(items.clone()),
             _ => ConsumedKeys::All,
         }
-    }
-
-    fn one(key: &Option<String>) -> Self {
-        ConsumedKeys::Keys(BTreeSet::from([key.clone().unwrap_or_default()]))
     }
 }
 
@@ -68,6 +65,25 @@ impl References {
         self.0.is_empty()
     }
 
+    /// Adds what one list element references, for every declared kind.
+    fn add_sites<'a>(&mut self, site_of: impl Fn(&ReferenceSites) -> Option<Site<'a>>) {
+        for input in &DECLARED {
+            if let Some(site) = site_of(&input.sites) {
+                // A missing name is the empty name, which the selection rejects as invalid.
+                let object =
+                    ObjectRef { kind: input.kind, name: site.name.unwrap_or_default().to_owned() };
+                let keys = match site.keys {
+                    SiteKeys::All => ConsumedKeys::All,
+                    SiteKeys::One(key) => {
+                        ConsumedKeys::Keys(BTreeSet::from([key.unwrap_or_default().to_owned()]))
+                    }
+                    SiteKeys::Items(items) => ConsumedKeys::from_items(items),
+                };
+                self.add(object, keys, site.optional);
+            }
+        }
+    }
+
     fn add(&mut self, object: ObjectRef, keys: ConsumedKeys, optional: Option<bool>) {
         let optional = optional.unwrap_or(false);
         // One walk of the tree, whether the object is new or not.
@@ -84,67 +100,31 @@ impl References {
     }
 }
 
-/// Finds the ConfigMaps and Secrets that `spec` consumes through env, envFrom,
-/// volumes and projected volumes of its containers and init containers.
-/// Image pull secrets and volume-driver credentials are not consumed by the
-/// application and are left out on purpose.
+/// Finds the objects that `spec` consumes through env, envFrom, volumes and
+/// projected volumes of its containers and init containers, at the sites each
+/// kind declares in `core::inputs`. Image pull secrets and volume-driver
+/// credentials are not consumed by the application and are left out on purpose.
 pub fn references(spec: &PodSpec) -> References {
     let mut refs = References::default();
     let containers = spec.containers.iter().chain(spec.init_containers.iter()).flatten();
     for container in containers {
-        add_container(&mut refs, container);
+        for env in container.env.iter().flatten() {
+            if let Some(from) = &env.value_from {
+                refs.add_sites(|sites| (sites.env)(from));
+            }
+        }
+        for env_from in container.env_from.iter().flatten() {
+            refs.add_sites(|sites| (sites.env_from)(env_from));
+        }
     }
     for volume in spec.volumes.iter().flatten() {
-        if let Some(cm) = &volume.config_map {
-            let keys = ConsumedKeys::from_items(cm.items.as_ref());
-            refs.add(ObjectRef::config_map(name(&cm.name)), keys, cm.optional);
-        }
-        if let Some(secret) = &volume.secret {
-            let keys = ConsumedKeys::from_items(secret.items.as_ref());
-            refs.add(ObjectRef::secret(name(&secret.secret_name)), keys, secret.optional);
-        }
+        refs.add_sites(|sites| (sites.volume)(volume));
         let sources = volume.projected.iter().flat_map(|p| p.sources.iter().flatten());
         for source in sources {
-            if let Some(cm) = &source.config_map {
-                let keys = ConsumedKeys::from_items(cm.items.as_ref());
-                refs.add(ObjectRef::config_map(name(&cm.name)), keys, cm.optional);
-            }
-            if let Some(secret) = &source.secret {
-                let keys = ConsumedKeys::from_items(secret.items.as_ref());
-                refs.add(ObjectRef::secret(name(&secret.name)), keys, secret.optional);
-            }
+            refs.add_sites(|sites| (sites.projection)(source));
         }
     }
     refs
-}
-
-/// A missing name is the empty name, which the selection rejects as invalid.
-fn name(name: &Option<String>) -> &str {
-    name.as_deref().unwrap_or_default()
-}
-
-fn add_container(refs: &mut References, container: &Container) {
-    for env in container.env.iter().flatten() {
-        let Some(from) = &env.value_from else { continue };
-        if let Some(sel) = &from.config_map_key_ref {
-            refs.add(
-                ObjectRef::config_map(name(&sel.name)),
-                ConsumedKeys::one(&sel.key),
-                sel.optional,
-            );
-        }
-        if let Some(sel) = &from.secret_key_ref {
-            refs.add(ObjectRef::secret(name(&sel.name)), ConsumedKeys::one(&sel.key), sel.optional);
-        }
-    }
-    for env_from in container.env_from.iter().flatten() {
-        if let Some(cm) = &env_from.config_map_ref {
-            refs.add(ObjectRef::config_map(name(&cm.name)), ConsumedKeys::All, cm.optional);
-        }
-        if let Some(secret) = &env_from.secret_ref {
-            refs.add(ObjectRef::secret(name(&secret.name)), ConsumedKeys::All, secret.optional);
-        }
-    }
 }
 
 #[cfg(test)]

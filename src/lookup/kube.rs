@@ -6,17 +6,20 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::{Api, Client};
+use kube::Client;
+use kube::api::GetParams;
 use tokio::sync::Semaphore;
 
+use super::api_object::{collection_path, decode};
 use super::{LookupError, ObjectSource};
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 
 /// What the webhook asks of the API server, for its RBAC (README, "Install on a cluster"):
-/// (API group, resource, verbs). `GET /version` needs no grant.
-pub const WEBHOOK_PERMISSIONS: &[(&str, &str, &[&str])] =
-    &[("", "configmaps", &["get"]), ("", "secrets", &["get"])];
+/// (API group, resource, verbs) for `get` on every tracked kind. `GET /version` needs no grant.
+pub fn webhook_permissions()
+-> impl Iterator<Item = (&'static str, &'static str, &'static [&'static str])> {
+    ObjectKind::all().map(|kind| (kind.input().group, kind.input().resource, &["get"][..]))
+}
 
 /// Most lookups in flight at once across all reviews of this replica, so a
 /// burst of reviews cannot flood the API server.
@@ -90,27 +93,15 @@ impl KubeSource {
     ) -> Result<Option<(ObjectContent, Option<String>)>, LookupError> {
         // Never closed, so acquiring cannot fail.
         let _permit = self.in_flight.acquire().await.map_err(|_| LookupError::Connection)?;
-        let found = match object.kind {
-            ObjectKind::ConfigMap => {
-                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-                api.get_opt(&object.name).await.map(|o| {
-                    o.map(|o| {
-                        let version = o.metadata.resource_version.clone();
-                        (ObjectContent::from_config_map(o), version)
-                    })
-                })
-            }
-            ObjectKind::Secret => {
-                let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-                api.get_opt(&object.name).await.map(|o| {
-                    o.map(|o| {
-                        let version = o.metadata.resource_version.clone();
-                        (ObjectContent::from_secret(o), version)
-                    })
-                })
-            }
-        };
-        found.map_err(|e| classify(&e))
+        let path = collection_path(object.kind, namespace);
+        let request = kube::core::Request::new(path)
+            .get(&object.name, &GetParams::default())
+            .map_err(|_| LookupError::Decode)?;
+        match self.client.request_text(request).await {
+            Ok(json) => decode(object.kind, &json).map(Some).map_err(|_| LookupError::Decode),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(e) => Err(classify(&e)),
+        }
     }
 }
 

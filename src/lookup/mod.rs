@@ -1,6 +1,7 @@
 //! Reading the ConfigMaps and Secrets a review references: the seam between
 //! the pure core and wherever the objects live, and the deadline around it.
 
+pub mod api_object;
 mod file;
 mod kube;
 
@@ -16,7 +17,7 @@ use crate::metrics::Metrics;
 
 pub use file::{FileSource, FileSourceError};
 pub use kube::{
-    KubeSource, SERVER_WIDE_LOOKUPS, WEBHOOK_PERMISSIONS, kube_client, kube_client_with,
+    KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with, webhook_permissions,
 };
 
 /// At most this many lookups of one review run at once (README, "Reading ConfigMaps and Secrets").

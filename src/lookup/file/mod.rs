@@ -11,15 +11,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use base64::Engine as _;
-use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
 use serde_saphyr::Spanned;
 
 mod yaml;
 
 use self::yaml::{Fields, Node, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
-use crate::core::{ObjectContent, ObjectRef};
+use crate::core::inputs::Encoding;
+use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 
 #[derive(Debug, Default)]
 pub struct FileSource {
@@ -128,11 +127,10 @@ impl Reader<'_> {
         let line = node.referenced.line();
         let kind = self.text_of(&format!("object at line {line}"), fields, "kind", "kind")?;
         let kind = kind.unwrap_or_default();
-        match kind {
-            "List" => return self.items(&format!("List at line {line}"), fields, into),
-            "ConfigMap" | "Secret" => {}
-            _ => return Ok(()),
+        if kind == "List" {
+            return self.items(&format!("List at line {line}"), fields, into);
         }
+        let Some(object_kind) = ObjectKind::from_api_kind(kind) else { return Ok(()) };
         let unnamed = format!("{kind} at line {line}");
         let metadata = self.mapping_of(&unnamed, fields, "metadata", "metadata")?;
         let name = self.text_of(&unnamed, metadata, "name", "metadata.name")?;
@@ -143,16 +141,12 @@ impl Reader<'_> {
         let namespace = namespace.filter(|namespace| !namespace.is_empty()).unwrap_or("default");
         let object = format!("{kind} {}/{}", namespace.escape_debug(), name.escape_debug());
         let mut entries = BTreeMap::new();
-        let reference = if kind == "ConfigMap" {
-            self.add_entries(&object, fields, "data", Encoding::Text, &mut entries)?;
-            self.add_entries(&object, fields, "binaryData", Encoding::Base64, &mut entries)?;
-            ObjectRef::config_map(name)
-        } else {
-            // `stringData` wins over `data`, as the API server folds it in on write.
-            self.add_entries(&object, fields, "data", Encoding::Base64, &mut entries)?;
-            self.add_entries(&object, fields, "stringData", Encoding::Text, &mut entries)?;
-            ObjectRef::secret(name)
-        };
+        // In the declared order: a Secret's `stringData` wins over `data`, as
+        // the API server folds it in on write.
+        for data in object_kind.input().data {
+            self.add_entries(&object, fields, data.field, data.encoding, &mut entries)?;
+        }
+        let reference = ObjectRef { kind: object_kind, name: name.to_owned() };
         let content = Arc::new(ObjectContent::from_entries(entries));
         into.objects.insert((namespace.to_owned(), reference), content);
         Ok(())
@@ -198,11 +192,14 @@ impl Reader<'_> {
             let field = format!("{key}.{}", name.escape_debug());
             // A null value is empty, as the API server stores it.
             let text = self.text(object, &field, value)?.unwrap_or_default();
-            let bytes = match encoding {
-                Encoding::Text => text.as_bytes().to_vec(),
-                Encoding::Base64 => decode_base64(text)
-                    .ok_or_else(|| self.error(object, &field, "is not valid base64", value))?,
+            // Go's decoder skips line breaks, so base64 in a block scalar (`|`) decodes too.
+            let text = match encoding {
+                Encoding::Text => text.to_owned(),
+                Encoding::Base64 => text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect(),
             };
+            let bytes = encoding
+                .decode(text)
+                .ok_or_else(|| self.error(object, &field, "is not valid base64", value))?;
             entries.insert(name.clone(), bytes);
         }
         Ok(())
@@ -279,27 +276,8 @@ impl Reader<'_> {
     }
 }
 
-#[derive(Clone, Copy)]
-enum Encoding {
-    Text,
-    Base64,
-}
-
 fn get<'n>(fields: &'n Fields, key: &str) -> Option<&'n Spanned<Node>> {
     fields.iter().find(|(name, _)| name == key).map(|(_, node)| node)
-}
-
-/// Go's `base64.StdEncoding`, which the API server decodes `[]byte` fields with:
-/// padded, and lenient about the unused bits of the last character.
-const GO_BASE64: GeneralPurpose = GeneralPurpose::new(
-    &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
-);
-
-fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    // Go's decoder skips line breaks, so base64 in a block scalar (`|`) decodes too.
-    let joined: String = text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect();
-    GO_BASE64.decode(joined).ok()
 }
 
 #[cfg(test)]

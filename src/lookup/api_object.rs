@@ -1,0 +1,172 @@
+//! A tracked object as the API server returns it, decoded by its kind's row
+//! in `core::inputs`: the resourceVersion and the declared data fields. Every
+//! other field (managedFields, labels, `type`) is skipped while decoding.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use kube::api::{ApiResource, DynamicObject};
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+
+use crate::core::ObjectContent;
+use crate::core::inputs::ObjectInput;
+use crate::core::object_ref::ObjectKind;
+
+/// The API resource of a tracked kind, for dynamic requests and watches.
+pub fn api_resource(kind: ObjectKind) -> ApiResource {
+    let input = kind.input();
+    let api_version = match input.group {
+        "" => input.version.to_owned(),
+        group => format!("{group}/{}", input.version),
+    };
+    ApiResource {
+        group: input.group.to_owned(),
+        version: input.version.to_owned(),
+        api_version,
+        kind: input.api_kind.to_owned(),
+        plural: input.resource.to_owned(),
+    }
+}
+
+/// The path of the namespaced collection of `kind`, for a GET by name.
+pub fn collection_path(kind: ObjectKind, namespace: &str) -> String {
+    use kube::Resource as _;
+    DynamicObject::url_path(&api_resource(kind), Some(namespace))
+}
+
+/// What a read keeps of an object: its content and the resourceVersion it was read at.
+pub type Decoded = (ObjectContent, Option<String>);
+
+/// An answer that is not an object of the expected kind. It keeps only the
+/// position: serde's message can quote a value, and values may be Secret data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("undecodable object at line {line} column {column}")]
+pub struct Undecodable {
+    pub line: usize,
+    pub column: usize,
+}
+
+/// Decodes one object of `kind` from the API server's JSON.
+pub fn decode(kind: ObjectKind, json: &str) -> Result<Decoded, Undecodable> {
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    let decoded = ObjectSeed(kind.input())
+        .deserialize(&mut deserializer)
+        .and_then(|decoded| deserializer.end().map(|()| decoded));
+    decoded.map_err(|e| Undecodable { line: e.line(), column: e.column() })
+}
+
+struct ObjectSeed(&'static ObjectInput);
+
+#[derive(Deserialize)]
+struct Metadata {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed {
+    type Value = Decoded;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Decoded, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectSeed {
+    type Value = Decoded;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a {} object", self.0.api_kind)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Decoded, A::Error> {
+        let input = self.0;
+        let mut version = None;
+        let mut fields: Vec<(&'static str, BTreeMap<String, String>)> = Vec::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "metadata" {
+                version = map.next_value::<Option<Metadata>>()?.and_then(|m| m.resource_version);
+            } else if let Some(data) = input.data.iter().find(|d| d.field == key) {
+                if let Some(values) = map.next_value::<Option<BTreeMap<String, String>>>()? {
+                    fields.push((data.field, values));
+                }
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        let mut take = |field: &str| {
+            let at = fields.iter().position(|(name, _)| *name == field)?;
+            Some(fields.swap_remove(at).1)
+        };
+        let content = input.content(&mut take).map_err(de::Error::custom)?;
+        Ok((content, version))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::ObjectRef;
+    use crate::core::digest::{Digester, ObjectId};
+    use crate::core::refs::ConsumedKeys;
+
+    fn digest(object: ObjectRef, content: &ObjectContent) -> String {
+        let id = ObjectId { namespace: "ns", object: &object };
+        Digester::default().digest(id, content, &ConsumedKeys::All, None)
+    }
+
+    fn entries(list: &[(&str, &[u8])]) -> ObjectContent {
+        ObjectContent::from_entries(list.iter().map(|(k, v)| (k.to_string(), v.to_vec())).collect())
+    }
+
+    #[test]
+    fn paths_follow_the_declared_resource() {
+        assert_eq!(
+            collection_path(ObjectKind::ConfigMap, "team-a"),
+            "/api/v1/namespaces/team-a/configmaps"
+        );
+        assert_eq!(api_resource(ObjectKind::Secret).api_version, "v1");
+        assert_eq!(api_resource(ObjectKind::Secret).kind, "Secret");
+    }
+
+    #[test]
+    fn a_secret_as_the_api_returns_it() {
+        let json = r#"{"kind":"Secret","apiVersion":"v1","type":"Opaque","immutable":true,
+            "metadata":{"name":"db","namespace":"ns","resourceVersion":"42",
+                "managedFields":[{"manager":"kubectl","fieldsV1":{"f:data":{}}}],
+                "labels":{"a":"b"}},
+            "data":{"user":"YWRtaW4=","password":"aHVudGVyMg=="}}"#;
+        let (content, version) = decode(ObjectKind::Secret, json).expect("decodes");
+        assert_eq!(version.as_deref(), Some("42"));
+        let expected = entries(&[("user", b"admin"), ("password", b"hunter2")]);
+        let s = ObjectRef::secret("db");
+        assert_eq!(digest(s.clone(), &content), digest(s, &expected));
+    }
+
+    #[test]
+    fn a_config_map_with_binary_data_null_fields_and_no_version() {
+        let json = r#"{"metadata":{"name":"c"},"data":{"a":"1"},"binaryData":{"b":"AAE="},
+            "stringData":{"a":"not a ConfigMap field"}}"#;
+        let (content, version) = decode(ObjectKind::ConfigMap, json).expect("decodes");
+        assert_eq!(version, None);
+        let c = ObjectRef::config_map("c");
+        let expected = entries(&[("a", b"1"), ("b", &[0, 1])]);
+        assert_eq!(digest(c.clone(), &content), digest(c.clone(), &expected));
+        let (empty, _) = decode(ObjectKind::ConfigMap, r#"{"metadata":null,"data":null}"#)
+            .expect("null fields are absent");
+        assert_eq!(digest(c.clone(), &empty), digest(c, &entries(&[])));
+    }
+
+    #[test]
+    fn errors_never_quote_a_value() {
+        for json in [
+            r#"{"data":{"token":"s3cr3t!!"}}"#,
+            r#"{"data":{"token":["s3cr3t"]}}"#,
+            r#"{"data":"s3cr3t"}"#,
+            r#"{"data":{"token":"s3cr3t"}} trailing"#,
+        ] {
+            let error = decode(ObjectKind::Secret, json).expect_err(json).to_string();
+            assert!(!error.contains("s3cr3t"), "{error}");
+        }
+    }
+}
