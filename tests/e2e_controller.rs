@@ -14,6 +14,7 @@ mod server;
 
 use std::time::{Duration, Instant};
 
+use configsum::core::{ObjectKind, ObjectRef};
 use controller::{Cluster, Controller, NS, SECRET_KEY};
 use fake_apiserver::FakeApiServer;
 use serde_json::json;
@@ -68,6 +69,38 @@ async fn a_secret_change_patches_exactly_its_workloads_with_the_webhooks_digests
     assert!(metrics.contains(patched), "{metrics}");
     assert!(metrics.contains(reacted), "{metrics}");
     assert!(metrics.contains("configsum_controller_watched_objects 2"), "{metrics}");
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn every_declared_kind_of_object_is_watched_read_and_digested_as_the_webhook_does() {
+    // A kind declared in core::inputs but missing from the fixtures, the fake
+    // API server, the controller's watches or its reads fails here.
+    let mut cluster = Cluster::new("ctl-inputs").await;
+    let objects: Vec<ObjectRef> = ObjectKind::all()
+        .map(|kind| ObjectRef { kind, name: format!("{}-1", kind.prefix()) })
+        .collect();
+    for object in &objects {
+        cluster.object(object.kind, &object.name, &[("k", "one")]);
+    }
+    cluster.deployment_reading("web", &objects, true);
+    let admitted = cluster.annotations(NS, "web");
+    for object in &objects {
+        let key = format!("{}.configsum.dev/{}", object.kind.prefix(), object.name);
+        assert!(admitted.get(&key).is_some(), "{key} in {admitted}");
+    }
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    for (changed, object) in objects.iter().enumerate() {
+        let before = cluster.annotations(NS, "web");
+        cluster.object(object.kind, &object.name, &[("k", "two")]);
+        cluster
+            .wait_for(&format!("the patch for {object}"), Duration::from_secs(3), |c| {
+                c.annotations(NS, "web") != before
+            })
+            .await;
+        assert_eq!(cluster.annotations(NS, "web"), cluster.webhook_digests(NS, "web"));
+        assert_eq!(cluster.patches(NS, "web"), changed + 1, "one patch per change");
+    }
     assert_eq!(controller.stop().await, Some(0));
 }
 

@@ -145,6 +145,33 @@ impl Cluster {
         self.objects.insert(NS, configsum::core::ObjectRef::config_map(name), data);
     }
 
+    /// An object of `kind`, as declared in `core::inputs`. A new kind fails to
+    /// build here until the fake API server can store it.
+    pub fn object(&mut self, kind: configsum::core::ObjectKind, name: &str, data: &[(&str, &str)]) {
+        use configsum::core::ObjectKind;
+        match kind {
+            ObjectKind::ConfigMap => self.config_map(name, data),
+            ObjectKind::Secret => self.secret(name, data),
+        }
+    }
+
+    /// A Deployment reading each of `objects` whole, through `envFrom`.
+    pub fn deployment_reading(
+        &self,
+        name: &str,
+        objects: &[configsum::core::ObjectRef],
+        admitted: bool,
+    ) -> Value {
+        let mut object = fixtures::workload("Deployment", NS, fixtures::pod_spec_reading(objects));
+        object["metadata"]["name"] = json!(name);
+        if admitted {
+            let decision = Admit::new("Deployment", "CREATE", &object).run(&self.objects);
+            object = apply(&object, &decision);
+        }
+        self.api.put(&workload_path("Deployment", NS, name), object.clone());
+        object
+    }
+
     /// A Deployment reading `secrets` and `config_maps` whole; with digests as
     /// the webhook would have written them at its last write, if `admitted`.
     pub fn deployment(
