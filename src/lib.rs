@@ -11,4 +11,5 @@ pub mod digest_key;
 pub mod lookup;
 pub mod metrics;
 pub mod process;
+pub mod registry;
 pub mod webhook;
