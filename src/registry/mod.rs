@@ -2,6 +2,7 @@
 //! digest a reference such as `ghcr.io/org/app:prod` names now.
 
 pub mod credentials;
+pub mod metrics;
 pub mod outcome;
 pub mod reference;
 
@@ -9,5 +10,6 @@ pub use credentials::{
     CredentialError, CredentialId, PullCredential, RegistryKey, Secret, credentials_from_secret,
     parse_docker_cfg, parse_docker_config_json, select_credentials,
 };
+pub use metrics::RegistryMetrics;
 pub use outcome::{Failure, FailureKind, ImageDigest, Resolution};
 pub use reference::{ImageRef, ReferenceError};
