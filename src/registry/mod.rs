@@ -48,3 +48,6 @@ pub use credentials::{
 pub use metrics::RegistryMetrics;
 pub use outcome::{Failure, FailureKind, ImageDigest, Resolution};
 pub use reference::{ImageRef, ReferenceError};
+
+#[cfg(test)]
+mod loopback_tests;
