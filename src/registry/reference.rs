@@ -95,6 +95,13 @@ impl ImageRef {
         self.digest.is_some()
     }
 
+    /// The same image by its tag alone, for an image pinned as `name:tag@sha256:…` that is to be
+    /// re-resolved through its tag. `None` when there is no tag to resolve (`name@sha256:…`).
+    pub fn without_digest(&self) -> Option<ImageRef> {
+        self.tag.as_ref()?;
+        Some(ImageRef { digest: None, ..self.clone() })
+    }
+
     /// Whether the image is on Docker Hub.
     pub fn is_docker_hub(&self) -> bool {
         self.registry == DOCKER_HUB
@@ -243,6 +250,10 @@ mod tests {
         assert!(tagged.is_pinned());
         assert_eq!((tagged.tag(), tagged.digest()), (Some("prod"), Some(D)));
         assert_eq!(tagged.to_oci().to_string(), format!("ghcr.io/o/x:prod@{D}"));
+        let floating = tagged.without_digest();
+        assert_eq!(floating.as_ref().map(ToString::to_string).as_deref(), Some("ghcr.io/o/x:prod"));
+        assert!(floating.is_some_and(|f| !f.is_pinned()));
+        assert_eq!(pinned.without_digest(), None);
     }
 
     #[test]
