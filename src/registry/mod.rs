@@ -17,7 +17,7 @@
 //!
 //! # What this module adds
 //!
-//! - [`reference`]: lower-cased registry hosts, "is this pinned", and Docker Hub reached at
+//! - [`reference`](mod@reference): lower-cased registry hosts, "is this pinned", and Docker Hub reached at
 //!   `registry-1.docker.io`.
 //! - [`credentials`]: pull secrets (`kubernetes.io/dockerconfigjson` and `kubernetes.io/dockercfg`)
 //!   parsed from bytes, their registry keys matched to images as the kubelet does, and types whose
