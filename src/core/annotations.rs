@@ -25,6 +25,8 @@ pub struct AnnotationDomain {
     domain: String,
     /// `<word>.<domain>/` of each tracked kind, indexed by `ObjectKind`.
     prefixes: Vec<String>,
+    /// `image.<domain>/`.
+    image_prefix: String,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -42,7 +44,11 @@ impl AnnotationDomain {
             return Err(InvalidDomain(domain.to_owned()));
         }
         let prefixes = ObjectKind::all().map(|kind| format!("{}.{domain}/", kind.prefix()));
-        Ok(AnnotationDomain { domain: domain.to_owned(), prefixes: prefixes.collect() })
+        Ok(AnnotationDomain {
+            domain: domain.to_owned(),
+            prefixes: prefixes.collect(),
+            image_prefix: format!("image.{domain}/"),
+        })
     }
 
     /// `<domain>/enabled`: `"false"` leaves the object untouched.
@@ -60,6 +66,26 @@ impl AnnotationDomain {
         format!("{}/ignore", self.domain)
     }
 
+    /// `<domain>/images`: `*` or the containers whose image digests are tracked.
+    pub fn images(&self) -> String {
+        format!("{}/images", self.domain)
+    }
+
+    /// `<domain>/image-policy`: `record` (the default) or `pin`.
+    pub fn image_policy(&self) -> String {
+        format!("{}/image-policy", self.domain)
+    }
+
+    /// `image.<domain>/<container>`: the digest behind a container's tag.
+    pub fn image_key(&self, container: &str) -> String {
+        format!("{}{}", self.image_prefix, name_part(container))
+    }
+
+    /// Whether `key` is an image digest annotation.
+    pub fn is_image_key(&self, key: &str) -> bool {
+        key.starts_with(&self.image_prefix)
+    }
+
     /// The digest annotation key for `object`, whose name must already be valid.
     pub fn key_for(&self, object: &ObjectRef) -> String {
         format!("{}{}", self.prefixes[object.kind as usize], name_part(&object.name))
@@ -68,6 +94,7 @@ impl AnnotationDomain {
     /// Whether configsum owns `key`: it adds, updates and removes exactly these.
     pub fn owns(&self, key: &str) -> bool {
         self.prefixes.iter().any(|prefix| key.starts_with(prefix.as_str()))
+            || self.is_image_key(key)
     }
 }
 

@@ -30,6 +30,11 @@ impl ObjectContent {
     pub fn from_entries(entries: BTreeMap<String, Vec<u8>>) -> Self {
         ObjectContent { entries }
     }
+
+    /// The bytes of one entry.
+    pub fn get(&self, key: &str) -> Option<&[u8]> {
+        self.entries.get(key).map(Vec::as_slice)
+    }
 }
 
 impl fmt::Debug for ObjectContent {

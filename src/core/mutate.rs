@@ -8,6 +8,7 @@ use json_patch::PatchOperation;
 
 use super::annotations::AnnotationDomain;
 use super::digest::ABSENT;
+use super::inputs::image::{ImagePlan, ImageTracking, PodImages};
 use super::object_ref::ObjectRef;
 use super::patch::{
     AnnotationsLocation, MAX_ANNOTATIONS_BYTES, annotations_patch, annotations_size,
@@ -111,6 +112,11 @@ pub struct Mutation {
     existing: SortedPairs,
     kept_keys: BTreeSet<String>,
     warnings: Warnings,
+    /// `<domain>/images` and `<domain>/image-policy`, if the workload tracks
+    /// images (boxed: most plans the controller keeps track none).
+    image_tracking: Option<Box<ImageTracking>>,
+    /// The tracked images, once [`Mutation::read_pod_images`] has read the pod.
+    pub images: ImagePlan,
 }
 
 /// The answer: a patch (possibly empty), warnings, and what changed.
@@ -120,6 +126,8 @@ pub struct Decision {
     pub warnings: Vec<String>,
     /// Objects whose existing digest changed value, for `auditAnnotations`.
     pub changed: Vec<ObjectRef>,
+    /// Containers whose existing image digest changed value, likewise.
+    pub changed_images: Vec<String>,
     /// Set when the request is denied (`--on-lookup-error=deny`).
     pub denied: Option<String>,
 }
@@ -169,6 +177,12 @@ pub fn plan(
     let track = annotation(domain.track());
     let ignore = annotation(domain.ignore());
     let selection = select(&refs, track, ignore, domain, &mut warnings);
+    let image_tracking = ImageTracking::parse(
+        annotation(domain.images()),
+        annotation(domain.image_policy()),
+        &mut warnings,
+    )
+    .map(Box::new);
 
     let location = AnnotationsLocation {
         path: kind.annotations_path(),
@@ -195,6 +209,8 @@ pub fn plan(
         existing: SortedPairs::from(existing),
         kept_keys: selection.kept_keys,
         warnings,
+        image_tracking,
+        images: ImagePlan::default(),
     })
 }
 
@@ -204,6 +220,26 @@ impl Mutation {
         !self.existing.is_empty()
     }
 
+    /// Whether the image pass must read the pod spec: the workload tracks
+    /// images, or carries image annotations that may need updating or removing.
+    pub fn wants_pod_images(&self, settings: &Settings) -> bool {
+        let has_image_keys = self.existing.0.iter().any(|(k, _)| settings.domain.is_image_key(k));
+        ImagePlan::wanted(self.image_tracking.as_deref(), has_image_keys)
+    }
+
+    /// Selects the tracked images from what the image pass read. Without it,
+    /// every existing image annotation is kept as it is.
+    pub fn read_pod_images(&mut self, pod: PodImages, settings: &Settings) {
+        let existing = &self.existing;
+        self.images = ImagePlan::read(
+            self.image_tracking.as_deref(),
+            pod,
+            &settings.domain,
+            |key| existing.get(key).map(str::to_owned),
+            &mut self.warnings,
+        );
+    }
+
     /// The existing annotation value for `target` (see the README's "Annotations"), if any.
     pub fn existing(&self, target: &Target) -> Option<&str> {
         self.existing.get(&target.key)
@@ -211,7 +247,9 @@ impl Mutation {
 
     /// Turns one observation per target (in `targets` order) into the answer.
     pub fn decide(self, observations: Vec<Observation>, settings: &Settings) -> Decision {
-        let Mutation { targets, location, current, existing, kept_keys, mut warnings, .. } = self;
+        let Mutation {
+            targets, location, current, existing, kept_keys, mut warnings, images, ..
+        } = self;
         let (current, existing) = (current.into_map(), existing.into_map());
         let mut desired: BTreeMap<String, String> = BTreeMap::new();
         let mut unreadable = Vec::new();
@@ -251,6 +289,15 @@ impl Mutation {
             }
         }
 
+        let images = images.decide(|key| existing.get(key).cloned(), &mut warnings);
+        match images.annotations {
+            Some(annotations) => desired.extend(annotations),
+            None => {
+                let image_keys = existing.iter().filter(|(k, _)| settings.domain.is_image_key(k));
+                desired.extend(image_keys.map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+
         if settings.on_lookup_error == LookupErrorPolicy::Deny && !unreadable.is_empty() {
             let names: Vec<String> = unreadable.iter().map(ToString::to_string).collect();
             let denied = format!(
@@ -264,7 +311,9 @@ impl Mutation {
             };
         }
 
-        let patch = annotations_patch(location, &current, &desired, |k| settings.domain.owns(k));
+        let mut patch =
+            annotations_patch(location, &current, &desired, |k| settings.domain.owns(k));
+        patch.extend(images.images.into_iter().map(|(path, image)| replace(&path, image)));
         if !patch.is_empty() {
             let others = current.iter().filter(|(k, _)| !settings.domain.owns(k));
             let size = annotations_size(others.chain(desired.iter()));
@@ -275,8 +324,24 @@ impl Mutation {
                 return Decision { warnings: warnings.into_response(), ..Decision::default() };
             }
         }
-        Decision { patch, warnings: warnings.into_response(), changed, denied: None }
+        Decision {
+            patch,
+            warnings: warnings.into_response(),
+            changed,
+            changed_images: images.changed,
+            denied: None,
+        }
     }
+}
+
+/// A `replace` of the string at `path` (a container's `image`, a pointer the
+/// image pass built from field names and indexes, which need no escaping).
+fn replace(path: &str, value: String) -> PatchOperation {
+    let path = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').skip(1));
+    PatchOperation::Replace(json_patch::ReplaceOperation {
+        path,
+        value: serde_json::Value::String(value),
+    })
 }
 
 /// String pairs sorted by key, read by binary search; small and compact.

@@ -155,8 +155,10 @@ pub fn encode_response(uid: &str, decision: &Decision) -> Vec<u8> {
         base64::engine::general_purpose::STANDARD.encode(json)
     });
     let mut audit_annotations = BTreeMap::new();
-    if !decision.changed.is_empty() {
-        let changed: Vec<String> = decision.changed.iter().map(ToString::to_string).collect();
+    if !decision.changed.is_empty() || !decision.changed_images.is_empty() {
+        let objects = decision.changed.iter().map(ToString::to_string);
+        let images = decision.changed_images.iter().map(|c| format!("image/{c}"));
+        let changed: Vec<String> = objects.chain(images).collect();
         audit_annotations.insert("changed", changed.join(", "));
     }
     let response = AdmissionResponse {
@@ -242,6 +244,7 @@ mod tests {
                 crate::core::ObjectRef::config_map("a"),
                 crate::core::ObjectRef::secret("b"),
             ],
+            changed_images: vec!["app".into()],
             denied: None,
         };
         let out: Value = serde_json::from_slice(&encode_response("u", &decision)).expect("json");
@@ -252,7 +255,10 @@ mod tests {
         let ops: Value = serde_json::from_slice(&decoded).expect("json patch");
         assert_eq!(ops, json!([{"op": "add", "path": "/metadata/annotations/x", "value": "y"}]));
         assert_eq!(response["warnings"], json!(["w"]));
-        assert_eq!(response["auditAnnotations"], json!({"changed": "configmap/a, secret/b"}));
+        assert_eq!(
+            response["auditAnnotations"],
+            json!({"changed": "configmap/a, secret/b, image/app"})
+        );
     }
 
     #[test]

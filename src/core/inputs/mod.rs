@@ -11,8 +11,13 @@
 //!
 //! A new kind of object is a new [`ObjectKind`] variant, a module here with
 //! its row, and the row in [`DECLARED`]; docs/extending.md walks through it.
+//!
+//! The third tracked input, the image behind a floating tag ([`image`]), is
+//! keyed by container rather than by object and resolved from a registry; it
+//! has a module of its own shape.
 
 mod config_map;
+pub mod image;
 mod secret;
 
 use std::collections::BTreeMap;

@@ -1,0 +1,23 @@
+//! The image behind a floating tag, a tracked input of its own shape: it is
+//! keyed by container rather than by object, opted into per workload
+//! (`<domain>/images`), resolved from a registry rather than read from the API
+//! server, and its digest is the registry's. Its annotation is
+//! `image.<domain>/<container>`.
+//!
+//! - [`reference`]: an image reference split by the distribution grammar;
+//! - [`containers`]: the image pass, which reads a tracking workload's containers;
+//! - [`tracking`]: which containers are tracked, and what the resolutions make
+//!   of the annotations and images (`record` or `pin`).
+//!
+//! Resolving is the shell's: `crate::registry` asks the registry, with the
+//! credentials of the pod's `imagePullSecrets` and its ServiceAccount's.
+
+pub mod containers;
+pub mod reference;
+pub mod tracking;
+
+pub use containers::{ContainerImage, PodImages};
+pub use reference::ImageName;
+pub use tracking::{
+    ImageObservation, ImageOutcome, ImagePlan, ImagePolicy, ImageTarget, ImageTracking,
+};

@@ -1,0 +1,532 @@
+//! Which containers' images a workload tracks, and what their resolutions
+//! make of the annotations and images (README, "Images behind floating tags").
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::containers::PodImages;
+use super::reference::ImageName;
+use crate::core::annotations::AnnotationDomain;
+use crate::core::digest::ABSENT;
+use crate::core::warnings::Warnings;
+
+/// At most this many containers' images are resolved per review: a pod
+/// rarely runs ten, and each is a registry request. The rest keep their
+/// annotations, with a warning.
+pub const MAX_TRACKED_IMAGES: usize = 32;
+
+/// What `<domain>/image-policy` asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ImagePolicy {
+    /// Record the digest in the annotation only.
+    #[default]
+    Record,
+    /// Also pin the container's image to it.
+    Pin,
+}
+
+/// The workload's `<domain>/images` and `<domain>/image-policy`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageTracking {
+    pub policy: ImagePolicy,
+    containers: Selected,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Selected {
+    All,
+    Named(BTreeSet<String>),
+}
+
+impl ImageTracking {
+    /// Reads the two annotations; `None` when `images` is absent or empty.
+    pub fn parse(
+        images: Option<&str>,
+        policy: Option<&str>,
+        warnings: &mut Warnings,
+    ) -> Option<ImageTracking> {
+        let mut tokens = images?.split(',').map(str::trim).filter(|t| !t.is_empty()).peekable();
+        tokens.peek()?;
+        let containers = if tokens.clone().any(|t| t == "*") {
+            Selected::All
+        } else {
+            Selected::Named(tokens.map(str::to_owned).collect())
+        };
+        let policy = match policy.map(str::trim) {
+            None | Some("record") => ImagePolicy::Record,
+            Some("pin") => ImagePolicy::Pin,
+            Some(other) => {
+                warnings.push(
+                    "image-policy ",
+                    format_args!("{other:?}"),
+                    " is not record or pin; recording only",
+                );
+                ImagePolicy::Record
+            }
+        };
+        Some(ImageTracking { policy, containers })
+    }
+
+    fn tracks(&self, container: &str) -> bool {
+        match &self.containers {
+            Selected::All => true,
+            Selected::Named(names) => names.contains(container),
+        }
+    }
+}
+
+/// One tracked container: what to resolve, and where the answer goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImageTarget {
+    pub container: String,
+    /// `image.<domain>/<container>`.
+    pub key: String,
+    /// `<repository>:<tag>` as written: what the registry is asked about.
+    pub reference: String,
+    /// The image as the spec has it now, and where it sits.
+    image: String,
+    path: String,
+    /// `<repository>:<tag>@<d>` with `d` its annotation: pinned by configsum.
+    pinned_by_us: bool,
+    pull_always: bool,
+}
+
+/// What a resolution found for one target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ImageObservation {
+    /// `sha256:<64 hex>` from the registry.
+    Digest(String),
+    /// The registry does not know the repository or tag.
+    Unknown,
+    /// Any other failure; the reason is short and carries no credentials.
+    Failed(String),
+    /// Not resolved this time (the controller between polls): keep what is there.
+    Keep,
+}
+
+/// The image half of a plan: empty until the image pass has read the pod.
+#[derive(Clone, Debug, Default)]
+pub struct ImagePlan {
+    /// `None` until [`ImagePlan::read`]: then every existing image annotation
+    /// is kept as it is, as a reader without the pod spec must. Boxed: the
+    /// controller keeps a plan per workload, and most track no image.
+    read: Option<Box<Read>>,
+}
+
+#[derive(Clone, Debug)]
+struct Read {
+    policy: ImagePolicy,
+    targets: Vec<ImageTarget>,
+    observations: Vec<ImageObservation>,
+    /// Containers no longer tracked whose image configsum pinned: (path, `<repository>:<tag>`).
+    unpin: Vec<(String, String)>,
+    /// Annotations of tracked containers beyond [`MAX_TRACKED_IMAGES`], kept as they are.
+    kept: Vec<String>,
+    pull_secrets: Vec<String>,
+    service_account: Option<String>,
+}
+
+/// What the image half adds to the answer.
+#[derive(Debug, Default)]
+pub struct ImageOutcome {
+    /// Desired image annotations; `None` keeps every existing one.
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// (JSON pointer, new image) for each container image to rewrite.
+    pub images: Vec<(String, String)>,
+    /// Containers whose existing digest changed value, for the audit annotation.
+    pub changed: Vec<String>,
+}
+
+impl ImagePlan {
+    /// Whether the image pass must read the pod: the workload tracks images,
+    /// or carries image annotations to update or remove.
+    pub fn wanted(tracking: Option<&ImageTracking>, existing_image_keys: bool) -> bool {
+        tracking.is_some() || existing_image_keys
+    }
+
+    /// Selects the tracked containers of `pod`. `existing` gives an image
+    /// annotation's existing value.
+    pub fn read(
+        tracking: Option<&ImageTracking>,
+        pod: PodImages,
+        domain: &AnnotationDomain,
+        existing: impl Fn(&str) -> Option<String>,
+        warnings: &mut Warnings,
+    ) -> ImagePlan {
+        let mut targets = Vec::new();
+        let mut unpin = Vec::new();
+        let mut seen = BTreeSet::new();
+        for container in pod.containers {
+            seen.insert(container.name.clone());
+            let key = domain.image_key(&container.name);
+            let annotation = existing(&key);
+            let Some(name) = ImageName::parse(&container.image) else {
+                if tracking.is_some_and(|t| t.tracks(&container.name)) {
+                    warnings.push(
+                        "container ",
+                        &container.name,
+                        ": image is not a valid reference; not tracked",
+                    );
+                }
+                continue;
+            };
+            let pinned_by_us = name.digest.is_some() && name.digest == annotation.as_deref();
+            let tracked = tracking.is_some_and(|t| t.tracks(&container.name));
+            if !tracked {
+                if pinned_by_us {
+                    unpin.push((container.path, name.tagged()));
+                }
+                continue;
+            }
+            if name.digest.is_some() && !pinned_by_us {
+                // Pinned by its author: there is no tag to follow.
+                if matches!(tracking.map(|t| &t.containers), Some(Selected::Named(_))) {
+                    warnings.push(
+                        "container ",
+                        &container.name,
+                        ": image is pinned by digest; not tracked",
+                    );
+                }
+                continue;
+            }
+            let pull_always = match container.pull_policy.as_deref() {
+                Some(policy) => policy == "Always",
+                // The API server's default: Always for `latest` or no tag.
+                None => name.tag_or_default() == "latest",
+            };
+            targets.push(ImageTarget {
+                container: container.name,
+                key,
+                reference: name.tagged(),
+                image: container.image,
+                path: container.path,
+                pinned_by_us,
+                pull_always,
+            });
+        }
+        if let Some(Selected::Named(names)) = tracking.map(|t| &t.containers) {
+            for missing in names.difference(&seen) {
+                warnings.push(
+                    "container ",
+                    missing,
+                    " is listed in images but not in the pod spec",
+                );
+            }
+        }
+        let mut kept = Vec::new();
+        if targets.len() > MAX_TRACKED_IMAGES {
+            let beyond = targets.split_off(MAX_TRACKED_IMAGES);
+            warnings.push_plain(format!(
+                "{} containers beyond the first {MAX_TRACKED_IMAGES} track images; their annotations were kept",
+                beyond.len()
+            ));
+            kept.extend(beyond.into_iter().map(|target| target.key));
+        }
+        let observations = vec![ImageObservation::Keep; targets.len()];
+        ImagePlan {
+            read: Some(Box::new(Read {
+                policy: tracking.map(|t| t.policy).unwrap_or_default(),
+                targets,
+                observations,
+                unpin,
+                kept,
+                pull_secrets: pod.pull_secrets,
+                service_account: pod.service_account,
+            })),
+        }
+    }
+
+    /// The tracked containers, in pod-spec order.
+    pub fn targets(&self) -> &[ImageTarget] {
+        self.read.as_ref().map_or(&[], |r| &r.targets)
+    }
+
+    /// `imagePullSecrets` and the ServiceAccount (`default` when unset) whose
+    /// pull secrets are the credentials to resolve with.
+    pub fn credentials(&self) -> (&[String], &str) {
+        match &self.read {
+            Some(r) => (&r.pull_secrets, r.service_account.as_deref().unwrap_or("default")),
+            None => (&[], "default"),
+        }
+    }
+
+    /// Records what resolving [`ImagePlan::targets`] found, in their order.
+    pub fn observe(&mut self, observations: Vec<ImageObservation>) {
+        if let Some(read) = &mut self.read {
+            let n = read.targets.len();
+            read.observations = observations;
+            read.observations.resize(n, ImageObservation::Keep);
+        }
+    }
+
+    /// The annotations and image rewrites the observations call for.
+    pub fn decide(
+        self,
+        existing: impl Fn(&str) -> Option<String>,
+        warnings: &mut Warnings,
+    ) -> ImageOutcome {
+        let Some(read) = self.read.map(|read| *read) else { return ImageOutcome::default() };
+        let mut outcome = ImageOutcome { annotations: Some(BTreeMap::new()), ..Default::default() };
+        let annotations = outcome.annotations.get_or_insert_default();
+        outcome.images.extend(read.unpin);
+        for key in read.kept {
+            if let Some(value) = existing(&key) {
+                annotations.insert(key, value);
+            }
+        }
+        for (target, observation) in read.targets.into_iter().zip(read.observations) {
+            let old = existing(&target.key);
+            let name = ImageName::parse(&target.image);
+            let (value, image) = match observation {
+                ImageObservation::Digest(digest) => {
+                    if read.policy == ImagePolicy::Record && !target.pull_always {
+                        warnings.push(
+                            "container ",
+                            &target.container,
+                            ": imagePullPolicy is not Always; a node may run an older image it cached under the tag",
+                        );
+                    }
+                    let image = name.map(|n| match read.policy {
+                        ImagePolicy::Pin => n.pinned(&digest),
+                        ImagePolicy::Record => {
+                            if target.pinned_by_us {
+                                n.tagged()
+                            } else {
+                                target.image.clone()
+                            }
+                        }
+                    });
+                    (Some(digest), image)
+                }
+                ImageObservation::Unknown => {
+                    warnings.push(
+                        "image ",
+                        &target.reference,
+                        " is unknown to its registry; its digest is \"absent\"",
+                    );
+                    // No digest to pin to: back to the tag.
+                    let image = name.filter(|_| target.pinned_by_us).map(|n| n.tagged());
+                    (Some(ABSENT.to_owned()), image)
+                }
+                ImageObservation::Failed(reason) => {
+                    let after =
+                        format!(" could not be resolved ({reason}); its annotation was kept");
+                    warnings.push("image ", &target.reference, after);
+                    (old.clone(), None)
+                }
+                ImageObservation::Keep => (old.clone(), None),
+            };
+            if let Some(value) = value {
+                if old.as_ref().is_some_and(|old| *old != value) {
+                    outcome.changed.push(target.container.clone());
+                }
+                annotations.insert(target.key, value);
+            }
+            if let Some(image) = image.filter(|image| *image != target.image) {
+                outcome.images.push((target.path, image));
+            }
+        }
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::inputs::image::containers::ContainerImage;
+
+    const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    fn pod(containers: &[(&str, &str, Option<&str>)]) -> PodImages {
+        let containers = containers
+            .iter()
+            .enumerate()
+            .map(|(i, (name, image, policy))| ContainerImage {
+                name: name.to_string(),
+                image: image.to_string(),
+                pull_policy: policy.map(str::to_owned),
+                path: format!("/spec/containers/{i}/image"),
+            })
+            .collect();
+        PodImages { containers, ..PodImages::default() }
+    }
+
+    fn tracking(images: &str, policy: &str) -> ImageTracking {
+        ImageTracking::parse(Some(images), Some(policy), &mut Warnings::default()).expect("tracks")
+    }
+
+    struct Run {
+        outcome: ImageOutcome,
+        warnings: Vec<String>,
+        targets: Vec<String>,
+    }
+
+    fn run(
+        tracking: Option<&ImageTracking>,
+        pod: PodImages,
+        existing: &[(&str, &str)],
+        observe: impl Fn(&ImageTarget) -> ImageObservation,
+    ) -> Run {
+        let existing: BTreeMap<String, String> =
+            existing.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let get = |k: &str| existing.get(k).cloned();
+        let mut warnings = Warnings::default();
+        let domain = AnnotationDomain::default();
+        let mut plan = ImagePlan::read(tracking, pod, &domain, get, &mut warnings);
+        let targets = plan.targets().iter().map(|t| t.reference.clone()).collect();
+        let observations = plan.targets().iter().map(&observe).collect();
+        plan.observe(observations);
+        let outcome = plan.decide(get, &mut warnings);
+        Run { outcome, warnings: warnings.into_response(), targets }
+    }
+
+    fn annotations(run: &Run) -> Vec<(&str, &str)> {
+        let map = run.outcome.annotations.as_ref().expect("read");
+        map.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    }
+
+    #[test]
+    fn parses_the_workload_annotations() {
+        let mut warnings = Warnings::default();
+        assert_eq!(ImageTracking::parse(None, Some("pin"), &mut warnings), None);
+        assert_eq!(ImageTracking::parse(Some(" , "), None, &mut warnings), None);
+        let t = ImageTracking::parse(Some("app, *"), None, &mut warnings).expect("all");
+        assert_eq!((t.policy, t.containers), (ImagePolicy::Record, Selected::All));
+        let t =
+            ImageTracking::parse(Some("app,sidecar"), Some(" pin "), &mut warnings).expect("named");
+        assert_eq!(t.policy, ImagePolicy::Pin);
+        assert!(t.tracks("sidecar") && !t.tracks("other"));
+        assert!(warnings.is_empty());
+        let t = ImageTracking::parse(Some("*"), Some("Pin"), &mut warnings).expect("tracks");
+        assert_eq!(t.policy, ImagePolicy::Record);
+        assert_eq!(
+            warnings.into_response(),
+            vec![r#"image-policy "Pin" is not record or pin; recording only"#]
+        );
+    }
+
+    #[test]
+    fn record_writes_the_digest_and_warns_when_pulls_may_use_a_cached_image() {
+        let t = tracking("*", "record");
+        let pod = pod(&[("app", "app:prod", Some("IfNotPresent")), ("web", "nginx", None)]);
+        let run = run(Some(&t), pod, &[], |_| ImageObservation::Digest(D1.into()));
+        assert_eq!(run.targets, vec!["app:prod", "nginx:latest"]);
+        assert_eq!(
+            annotations(&run),
+            vec![("image.configsum.dev/app", D1), ("image.configsum.dev/web", D1)]
+        );
+        assert!(run.outcome.images.is_empty() && run.outcome.changed.is_empty());
+        assert_eq!(run.warnings.len(), 1, "nginx defaults to Always: {:?}", run.warnings);
+        assert!(run.warnings[0].starts_with("container app: imagePullPolicy is not Always"));
+    }
+
+    #[test]
+    fn pin_rewrites_the_image_and_is_idempotent() {
+        let t = tracking("app", "pin");
+        let first = run(Some(&t), pod(&[("app", "r.io/app:prod", None)]), &[], |_| {
+            ImageObservation::Digest(D1.into())
+        });
+        let pinned = format!("r.io/app:prod@{D1}");
+        assert_eq!(first.outcome.images, vec![("/spec/containers/0/image".into(), pinned.clone())]);
+        assert!(first.warnings.is_empty(), "pin needs no pull-policy warning");
+
+        // Admitted again: the pinned image is re-resolved through its tag.
+        let existing = [("image.configsum.dev/app", D1)];
+        let again = run(Some(&t), pod(&[("app", &pinned, None)]), &existing, |_| {
+            ImageObservation::Digest(D1.into())
+        });
+        assert_eq!(again.targets, vec!["r.io/app:prod"]);
+        assert!(again.outcome.images.is_empty() && again.outcome.changed.is_empty());
+
+        // The tag moved: new pin, and the audit names the container.
+        let moved = run(Some(&t), pod(&[("app", &pinned, None)]), &existing, |_| {
+            ImageObservation::Digest(D2.into())
+        });
+        assert_eq!(
+            moved.outcome.images,
+            vec![("/spec/containers/0/image".into(), format!("r.io/app:prod@{D2}"))]
+        );
+        assert_eq!(moved.outcome.changed, vec!["app"]);
+    }
+
+    #[test]
+    fn author_pins_are_never_tracked_and_our_pins_are_undone_when_no_longer_wanted() {
+        let t = tracking("app", "record");
+        let existing = [("image.configsum.dev/app", D1)];
+        // Pinned by configsum, now under record: written back to the tag.
+        let run1 = run(
+            Some(&t),
+            pod(&[("app", &format!("app:1@{D1}"), Some("Always"))]),
+            &existing,
+            |_| ImageObservation::Digest(D1.into()),
+        );
+        assert_eq!(run1.outcome.images, vec![("/spec/containers/0/image".into(), "app:1".into())]);
+        // Pinned by its author (another digest): not tracked, its annotation goes.
+        let run2 = run(Some(&t), pod(&[("app", &format!("app:1@{D2}"), None)]), &existing, |_| {
+            panic!("not resolved")
+        });
+        assert!(run2.targets.is_empty() && annotations(&run2).is_empty());
+        assert_eq!(run2.warnings, vec!["container app: image is pinned by digest; not tracked"]);
+        // No longer tracked at all: the annotation goes and our pin is undone.
+        let run3 = run(None, pod(&[("app", &format!("app:1@{D1}"), None)]), &existing, |_| {
+            panic!("not resolved")
+        });
+        assert!(annotations(&run3).is_empty());
+        assert_eq!(run3.outcome.images, vec![("/spec/containers/0/image".into(), "app:1".into())]);
+    }
+
+    #[test]
+    fn unknown_is_absent_and_failures_keep_what_is_there() {
+        let t = tracking("a, b, c, ghost", "pin");
+        let pinned = format!("b:1@{D1}");
+        let pod = pod(&[("a", "a:1", None), ("b", &pinned, None), ("c", "c:1", None)]);
+        let existing = [("image.configsum.dev/b", D1), ("image.configsum.dev/c", D2)];
+        let run = run(Some(&t), pod, &existing, |target| match target.container.as_str() {
+            "a" => ImageObservation::Failed("HTTP 503".into()),
+            "b" => ImageObservation::Unknown,
+            _ => ImageObservation::Failed("timeout".into()),
+        });
+        assert_eq!(
+            annotations(&run),
+            vec![("image.configsum.dev/b", "absent"), ("image.configsum.dev/c", D2)],
+            "a gets none, b is absent, c keeps its digest"
+        );
+        assert_eq!(run.outcome.images, vec![("/spec/containers/1/image".into(), "b:1".into())]);
+        assert_eq!(run.outcome.changed, vec!["b"]);
+        assert_eq!(
+            run.warnings,
+            vec![
+                "container ghost is listed in images but not in the pod spec",
+                "image a:1 could not be resolved (HTTP 503); its annotation was kept",
+                "image b:1 is unknown to its registry; its digest is \"absent\"",
+                "image c:1 could not be resolved (timeout); its annotation was kept",
+            ]
+        );
+    }
+
+    #[test]
+    fn at_most_32_images_are_resolved_and_the_rest_keep_their_annotations() {
+        let names: Vec<(String, String)> =
+            (0..40).map(|i| (format!("c{i:02}"), format!("app{i}:1"))).collect();
+        let containers: Vec<(&str, &str, Option<&str>)> =
+            names.iter().map(|(n, i)| (n.as_str(), i.as_str(), Some("Always"))).collect();
+        let existing = [("image.configsum.dev/c39", D2)];
+        let run = run(Some(&tracking("*", "record")), pod(&containers), &existing, |_| {
+            ImageObservation::Digest(D1.into())
+        });
+        assert_eq!(run.targets.len(), MAX_TRACKED_IMAGES);
+        let annotations = annotations(&run);
+        assert_eq!(annotations.len(), 33, "32 resolved and the one existing kept");
+        assert!(annotations.contains(&("image.configsum.dev/c39", D2)));
+        assert_eq!(
+            run.warnings,
+            vec!["8 containers beyond the first 32 track images; their annotations were kept"]
+        );
+    }
+
+    #[test]
+    fn without_the_image_pass_every_image_annotation_is_kept() {
+        let outcome = ImagePlan::default().decide(|_| None, &mut Warnings::default());
+        assert!(outcome.annotations.is_none() && outcome.images.is_empty());
+    }
+}
