@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::core::annotations::DEFAULT_DOMAIN;
 use crate::core::{AnnotationDomain, LookupErrorPolicy};
+use crate::registry::RegistryConfig;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -116,6 +117,8 @@ pub struct ServeArgs {
     #[arg(long, env = "CONFIGSUM_CLIENT_CA_FILE")]
     pub client_ca_file: Option<PathBuf>,
     #[command(flatten)]
+    pub registries: RegistryArgs,
+    #[command(flatten)]
     pub log: LogArgs,
 }
 
@@ -137,6 +140,35 @@ pub struct AnnotationArgs {
     /// Domain of the annotations written and read.
     #[arg(long, env = "CONFIGSUM_ANNOTATION_DOMAIN", default_value = DEFAULT_DOMAIN, value_parser = parse_domain)]
     pub annotation_domain: AnnotationDomain,
+}
+
+/// How image digests are resolved from registries.
+#[derive(Args, Debug, Clone)]
+pub struct RegistryArgs {
+    /// A registry spoken to over plain HTTP, as HOST or HOST:PORT (repeatable; comma-separated in the environment).
+    #[arg(long = "insecure-registry", env = "CONFIGSUM_INSECURE_REGISTRY", value_delimiter = ',')]
+    pub insecure_registries: Vec<String>,
+    /// PEM CA certificates trusted for registries, besides the system's.
+    #[arg(long, env = "CONFIGSUM_REGISTRY_CA_FILE")]
+    pub registry_ca_file: Option<PathBuf>,
+    /// Upper bound on one image resolution, token handshake included.
+    #[arg(long, env = "CONFIGSUM_REGISTRY_TIMEOUT", default_value = "2s", value_parser = parse_registry_timeout)]
+    pub registry_timeout: Duration,
+}
+
+impl RegistryArgs {
+    pub fn config(&self) -> RegistryConfig {
+        RegistryConfig {
+            insecure_registries: self.insecure_registries.clone(),
+            ca_file: self.registry_ca_file.clone(),
+            timeout: self.registry_timeout,
+            ..RegistryConfig::default()
+        }
+    }
+}
+
+fn parse_registry_timeout(value: &str) -> Result<Duration, String> {
+    bounded_duration(value, Duration::from_millis(100), Duration::from_secs(60))
 }
 
 #[derive(Args, Debug, Clone)]

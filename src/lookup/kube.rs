@@ -6,20 +6,27 @@
 
 use std::sync::Arc;
 
-use kube::Client;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::GetParams;
+use kube::{Api, Client};
 use tokio::sync::Semaphore;
+use tracing::warn;
 
 use super::api_object::{collection_path, decode};
 use super::{LookupError, ObjectSource};
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
+use crate::registry::{PullCredential, credentials_from_secret};
 
 /// What the webhook asks of the API server, for its RBAC (README, "Install on a cluster"):
-/// (API group, resource, verbs) for `get` on every tracked kind. `GET /version` needs no grant.
+/// (API group, resource, verbs): `get` on every tracked kind, and on
+/// ServiceAccounts for their image pull secrets. `GET /version` needs no grant.
 pub fn webhook_permissions()
 -> impl Iterator<Item = (&'static str, &'static str, &'static [&'static str])> {
-    ObjectKind::all().map(|kind| (kind.input().group, kind.input().resource, &["get"][..]))
+    let objects = ObjectKind::all().map(|kind| (kind.input().group, kind.input().resource, GET));
+    objects.chain([("", "serviceaccounts", GET)])
 }
+
+const GET: &[&str] = &["get"];
 
 /// Most lookups in flight at once across all reviews of this replica, so a
 /// burst of reviews cannot flood the API server.
@@ -82,9 +89,56 @@ impl ObjectSource for KubeSource {
         let found = self.read(namespace, object).await?;
         Ok(found.map(|(content, _)| Arc::new(content)))
     }
+
+    async fn pull_credentials(
+        &self,
+        namespace: &str,
+        secrets: &[String],
+        service_account: &str,
+    ) -> Result<Vec<PullCredential>, LookupError> {
+        self.read_pull_credentials(namespace, secrets, service_account).await
+    }
 }
 
 impl KubeSource {
+    /// The pull secrets named by a pod and by its ServiceAccount, as credentials.
+    async fn read_pull_credentials(
+        &self,
+        namespace: &str,
+        secrets: &[String],
+        service_account: &str,
+    ) -> Result<Vec<PullCredential>, LookupError> {
+        let mut names: Vec<String> = secrets.to_vec();
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        let account = {
+            let _permit = self.in_flight.acquire().await.map_err(|_| LookupError::Connection)?;
+            accounts.get_opt(service_account).await.map_err(|e| classify(&e))?
+        };
+        let from_account = account.and_then(|a| a.image_pull_secrets).into_iter().flatten();
+        names.extend(from_account.map(|r| r.name).filter(|n| !n.is_empty()));
+        let mut seen = std::collections::HashSet::new();
+        names.retain(|name| seen.insert(name.clone()));
+
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let mut credentials = Vec::new();
+        for name in names {
+            let secret = {
+                let _permit =
+                    self.in_flight.acquire().await.map_err(|_| LookupError::Connection)?;
+                api.get_opt(&name).await.map_err(|e| classify(&e))?
+            };
+            match secret.map(|s| credentials_from_secret(&s)) {
+                Some(Ok(found)) => credentials.extend(found),
+                // The error names the type or key, never a value.
+                Some(Err(e)) => {
+                    warn!(secret = %name, error = %e, "not a usable pull secret; skipped")
+                }
+                None => {}
+            }
+        }
+        Ok(credentials)
+    }
+
     /// The object's content and the resourceVersion it was read at.
     pub async fn read(
         &self,

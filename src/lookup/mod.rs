@@ -3,6 +3,7 @@
 
 pub mod api_object;
 mod file;
+mod images;
 mod kube;
 
 use std::future::Future;
@@ -14,8 +15,10 @@ use tokio::time::Instant;
 
 use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
 use crate::metrics::Metrics;
+use crate::registry::PullCredential;
 
 pub use file::{FileSource, FileSourceError};
+pub use images::{observation, resolve_all};
 pub use kube::{
     KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with, webhook_permissions,
 };
@@ -30,6 +33,20 @@ pub trait ObjectSource: Send + Sync + 'static {
         namespace: &str,
         object: &ObjectRef,
     ) -> impl Future<Output = Result<Option<Arc<ObjectContent>>, LookupError>> + Send;
+
+    /// The registry credentials of the pull secrets `secrets` names, then of
+    /// the ServiceAccount `service_account`'s, read fresh. A missing Secret or
+    /// ServiceAccount, or a Secret that is no pull secret, is skipped, as the
+    /// kubelet skips it.
+    fn pull_credentials(
+        &self,
+        namespace: &str,
+        secrets: &[String],
+        service_account: &str,
+    ) -> impl Future<Output = Result<Vec<PullCredential>, LookupError>> + Send {
+        let _ = (namespace, secrets, service_account);
+        async { Ok(Vec::new()) }
+    }
 
     /// Whether lookups can be served at all; readiness waits for `Ok`.
     fn check_ready(&self) -> impl Future<Output = Result<(), LookupError>> + Send {

@@ -42,8 +42,9 @@ pub mod reference;
 
 pub use client::{ClientError, DEFAULT_TIMEOUT, MAX_REUSE, RegistryClient, RegistryConfig};
 pub use credentials::{
-    CredentialError, CredentialId, PullCredential, RegistryKey, Secret, credentials_from_secret,
-    parse_docker_cfg, parse_docker_config_json, select_credentials,
+    CredentialError, CredentialId, DOCKER_CFG_KEY, DOCKER_CONFIG_JSON_KEY, PullCredential,
+    RegistryKey, Secret, credentials_from_secret, parse_docker_cfg, parse_docker_config_json,
+    select_credentials,
 };
 pub use metrics::RegistryMetrics;
 pub use outcome::{Failure, FailureKind, ImageDigest, Resolution};

@@ -21,9 +21,10 @@ use super::log_field::LogField;
 use super::review::plan_review;
 use crate::core::workload::{Operation, WorkloadKind};
 use crate::core::{Decision, Digester, Plan, Settings};
-use crate::lookup::{ObjectSource, lookup_budget, observe_all};
+use crate::lookup::{ObjectSource, lookup_budget, observe_all, resolve_all};
 use crate::metrics::Metrics;
 use crate::process::Readiness;
+use crate::registry::RegistryClient;
 
 /// Reviews decided at once per replica; more are answered at once, unchanged.
 pub const MAX_REVIEWS_IN_FLIGHT: usize = 256;
@@ -45,6 +46,8 @@ pub struct AppState<S> {
     pub bodies: BodyBudget,
     /// `--client-ca-file`: `/mutate` only for callers with a verified client certificate.
     pub require_client_certificate: bool,
+    /// Resolves the digests behind tracked images' tags.
+    pub registry: Option<RegistryClient>,
 }
 
 /// Whether the caller's TLS connection presented a client certificate (which
@@ -73,7 +76,14 @@ impl<S> AppState<S> {
             in_flight,
             bodies: BodyBudget::default(),
             require_client_certificate: false,
+            registry: None,
         }
+    }
+
+    /// Resolves tracked images with `registry`; without one, their annotations are kept.
+    pub fn with_registry(mut self, registry: RegistryClient) -> Self {
+        self.registry = Some(registry);
+        self
     }
 
     /// Refuses `/mutate` to callers without a verified client certificate.
@@ -201,16 +211,25 @@ async fn mutate<S: ObjectSource>(
                 (Decision::default(), "skipped")
             }
             Plan::Unparsable(warning) => (Decision::warn(warning), "unparsable"),
-            Plan::Mutate(mutation) => {
+            Plan::Mutate(mut mutation) => {
                 let deadline = started + budget;
-                let observations = observe_all(
+                let objects = observe_all(
                     &state.source,
                     &state.digester,
                     &mutation,
                     deadline,
                     &state.metrics,
-                )
-                .await;
+                );
+                let images = async {
+                    match &state.registry {
+                        Some(registry) => {
+                            resolve_all(&state.source, registry, &mutation, deadline).await
+                        }
+                        None => Vec::new(),
+                    }
+                };
+                let (observations, images) = tokio::join!(objects, images);
+                mutation.images.observe(images);
                 let decision = cpu_bound(large, || mutation.decide(observations, &state.settings));
                 let outcome = match (&decision.denied, decision.patch.is_empty()) {
                     (Some(_), _) => "denied",

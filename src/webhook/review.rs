@@ -1,6 +1,7 @@
 //! The AdmissionReview adapter: which requests are the webhook's to mutate
 //! (kind, subresource, operation), and the typed workload it hands the core.
 
+use crate::core::inputs::image::PodImages;
 use crate::core::workload::{Operation, ParseError, WorkloadKind};
 use crate::core::{Decision, Digester, Found, ObjectRef, Plan, Settings, Skip, plan};
 
@@ -55,7 +56,23 @@ pub fn plan_review(request: &Request<'_>, settings: &Settings) -> Plan {
     }
     let old_annotations =
         request.old_object.map(|old| kind.annotations_of(old)).unwrap_or_default();
-    plan(workload, &old_annotations, settings)
+    let mut plan = plan(workload, &old_annotations, settings);
+    if let Plan::Mutate(mutation) = &mut plan {
+        // The image pass: only for workloads that track images or carry their digests.
+        if mutation.wants_pod_images(settings) {
+            match PodImages::of(kind, object) {
+                Ok(pod) => mutation.read_pod_images(pod, settings),
+                Err(e) => {
+                    return unparsable(&format!(
+                        "its containers do not parse (line {}, column {})",
+                        e.line(),
+                        e.column()
+                    ));
+                }
+            }
+        }
+    }
+    plan
 }
 
 /// The whole decision with objects from memory: plan, digest, decide. The

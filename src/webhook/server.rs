@@ -26,6 +26,7 @@ use crate::process::{
     BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
     own_namespace, raise_open_file_limit, serve_admin,
 };
+use crate::registry::{ClientError, RegistryClient, RegistryMetrics};
 
 /// Connections open at once per replica; more wait to be accepted.
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -49,6 +50,8 @@ pub enum StartupError {
     Kube(#[source] kube::Error),
     #[error(transparent)]
     Bind(#[from] BindError),
+    #[error(transparent)]
+    Registry(ClientError),
 }
 
 /// Runs the webhook until SIGTERM or SIGINT.
@@ -58,7 +61,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
         args.keys.allow_plain_secret_digests,
     )?;
     let digester = Digester::new(keys);
-    let metrics = Arc::new(Metrics::new());
+    let mut metrics = Metrics::new();
+    let registry =
+        RegistryClient::new(args.registries.config(), RegistryMetrics::register(&mut metrics))
+            .map_err(StartupError::Registry)?;
+    let metrics = Arc::new(metrics);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certificate = load_certified_key(&args.tls_cert, &args.tls_key, &provider)?;
     metrics.set_certificate_expiry(expiry_unix_seconds(&certificate));
@@ -77,11 +84,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
         Some(path) => {
             let source = FileSource::load(path)?;
             info!(objects = source.len(), file = %path.display(), "serving ConfigMaps and Secrets from a file");
-            run(args, source, digester, tls, metrics).await
+            run(args, source, digester, registry, tls, metrics).await
         }
         None => {
             let source = KubeSource::infer().await.map_err(StartupError::Kube)?;
-            run(args, source, digester, tls, metrics).await
+            run(args, source, digester, registry, tls, metrics).await
         }
     }
 }
@@ -90,6 +97,7 @@ async fn run<S: ObjectSource>(
     args: ServeArgs,
     source: S,
     digester: Digester,
+    registry: RegistryClient,
     tls: rustls::ServerConfig,
     metrics: Arc<Metrics>,
 ) -> Result<(), StartupError> {
@@ -107,7 +115,8 @@ async fn run<S: ObjectSource>(
         args.lookup_timeout,
         metrics.clone(),
         ready.clone(),
-    );
+    )
+    .with_registry(registry);
     let state = Arc::new(if args.client_ca_file.is_some() {
         state.requiring_client_certificates()
     } else {

@@ -19,6 +19,10 @@ use self::yaml::{Fields, Node, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
 use crate::core::inputs::Encoding;
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
+use crate::registry::{
+    DOCKER_CFG_KEY, DOCKER_CONFIG_JSON_KEY, PullCredential, parse_docker_cfg,
+    parse_docker_config_json,
+};
 
 #[derive(Debug, Default)]
 pub struct FileSource {
@@ -107,6 +111,35 @@ impl ObjectSource for FileSource {
         object: &ObjectRef,
     ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
         Ok(self.get(namespace, object).cloned())
+    }
+
+    /// The file's Secrets that `secrets` names, read as pull secrets by their
+    /// key (`.dockerconfigjson`, else `.dockercfg`). The file holds no
+    /// ServiceAccounts, so `service_account` adds nothing.
+    async fn pull_credentials(
+        &self,
+        namespace: &str,
+        secrets: &[String],
+        _service_account: &str,
+    ) -> Result<Vec<PullCredential>, LookupError> {
+        let mut credentials = Vec::new();
+        for name in secrets {
+            let Some(content) = self.get(namespace, &ObjectRef::secret(name.as_str())) else {
+                continue;
+            };
+            let parsed = match (content.get(DOCKER_CONFIG_JSON_KEY), content.get(DOCKER_CFG_KEY)) {
+                (Some(json), _) => parse_docker_config_json(json),
+                (None, Some(cfg)) => parse_docker_cfg(cfg),
+                (None, None) => continue,
+            };
+            match parsed {
+                Ok(found) => credentials.extend(found),
+                Err(e) => {
+                    tracing::warn!(secret = %name, error = %e, "not a usable pull secret; skipped")
+                }
+            }
+        }
+        Ok(credentials)
     }
 }
 

@@ -1,0 +1,240 @@
+//! Images behind floating tags, end to end: the real `configsum serve` over
+//! TLS resolves tags against real distribution registries
+//! (tests/support/registry.rs): anonymous over plain HTTP, htpasswd Basic,
+//! token auth, and HTTPS with a private CA, with credentials from pull
+//! secrets in `--objects-from`.
+
+#[path = "support/registry.rs"]
+mod registry;
+#[path = "support/server.rs"]
+mod server;
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use registry::*;
+use serde_json::{Value, json};
+use server::*;
+
+struct Setup {
+    dir: TempDir,
+}
+
+impl Setup {
+    fn new(label: &str, objects: &str) -> Setup {
+        install_crypto_provider();
+        let dir = TempDir::new(label);
+        make_certs(&dir.0, "ec-sec1");
+        std::fs::write(dir.path("objects.yaml"), objects).expect("objects");
+        Setup { dir }
+    }
+
+    async fn start(&self, extra: &[String]) -> Server {
+        let (cert, key, objects) = (
+            self.dir.path("tls.crt").display().to_string(),
+            self.dir.path("tls.key").display().to_string(),
+            self.dir.path("objects.yaml").display().to_string(),
+        );
+        let mut args = vec![
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--objects-from",
+            &objects,
+            "--allow-plain-secret-digests",
+        ];
+        args.extend(extra.iter().map(String::as_str));
+        Server::start(&args, &[], &self.dir.path("ca.crt")).await
+    }
+}
+
+fn review(operation: &str, object: &Value) -> Vec<u8> {
+    serde_json::to_vec(
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "images", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "operation": operation, "namespace": "team-a", "name": object["metadata"]["name"],
+        "object": object, "oldObject": null}}),
+    )
+    .expect("json")
+}
+
+fn deployment(name: &str, annotations: Value, spec: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "team-a", "annotations": annotations},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}})
+}
+
+/// Admits `object` and returns the answer and the patched object.
+async fn admit(server: &Server, operation: &str, object: &Value) -> (Value, Value) {
+    let (status, body) = server.post("/mutate?timeout=10s", review(operation, object)).await;
+    assert_eq!(status, 200);
+    apply_response(object, &body)
+}
+
+fn template_annotations(object: &Value) -> &Value {
+    &object["spec"]["template"]["metadata"]["annotations"]
+}
+
+fn warnings(answer: &Value) -> Vec<String> {
+    let list = answer["response"]["warnings"].as_array().cloned().unwrap_or_default();
+    list.iter().filter_map(|w| w.as_str().map(str::to_owned)).collect()
+}
+
+#[tokio::test]
+async fn record_and_pin_follow_the_tag_and_leave_author_pins_alone() {
+    let registry = Registry::anonymous().await;
+    let (index, _) = registry.push_multi_platform("team/app", "prod", "v1", Format::Oci).await;
+    let sidecar = registry.push_image("sidecar", "1", "sidecar").await;
+    let setup = Setup::new("images-record", "");
+    let server = setup.start(&["--insecure-registry".into(), registry.host()]).await;
+
+    let app = registry.image("team/app", "prod");
+    let pinned_sidecar = format!("{}/sidecar:1@{sidecar}", registry.host());
+    let recorded = deployment(
+        "recorded",
+        json!({"configsum.dev/images": "*"}),
+        json!({"containers": [
+                {"name": "app", "image": app, "imagePullPolicy": "IfNotPresent"},
+                {"name": "sidecar", "image": pinned_sidecar, "imagePullPolicy": "IfNotPresent"}],
+            "initContainers": [{"name": "init", "image": registry.image("missing", "1"),
+                "imagePullPolicy": "Always"}]}),
+    );
+    let (answer, patched) = admit(&server, "CREATE", &recorded).await;
+    assert_eq!(
+        template_annotations(&patched),
+        &json!({"image.configsum.dev/app": index, "image.configsum.dev/init": "absent"}),
+        "the index digest of the multi-arch tag; the author's pin is not tracked"
+    );
+    assert_eq!(patched["spec"]["template"]["spec"], recorded["spec"]["template"]["spec"]);
+    let warned = warnings(&answer);
+    assert!(warned.iter().any(|w| w.starts_with("container app: imagePullPolicy is not Always")));
+    assert!(warned.iter().any(|w| w.contains("missing:1 is unknown to its registry")));
+    assert_eq!(warned.len(), 2, "{warned:?}");
+    let (again, _) = admit(&server, "UPDATE", &patched).await;
+    assert!(again["response"].get("patch").is_none(), "idempotent: {again}");
+
+    let pin = deployment(
+        "pinned",
+        json!({"configsum.dev/images": "app", "configsum.dev/image-policy": "pin"}),
+        json!({"containers": [{"name": "app", "image": app}]}),
+    );
+    let (answer, pinned) = admit(&server, "CREATE", &pin).await;
+    let containers = &pinned["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers[0]["image"], format!("{app}@{index}"), "tag kept for readers");
+    assert_eq!(template_annotations(&pinned), &json!({"image.configsum.dev/app": index}));
+    assert!(warnings(&answer).is_empty(), "{answer}");
+    let (again, _) = admit(&server, "UPDATE", &pinned).await;
+    assert!(again["response"].get("patch").is_none(), "a pin of ours is re-resolved: {again}");
+
+    // The tag moves. Answers are reused for 10 s, so wait that out.
+    let (moved, _) = registry.push_multi_platform("team/app", "prod", "v2", Format::Oci).await;
+    assert_ne!(moved, index);
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    let (answer, repinned) = admit(&server, "UPDATE", &pinned).await;
+    let containers = &repinned["spec"]["template"]["spec"]["containers"];
+    assert_eq!(containers[0]["image"], format!("{app}@{moved}"));
+    assert_eq!(template_annotations(&repinned), &json!({"image.configsum.dev/app": moved}));
+    assert_eq!(answer["response"]["auditAnnotations"], json!({"changed": "image/app"}));
+
+    // Back to record: our pin is undone, the digest stays recorded.
+    let mut recording = repinned.clone();
+    recording["metadata"]["annotations"]["configsum.dev/image-policy"] = json!("record");
+    let (_, unpinned) = admit(&server, "UPDATE", &recording).await;
+    assert_eq!(unpinned["spec"]["template"]["spec"]["containers"][0]["image"], app);
+    assert_eq!(template_annotations(&unpinned), &json!({"image.configsum.dev/app": moved}));
+
+    let (_, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+    let digests = format!(
+        "configsum_registry_requests_total{{registry=\"{}\",outcome=\"digest\"}} 2",
+        registry.host()
+    );
+    assert!(metrics.contains(&digests), "{metrics}");
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+/// Pull secrets as `--objects-from` carries them: a dockerconfigjson with one
+/// `auth` entry and one username/password entry.
+fn pull_secret(basic: &Registry, token: &Registry) -> String {
+    let (user, password) = basic.credentials().expect("basic credentials");
+    let (token_user, token_password) = token.credentials().expect("token credentials");
+    let config = json!({"auths": {
+        basic.host(): {"auth": STANDARD.encode(format!("{user}:{password}"))},
+        format!("http://{}/v2/", token.host()): {"username": token_user, "password": token_password},
+    }});
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: regcred, namespace: team-a}}\n\
+         type: kubernetes.io/dockerconfigjson\ndata: {{.dockerconfigjson: \"{}\"}}\n",
+        STANDARD.encode(config.to_string())
+    )
+}
+
+#[tokio::test]
+async fn credentials_come_from_pull_secrets_and_tokens_are_reused() {
+    let basic = Registry::basic("puller", "s3cr3t-basic").await;
+    let token = Registry::token(TokenOptions {
+        anonymous: AnonymousAccess::Refused,
+        ..TokenOptions::default()
+    })
+    .await;
+    let private_ca = Registry::anonymous_tls().await;
+    let basic_digest = basic.push_image("app", "1", "basic").await;
+    let token_digest = token.push_image("app", "1", "token").await;
+    let token_digest_2 = token.push_docker_v2("app", "2", "token two").await;
+    let tls_digest = private_ca.push_image("app", "1", "tls").await;
+
+    let setup = Setup::new("images-auth", &pull_secret(&basic, &token));
+    let ca_file = private_ca.ca_file().expect("test CA").display().to_string();
+    let server = setup
+        .start(&[
+            "--insecure-registry".into(),
+            basic.host(),
+            "--insecure-registry".into(),
+            token.host(),
+            "--registry-ca-file".into(),
+            ca_file,
+        ])
+        .await;
+    let spec = |secrets: Value, token_tag: &str| {
+        json!({"imagePullSecrets": secrets, "containers": [
+            {"name": "basic", "image": basic.image("app", "1"), "imagePullPolicy": "Always"},
+            {"name": "token", "image": token.image("app", token_tag), "imagePullPolicy": "Always"},
+            {"name": "tls", "image": private_ca.image("app", "1"), "imagePullPolicy": "Always"}]})
+    };
+    let images = json!({"configsum.dev/images": "*"});
+
+    let with_secret =
+        deployment("with-secret", images.clone(), spec(json!([{"name": "regcred"}]), "1"));
+    let (answer, patched) = admit(&server, "CREATE", &with_secret).await;
+    assert_eq!(
+        template_annotations(&patched),
+        &json!({"image.configsum.dev/basic": basic_digest,
+            "image.configsum.dev/token": token_digest, "image.configsum.dev/tls": tls_digest}),
+        "{answer}"
+    );
+    let issued = token.token_service().expect("token service").tokens_issued();
+    assert_eq!(issued, 1, "one token for repository:app:pull");
+
+    // Another tag of the same repository: the cached token serves it.
+    let second = deployment("second", images.clone(), spec(json!([{"name": "regcred"}]), "2"));
+    let (_, patched) = admit(&server, "CREATE", &second).await;
+    assert_eq!(template_annotations(&patched)["image.configsum.dev/token"], token_digest_2);
+    assert_eq!(token.token_service().expect("token service").tokens_issued(), 1, "reused");
+
+    // Without the pull secret: both private registries refuse; nothing is
+    // recorded for them and the warnings say so, naming no credential.
+    let without = deployment("without", images, spec(json!([]), "1"));
+    let (answer, patched) = admit(&server, "CREATE", &without).await;
+    assert_eq!(template_annotations(&patched), &json!({"image.configsum.dev/tls": tls_digest}));
+    let warned = warnings(&answer);
+    assert_eq!(warned.len(), 2, "{warned:?}");
+    assert!(warned.iter().all(|w| w.contains("could not be resolved")), "{warned:?}");
+    let logs = server.logs().join("\n");
+    for secret in ["s3cr3t-basic", "fixture-password"] {
+        assert!(!logs.contains(secret) && !answer.to_string().contains(secret));
+    }
+    assert_eq!(server.terminate().await, Some(0));
+}
