@@ -2,8 +2,11 @@
 //! TLS resolves tags against real distribution registries
 //! (tests/support/registry.rs): anonymous over plain HTTP, htpasswd Basic,
 //! token auth, and HTTPS with a private CA, with credentials from pull
-//! secrets in `--objects-from`.
+//! secrets in `--objects-from`, and from a ServiceAccount in the fake API
+//! server.
 
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
 #[path = "support/registry.rs"]
 mod registry;
 #[path = "support/server.rs"]
@@ -13,6 +16,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
+use fake_apiserver::FakeApiServer;
 use registry::*;
 use serde_json::{Value, json};
 use server::*;
@@ -112,7 +116,10 @@ async fn record_and_pin_follow_the_tag_and_leave_author_pins_alone() {
     assert_eq!(patched["spec"]["template"]["spec"], recorded["spec"]["template"]["spec"]);
     let warned = warnings(&answer);
     assert!(warned.iter().any(|w| w.starts_with("container app: imagePullPolicy is not Always")));
-    assert!(warned.iter().any(|w| w.contains("missing:1 is unknown to its registry")));
+    assert!(
+        warned.iter().any(|w| w.starts_with("container init: the registry does not know")
+            && w.contains("missing:1"))
+    );
     assert_eq!(warned.len(), 2, "{warned:?}");
     let (again, _) = admit(&server, "UPDATE", &patched).await;
     assert!(again["response"].get("patch").is_none(), "idempotent: {again}");
@@ -231,10 +238,92 @@ async fn credentials_come_from_pull_secrets_and_tokens_are_reused() {
     assert_eq!(template_annotations(&patched), &json!({"image.configsum.dev/tls": tls_digest}));
     let warned = warnings(&answer);
     assert_eq!(warned.len(), 2, "{warned:?}");
-    assert!(warned.iter().all(|w| w.contains("could not be resolved")), "{warned:?}");
+    assert!(warned.iter().all(|w| w.contains(": image not resolved (")), "{warned:?}");
     let logs = server.logs().join("\n");
     for secret in ["s3cr3t-basic", "fixture-password"] {
         assert!(!logs.contains(secret) && !answer.to_string().contains(secret));
     }
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+/// A `kubernetes.io/dockerconfigjson` Secret as the API server stores it.
+fn docker_config_secret(name: &str, registry: &Registry) -> Value {
+    let (user, password) = registry.credentials().expect("credentials");
+    let config = json!({"auths": {format!("https://{}", registry.host()):
+        {"auth": STANDARD.encode(format!("{user}:{password}"))}}});
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/dockerconfigjson",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "data": {".dockerconfigjson": STANDARD.encode(config.to_string())}})
+}
+
+#[tokio::test]
+async fn credentials_come_from_the_service_account_read_fresh_from_the_api_server() {
+    let registry = Registry::basic("robot", "s3cr3t-robot").await;
+    let digest = registry.push_image("app", "1", "sa").await;
+    let api = FakeApiServer::start().await;
+    let setup = Setup::new("images-sa", "");
+    let kubeconfig = api.kubeconfig(&setup.dir.0).display().to_string();
+    let (cert, key) = (
+        setup.dir.path("tls.crt").display().to_string(),
+        setup.dir.path("tls.key").display().to_string(),
+    );
+    let host = registry.host();
+    let args = [
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--allow-plain-secret-digests",
+        "--insecure-registry",
+        &host,
+    ];
+    let server =
+        Server::start(&args, &[("KUBECONFIG", &kubeconfig)], &setup.dir.path("ca.crt")).await;
+    let ready = std::time::Instant::now() + Duration::from_secs(20);
+    while server.get("/readyz").await.0 != 200 {
+        assert!(std::time::Instant::now() < ready, "not ready within 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    api.put(
+        &FakeApiServer::secret_path("team-a", "robot-pull"),
+        docker_config_secret("robot-pull", &registry),
+    );
+    let account = "/api/v1/namespaces/team-a/serviceaccounts/builder";
+    api.put(
+        account,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "builder", "namespace": "team-a"},
+            "imagePullSecrets": [{"name": "robot-pull"}]}),
+    );
+    let spec = |account: &str| {
+        json!({"serviceAccountName": account, "containers": [
+            {"name": "app", "image": registry.image("app", "1"), "imagePullPolicy": "Always"}]})
+    };
+    let images = json!({"configsum.dev/images": "app"});
+    let (answer, patched) =
+        admit(&server, "CREATE", &deployment("built", images.clone(), spec("builder"))).await;
+    assert_eq!(
+        template_annotations(&patched),
+        &json!({"image.configsum.dev/app": digest}),
+        "{answer}"
+    );
+    assert_eq!(api.calls("GET", account), 1, "read at the review");
+    let secret = FakeApiServer::secret_path("team-a", "robot-pull");
+    assert_eq!(api.calls("GET", &secret), 1);
+
+    // Another ServiceAccount, which the namespace does not have: anonymous,
+    // refused, nothing recorded.
+    let (answer, patched) =
+        admit(&server, "CREATE", &deployment("other", images, spec("missing"))).await;
+    assert!(template_annotations(&patched).is_null(), "{patched}");
+    let warned = warnings(&answer);
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(
+        warned[0]
+            == "container app: image not resolved (the registry wants credentials it was not given (HTTP 401)); its annotation was kept",
+        "{warned:?}"
+    );
+    assert!(!server.logs().join("\n").contains("s3cr3t-robot"));
     assert_eq!(server.terminate().await, Some(0));
 }

@@ -238,6 +238,7 @@ const RESOURCES: &[Resource] = &[
     resource("", "v1", "namespaces", "namespace", "Namespace", false),
     resource("", "v1", "configmaps", "configmap", "ConfigMap", true),
     resource("", "v1", "secrets", "secret", "Secret", true),
+    resource("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", true),
     resource("", "v1", "events", "event", "Event", true),
     resource("", "v1", "pods", "pod", "Pod", true),
     resource("apps", "v1", "deployments", "deployment", "Deployment", true),

@@ -298,19 +298,16 @@ impl ImagePlan {
                     (Some(digest), image)
                 }
                 ImageObservation::Unknown => {
-                    warnings.push(
-                        "image ",
-                        &target.reference,
-                        " is unknown to its registry; its digest is \"absent\"",
-                    );
+                    let before =
+                        format!("container {}: the registry does not know ", target.container);
+                    warnings.push(&before, &target.reference, "; its digest is \"absent\"");
                     // No digest to pin to: back to the tag.
                     let image = name.filter(|_| target.pinned_by_us).map(|n| n.tagged());
                     (Some(ABSENT.to_owned()), image)
                 }
                 ImageObservation::Failed(reason) => {
-                    let after =
-                        format!(" could not be resolved ({reason}); its annotation was kept");
-                    warnings.push("image ", &target.reference, after);
+                    let after = format!(": image not resolved ({reason}); its annotation was kept");
+                    warnings.push("container ", &target.container, after);
                     (old.clone(), None)
                 }
                 ImageObservation::Keep => (old.clone(), None),
@@ -497,9 +494,9 @@ mod tests {
             run.warnings,
             vec![
                 "container ghost is listed in images but not in the pod spec",
-                "image a:1 could not be resolved (HTTP 503); its annotation was kept",
-                "image b:1 is unknown to its registry; its digest is \"absent\"",
-                "image c:1 could not be resolved (timeout); its annotation was kept",
+                "container a: image not resolved (HTTP 503); its annotation was kept",
+                "container b: the registry does not know b:1; its digest is \"absent\"",
+                "container c: image not resolved (timeout); its annotation was kept",
             ]
         );
     }
