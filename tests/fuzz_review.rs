@@ -155,7 +155,7 @@ fn memory_bound(len: usize, well_formed: bool) -> usize {
     factor * len + MEMORY_CONSTANT
 }
 
-/// Planted in every container's image: no answer may quote it back.
+/// Planted in odd containers' images: no answer may quote it back.
 const MARKER: &str = "hunter2-marker";
 
 // ------------------------------------------------------------------- harness
@@ -803,6 +803,14 @@ fn the_costliest_known_shapes_stay_within_bounds() {
     let shapes: Vec<(&str, J, J, J, J, bool)> = vec![
         ("volumes of {}", spec(none(), wide(empty())), empty(), empty(), none(), false),
         ("containers of {}", spec(wide(empty()), none()), empty(), empty(), none(), false),
+        (
+            "tracked images, each container its own",
+            spec(wide(obj([("name", s("c")), ("image", s("r.example/a:1"))])), none()),
+            obj([("configsum.dev/images", s("*")), ("configsum.dev/image-policy", s("pin"))]),
+            empty(),
+            none(),
+            true,
+        ),
         (
             "env of {}",
             spec(one(container(vec![(s("env"), wide(empty()))])), none()),

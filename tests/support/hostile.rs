@@ -400,7 +400,9 @@ impl Spec {
         }
         let mut members = vec![
             (s("name"), s(format!("c{c}"))),
-            (s("image"), s("registry.example/app:1 hunter2-marker")),
+            // Even containers run a valid reference (tracked when the
+            // workload tracks images), odd ones an invalid one with the marker.
+            (s("image"), s(if c % 2 == 0 { "registry.example/app:1" } else { IMAGE_WITH_MARKER })),
             (s("env"), J::Arr(env)),
             (s("envFrom"), J::Arr(env_from)),
         ];
@@ -543,9 +545,14 @@ pub struct WorkloadAnnotations {
     pub foreign_len: usize,
     /// 0: none; 1: a controller owner; 2: a non-controller owner; 3: owner junk.
     pub owner: u8,
+    /// `configsum.dev/images` and `image-policy`: indexes into `IMAGES` and `POLICIES`.
+    pub images: Option<(usize, usize)>,
 }
 
 const ENABLED: &[&str] = &["false", "true", "False", "", "0"];
+const IMAGE_WITH_MARKER: &str = "registry.example/app:1 hunter2-marker";
+const IMAGES: &[&str] = &["*", "c0", "c0, c1, ghost", "", " , *"];
+const POLICIES: &[&str] = &["record", "pin", "Pin", ""];
 
 /// The digest-carrying annotations already on the pod template.
 #[derive(Clone, Debug)]
@@ -830,6 +837,11 @@ impl Case {
         }
         if let Some(enabled) = wa.enabled {
             annotations.push((s("configsum.dev/enabled"), s(ENABLED[enabled % ENABLED.len()])));
+        }
+        if let Some((images, policy)) = wa.images {
+            annotations.push((s("configsum.dev/images"), s(IMAGES[images % IMAGES.len()])));
+            annotations
+                .push((s("configsum.dev/image-policy"), s(POLICIES[policy % POLICIES.len()])));
         }
         for i in 0..wa.foreign {
             annotations.push((s(format!("team.example/note-{i}")), s("n".repeat(wa.foreign_len))));
@@ -1123,11 +1135,12 @@ fn workload_annotations() -> impl Strategy<Value = WorkloadAnnotations> {
         foreign_len,
         // Mostly no owner: a controller owner means no mutation at all.
         prop_oneof![6 => Just(0u8), 1 => 1u8..4],
+        prop::option::weighted(0.3, (0..IMAGES.len(), 0..POLICIES.len())),
     )
-        .prop_map(|(track, ignore, enabled, foreign, foreign_len, owner)| {
+        .prop_map(|(track, ignore, enabled, foreign, foreign_len, owner, images)| {
             // Bounded so the body stays within a few MiB.
             let foreign_len = foreign_len.min((4 << 20) / foreign.max(1));
-            WorkloadAnnotations { track, ignore, enabled, foreign, foreign_len, owner }
+            WorkloadAnnotations { track, ignore, enabled, foreign, foreign_len, owner, images }
         })
 }
 

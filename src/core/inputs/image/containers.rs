@@ -2,6 +2,7 @@
 //! its containers' names, images and pull policies, its image pull secrets and
 //! its ServiceAccount. Workloads that track no image never pay for it.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
@@ -20,9 +21,16 @@ pub struct ContainerImage {
     pub path: String,
 }
 
+/// At most this many containers (and as many pull secrets) are kept by the
+/// image pass: real pods run a handful, and a hostile review of millions
+/// must cost memory for a few hundred.
+pub const MAX_CONTAINERS_READ: usize = 256;
+
 /// What the image pass reads of a pod spec.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodImages {
+    /// Containers and pull secrets beyond [`MAX_CONTAINERS_READ`], counted only.
+    pub unread: usize,
     /// `containers`, then `initContainers`.
     pub containers: Vec<ContainerImage>,
     /// `imagePullSecrets[].name`, in order.
@@ -51,10 +59,16 @@ impl PodImages {
         };
         let Some(spec) = spec else { return Ok(PodImages::default()) };
         let mut containers = Vec::new();
-        for (list, read) in
-            [("containers", spec.containers), ("initContainers", spec.init_containers)]
-        {
-            for (index, container) in read.map(|r| r.0).into_iter().flatten() {
+        let mut unread = 0;
+        let lists = [("containers", spec.containers), ("initContainers", spec.init_containers)];
+        for (list, read) in lists {
+            let Some(read) = read else { continue };
+            unread += read.unread;
+            for (index, container) in read.kept {
+                if containers.len() == MAX_CONTAINERS_READ {
+                    unread += 1;
+                    continue;
+                }
                 containers.push(ContainerImage {
                     name: container.name,
                     image: container.image,
@@ -63,9 +77,12 @@ impl PodImages {
                 });
             }
         }
+        let (pull_secrets, unread_secrets) =
+            spec.image_pull_secrets.map_or((Vec::new(), 0), |s| (s.kept, s.unread));
         Ok(PodImages {
+            unread: unread + unread_secrets,
             containers,
-            pull_secrets: spec.image_pull_secrets.map(|s| s.0).unwrap_or_default(),
+            pull_secrets,
             service_account: spec.service_account_name.filter(|s| !s.is_empty()),
         })
     }
@@ -88,17 +105,24 @@ struct Container {
     image_pull_policy: Option<String>,
 }
 
+/// Borrowed while read: only the kept containers' strings are allocated.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct MaybeContainer {
-    name: Option<String>,
-    image: Option<String>,
-    image_pull_policy: Option<String>,
+struct MaybeContainer<'a> {
+    #[serde(borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    image: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    image_pull_policy: Option<Cow<'a, str>>,
 }
 
 /// The containers that have a name and an image, with their index in the
-/// list; the others are dropped as they are read.
-struct Indexed(Vec<(usize, Container)>);
+/// list, up to [`MAX_CONTAINERS_READ`]; the others are dropped as they are read.
+struct Indexed {
+    kept: Vec<(usize, Container)>,
+    unread: usize,
+}
 
 impl<'de> Deserialize<'de> for Indexed {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -109,25 +133,35 @@ impl<'de> Deserialize<'de> for Indexed {
                 f.write_str("a list of containers")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Indexed, A::Error> {
-                let mut kept = Vec::new();
+                let (mut kept, mut unread) = (Vec::new(), 0);
                 let mut index = 0;
                 while let Some(c) = seq.next_element::<MaybeContainer>()? {
                     if let (Some(name), Some(image)) = (c.name, c.image) {
-                        let container =
-                            Container { name, image, image_pull_policy: c.image_pull_policy };
-                        kept.push((index, container));
+                        if kept.len() < MAX_CONTAINERS_READ {
+                            let container = Container {
+                                name: name.into_owned(),
+                                image: image.into_owned(),
+                                image_pull_policy: c.image_pull_policy.map(Cow::into_owned),
+                            };
+                            kept.push((index, container));
+                        } else {
+                            unread += 1;
+                        }
                     }
                     index += 1;
                 }
-                Ok(Indexed(kept))
+                Ok(Indexed { kept, unread })
             }
         }
         deserializer.deserialize_seq(List)
     }
 }
 
-/// `[{name: …}]`, keeping the named entries only.
-struct Names(Vec<String>);
+/// `[{name: …}]`, keeping the named entries only, up to [`MAX_CONTAINERS_READ`].
+struct Names {
+    kept: Vec<String>,
+    unread: usize,
+}
 
 impl<'de> Deserialize<'de> for Names {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -142,11 +176,16 @@ impl<'de> Deserialize<'de> for Names {
                 f.write_str("a list of references")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Names, A::Error> {
-                let mut names = Vec::new();
+                let (mut kept, mut unread) = (Vec::new(), 0);
                 while let Some(named) = seq.next_element::<Named>()? {
-                    names.extend(named.name.filter(|n| !n.is_empty()));
+                    let Some(name) = named.name.filter(|n| !n.is_empty()) else { continue };
+                    if kept.len() < MAX_CONTAINERS_READ {
+                        kept.push(name);
+                    } else {
+                        unread += 1;
+                    }
                 }
-                Ok(Names(names))
+                Ok(Names { kept, unread })
             }
         }
         deserializer.deserialize_seq(List)
@@ -156,7 +195,7 @@ impl<'de> Deserialize<'de> for Names {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     #[test]
     fn reads_containers_with_their_paths_and_the_pull_credentials() {
@@ -183,6 +222,19 @@ mod tests {
         let pod = PodImages::of(WorkloadKind::Pod, &bare.to_string()).expect("reads");
         assert_eq!(pod.containers[0].path, "/spec/containers/0/image");
         assert_eq!(pod.service_account, None);
+    }
+
+    #[test]
+    fn at_most_256_containers_and_pull_secrets_are_kept_and_the_rest_counted() {
+        let containers: Vec<Value> =
+            (0..300).map(|i| json!({"name": format!("c{i}"), "image": "x"})).collect();
+        let secrets: Vec<Value> = (0..260).map(|i| json!({"name": format!("s{i}")})).collect();
+        let pod = json!({"spec": {"containers": containers, "initContainers": [{"name": "i", "image": "x"}],
+            "imagePullSecrets": secrets}});
+        let pod = PodImages::of(WorkloadKind::Pod, &pod.to_string()).expect("reads");
+        assert_eq!(pod.containers.len(), MAX_CONTAINERS_READ);
+        assert_eq!(pod.pull_secrets.len(), MAX_CONTAINERS_READ);
+        assert_eq!(pod.unread, 44 + 1 + 4);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::containers::PodImages;
+use super::containers::{MAX_CONTAINERS_READ, PodImages};
 use super::reference::ImageName;
 use crate::core::annotations::AnnotationDomain;
 use crate::core::digest::ABSENT;
@@ -152,6 +152,13 @@ impl ImagePlan {
         existing: impl Fn(&str) -> Option<String>,
         warnings: &mut Warnings,
     ) -> ImagePlan {
+        if pod.unread > 0 {
+            // An absurd pod: leave every image annotation and image as it is.
+            warnings.push_plain(format!(
+                "the pod spec has over {MAX_CONTAINERS_READ} containers or pull secrets; images were not resolved"
+            ));
+            return ImagePlan::default();
+        }
         let mut targets = Vec::new();
         let mut unpin = Vec::new();
         let mut seen = BTreeSet::new();
@@ -518,6 +525,20 @@ mod tests {
         assert_eq!(
             run.warnings,
             vec!["8 containers beyond the first 32 track images; their annotations were kept"]
+        );
+    }
+
+    #[test]
+    fn an_absurd_pod_is_left_as_it_is() {
+        let mut pod = pod(&[("app", "app:1", None)]);
+        pod.unread = 1;
+        let run = run(Some(&tracking("*", "pin")), pod, &[("image.configsum.dev/app", D1)], |_| {
+            panic!("not resolved")
+        });
+        assert!(run.outcome.annotations.is_none(), "every image annotation kept");
+        assert_eq!(
+            run.warnings,
+            vec!["the pod spec has over 256 containers or pull secrets; images were not resolved"]
         );
     }
 
