@@ -61,6 +61,17 @@ pub struct ControllerArgs {
     /// How long a leader's Lease lasts without renewal (1s to 1h, whole seconds).
     #[arg(long, env = "CONFIGSUM_LEASE_DURATION", default_value = "15s", value_parser = parse_lease_duration)]
     pub lease_duration: Duration,
+    /// How often each tracked image's tag is resolved again (1s to 24h).
+    #[arg(long, env = "CONFIGSUM_IMAGE_POLL_INTERVAL", default_value = "5m", value_parser = parse_poll_interval)]
+    pub image_poll_interval: Duration,
+    /// Resolutions per second, on average, against each registry (greater than 0).
+    #[arg(long, env = "CONFIGSUM_REGISTRY_RATE", default_value_t = 1.0, value_parser = parse_rate)]
+    pub registry_rate: f64,
+    /// Resolutions allowed at once against each registry before its rate applies (at least 1).
+    #[arg(long, env = "CONFIGSUM_REGISTRY_BURST", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub registry_burst: u32,
+    #[command(flatten)]
+    pub registries: RegistryArgs,
     #[command(flatten)]
     pub annotations: AnnotationArgs,
     #[command(flatten)]
@@ -221,6 +232,10 @@ fn bounded_duration(value: &str, min: Duration, max: Duration) -> Result<Duratio
 
 fn parse_window(value: &str) -> Result<Duration, String> {
     bounded_duration(value, Duration::ZERO, Duration::from_secs(3600))
+}
+
+fn parse_poll_interval(value: &str) -> Result<Duration, String> {
+    bounded_duration(value, Duration::from_secs(1), Duration::from_secs(86_400))
 }
 
 fn parse_min_interval(value: &str) -> Result<Duration, String> {

@@ -11,13 +11,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::PostParams;
 use kube::{Api, Client};
 
+use super::trigger::Trigger;
 use super::workload::{WorkloadKey, api_resource};
-use crate::core::ObjectRef;
 
 const COMPONENT: &str = "configsum-controller";
 
 /// The Event for a patch of `key` because `changed` changed.
-pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<ObjectRef>) -> Event {
+pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger>) -> Event {
     let names: Vec<String> = changed.iter().map(ToString::to_string).collect();
     let message = if names.is_empty() {
         "configsum brought the pod template's configuration digests up to date".to_owned()
@@ -68,6 +68,7 @@ pub async fn record(client: &Client, event: Event, timeout: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::ObjectRef;
     use crate::core::workload::WorkloadKind;
 
     #[test]
@@ -77,7 +78,10 @@ mod tests {
             namespace: "ns".into(),
             name: "db".into(),
         };
-        let changed = BTreeSet::from([ObjectRef::secret("creds"), ObjectRef::config_map("app")]);
+        let changed = BTreeSet::from([
+            Trigger::from(ObjectRef::secret("creds")),
+            Trigger::from(ObjectRef::config_map("app")),
+        ]);
         let event = rolled(&key, Some("u1".into()), &changed);
         assert_eq!(
             event.message.as_deref(),

@@ -10,6 +10,7 @@
 
 pub mod backoff;
 pub mod event;
+pub mod images;
 pub mod index;
 pub mod lease;
 pub mod metrics;
@@ -20,6 +21,7 @@ pub mod relist;
 mod run;
 pub mod schedule;
 pub mod state;
+pub mod trigger;
 pub mod watches;
 pub mod worker;
 pub mod workload;
@@ -47,6 +49,8 @@ pub fn cluster_permissions() -> Vec<Permission> {
         let input = kind.input();
         (input.group, input.resource, TRACKED_KIND_VERBS)
     }));
+    // The image pull secrets named by tracked images' ServiceAccounts.
+    permissions.push(("", "serviceaccounts", &["get"]));
     permissions.push(("", "events", &["create"]));
     permissions
 }

@@ -17,10 +17,12 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::event;
+use super::images::{self, LatestDigests};
 use super::lease::Leadership;
 use super::queue::TokenBucket;
+use super::trigger::Trigger;
 use super::workload::{Snapshot, Snapshots, WorkloadKey, api_resource};
-use crate::core::{Digester, ObjectRef, Settings};
+use crate::core::{Digester, Settings};
 use crate::lookup::{KubeSource, observe_all};
 use crate::metrics::Metrics;
 
@@ -88,6 +90,8 @@ pub struct Reconciler {
     pub metrics: Arc<Metrics>,
     pub snapshots: Snapshots,
     pub leadership: watch::Receiver<Leadership>,
+    /// The digests the image poller found, by slot.
+    pub latest_digests: LatestDigests,
 }
 
 impl Reconciler {
@@ -99,7 +103,7 @@ impl Reconciler {
     pub async fn reconcile(
         &self,
         key: &WorkloadKey,
-        changed: &BTreeSet<ObjectRef>,
+        changed: &BTreeSet<Trigger>,
         term: u64,
         bucket: &mut TokenBucket,
     ) -> Result<Outcome, ReconcileError> {
@@ -115,11 +119,13 @@ impl Reconciler {
                     Ok(Outcome::Gone)
                 };
             };
-            let mutation = snapshot.mutation;
+            let mut mutation = snapshot.mutation;
             let deadline = Instant::now() + CALL_TIMEOUT;
             let observations =
                 observe_all(&*self.source, &self.digester, &mutation, deadline, &self.metrics)
                     .await;
+            let images = images::observations(&mutation, key, &self.latest_digests);
+            mutation.images.observe(images);
             let decision = mutation.decide(observations, &self.settings);
             if let Some(denied) = decision.denied {
                 return Err(ReconcileError::Lookup(denied));
@@ -134,14 +140,22 @@ impl Reconciler {
             let Some(left) = self.leadership.borrow().remaining(term, Instant::now()) else {
                 return Ok(Outcome::NotLeading);
             };
-            let patch = merge_patch(&decision.patch, snapshot.resource_version.clone());
-            let (params, patch) = (PatchParams::default(), Patch::Merge(&patch));
+            let version = snapshot.resource_version.clone();
+            let params = PatchParams::default();
+            // A pinned image is an element of the containers list, which a
+            // merge patch could only replace whole: that patch is a JSON Patch.
+            let patch: Patch<Value> =
+                if decision.patch.iter().any(|op| matches!(op, PatchOperation::Replace(_))) {
+                    Patch::Json(guarded_json_patch(decision.patch.clone(), version))
+                } else {
+                    Patch::Merge(merge_patch(&decision.patch, version))
+                };
             let call = api.patch(&key.name, &params, &patch);
             match tokio::time::timeout(left.min(CALL_TIMEOUT), call).await {
                 Err(_) => return Err(ReconcileError::Timeout),
                 Ok(Ok(_)) => {
-                    let mut named: BTreeSet<ObjectRef> = changed.clone();
-                    named.extend(decision.changed);
+                    let mut named: BTreeSet<Trigger> = changed.clone();
+                    named.extend(decision.changed.into_iter().map(Trigger::Object));
                     let event = event::rolled(key, snapshot.uid, &named);
                     event::record(&self.client, event, CALL_TIMEOUT).await;
                     return Ok(Outcome::Patched);
@@ -157,6 +171,22 @@ impl Reconciler {
         }
         Err(ReconcileError::Conflict)
     }
+}
+
+/// The decision's operations as a JSON Patch that first sets
+/// `metadata.resourceVersion` to the watched one: the API server then
+/// refuses it with 409 Conflict if the object changed since.
+pub fn guarded_json_patch(
+    mut ops: Vec<PatchOperation>,
+    resource_version: Option<String>,
+) -> json_patch::Patch {
+    let path = json_patch::jsonptr::PointerBuf::from_tokens(["metadata", "resourceVersion"]);
+    let guard = PatchOperation::Replace(json_patch::ReplaceOperation {
+        path,
+        value: resource_version.map_or(Value::Null, Value::String),
+    });
+    ops.insert(0, guard);
+    json_patch::Patch(ops)
 }
 
 /// The decision's add/remove operations on annotation keys as one merge

@@ -9,6 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::info;
 
+use super::images::{self, LatestDigests, PollRate};
 use super::lease::{LeaderElector, Leadership};
 use super::metrics::ControllerMetrics;
 use super::queue::TokenBucket;
@@ -25,6 +26,7 @@ use crate::process::{
     BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
     own_namespace, serve_admin,
 };
+use crate::registry::{ClientError, RegistryClient, RegistryConfig, RegistryMetrics};
 
 /// No answer on an API connection for this long fails the call; watches
 /// are ended by the server well before (`WATCH_TIMEOUT_SECONDS`).
@@ -38,6 +40,8 @@ pub enum ControllerError {
     Bind(#[from] BindError),
     #[error("cannot find the Kubernetes API (in-cluster, KUBECONFIG or ~/.kube/config): {0}")]
     Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Registry(#[from] ClientError),
 }
 
 pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
@@ -57,6 +61,10 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
 
     let mut metrics = Metrics::new();
     let controller_metrics = ControllerMetrics::register(&mut metrics);
+    // Each poll asks afresh: the reuse that shares a burst of reviews'
+    // resolutions would only delay what a poll sees.
+    let registry_config = RegistryConfig { reuse_for: Duration::ZERO, ..args.registries.config() };
+    let registry = RegistryClient::new(registry_config, RegistryMetrics::register(&mut metrics))?;
     let metrics = Arc::new(metrics);
     let readiness = Readiness::new(false);
     let signals = ShutdownSignals::register();
@@ -87,6 +95,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
     let snapshots = Snapshots::default();
     // Small: a full channel holds the watches back rather than buffering a list.
     let (tx, mut messages) = mpsc::channel::<Message>(1_024);
+    let latest_digests = LatestDigests::default();
     let reconciler = Arc::new(Reconciler {
         client: client.clone(),
         source: source.clone(),
@@ -95,16 +104,27 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         metrics: metrics.clone(),
         snapshots: snapshots.clone(),
         leadership: leadership.clone(),
+        latest_digests: latest_digests.clone(),
     });
     let (work_tx, work_rx) = mpsc::unbounded_channel();
     let bucket = TokenBucket::new(args.rate, args.burst, std::time::Instant::now());
     tokio::spawn(worker::run(reconciler, bucket, work_rx, tx.clone()));
 
     let mut watches = Watches::start(client, tx.clone(), CALL_TIMEOUT).await;
-    let options =
-        Options { settings, own_namespace, window: args.window, min_interval: args.min_interval };
+    let (rounds_tx, rounds) = mpsc::channel(1);
+    let rate = PollRate { rate: args.registry_rate, burst: args.registry_burst };
+    let poller = images::poll(rounds, source.clone(), registry, rate, CALL_TIMEOUT, tx.clone());
+    tokio::spawn(poller);
+    let options = Options {
+        settings,
+        own_namespace,
+        window: args.window,
+        min_interval: args.min_interval,
+        poll_interval: args.image_poll_interval,
+    };
     let reader = Reader { source, digester, tx };
     let mut state = State::new(options, reader, work_tx, snapshots, controller_metrics);
+    state.poll_images(rounds_tx, latest_digests);
     state.expected_kinds = watches.kinds.len();
 
     let shutdown = signals.received();

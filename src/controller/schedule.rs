@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::backoff;
 use super::queue::{Coalescer, MinInterval};
 use super::reconcile::Outcome;
+use super::trigger::Trigger;
 use super::worker::{Done, Work};
 use super::workload::WorkloadKey;
 use crate::core::ObjectRef;
@@ -19,7 +20,7 @@ pub struct Schedule {
     term: Option<u64>,
     coalescer: Coalescer<WorkloadKey>,
     /// What changed for each workload waiting for its window or the worker.
-    triggers: HashMap<WorkloadKey, BTreeSet<ObjectRef>>,
+    triggers: HashMap<WorkloadKey, BTreeSet<Trigger>>,
     /// Work waiting for a retry or the end of its minimum interval.
     later: Vec<(Instant, Work)>,
     in_worker: HashSet<WorkloadKey>,
@@ -73,7 +74,16 @@ impl Schedule {
         if self.term.is_none() {
             return;
         }
-        self.triggers.entry(workload.clone()).or_default().insert(object.clone());
+        self.triggered(workload, Trigger::Object(object.clone()), now);
+    }
+
+    /// `trigger` made `workload` due: opens its window unless one is open.
+    /// Ignored while following.
+    pub fn triggered(&mut self, workload: WorkloadKey, trigger: Trigger, now: Instant) {
+        if self.term.is_none() {
+            return;
+        }
+        self.triggers.entry(workload.clone()).or_default().insert(trigger);
         self.coalescer.changed(workload, now);
     }
 
@@ -285,7 +295,7 @@ mod tests {
         let (_, next) = s.done(first, &Ok(Outcome::Patched), t0 + 2 * MS, 0.0);
         let next = next.expect("due again");
         assert_eq!(next.opened, t0 + MS);
-        assert!(next.triggers.contains(&ObjectRef::config_map("app")));
+        assert!(next.triggers.iter().any(|t| *t == ObjectRef::config_map("app")));
     }
 
     #[test]

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::watcher::Event;
 use tokio::sync::mpsc;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::backoff;
+use super::images::{ImageIndex, ImageSlot, LatestDigests, digest_of, slots_of};
 use super::index::{Change, ObjectSlot, ReferenceIndex, tracked_by};
 use super::lease::Leadership;
 use super::metrics::ControllerMetrics;
@@ -19,12 +20,14 @@ use super::objects::{Reading, TrackedObjects, Tracker, judge, to_roll};
 use super::reconcile::CALL_TIMEOUT;
 use super::relist::Relist;
 use super::schedule::{Finished, Schedule};
+use super::trigger::Trigger;
 use super::watches::{Message, Version};
 use super::worker::{Done, Work};
 use super::workload::{Snapshot, Snapshots, WatchedWorkload, WorkloadKey};
 use crate::core::workload::WorkloadKind;
 use crate::core::{Digester, ObjectKind, ObjectRef, Settings};
 use crate::lookup::KubeSource;
+use crate::registry::Resolution;
 
 /// Content reads in flight at once (they also share the lookup cap).
 const READS_IN_FLIGHT: usize = 16;
@@ -69,6 +72,13 @@ pub struct State {
 
     leadership: Leadership,
     schedule: Schedule,
+
+    images: ImageIndex,
+    latest_digests: LatestDigests,
+    /// Rounds of slots to the poller; `None` when images are not polled.
+    poll_rounds: Option<mpsc::Sender<Vec<ImageSlot>>>,
+    poll_interval: Duration,
+    next_poll: Option<Instant>,
 }
 
 pub struct Options {
@@ -76,6 +86,8 @@ pub struct Options {
     pub own_namespace: String,
     pub window: Duration,
     pub min_interval: Duration,
+    /// `--image-poll-interval`.
+    pub poll_interval: Duration,
 }
 
 impl State {
@@ -110,7 +122,19 @@ impl State {
             read_retries: Vec::new(),
             leadership: Leadership::default(),
             schedule: Schedule::new(options.window, options.min_interval),
+            images: ImageIndex::default(),
+            latest_digests: LatestDigests::default(),
+            poll_rounds: None,
+            poll_interval: options.poll_interval,
+            next_poll: None,
         }
+    }
+
+    /// Polls tracked images through `rounds`; reconciliations read the
+    /// digests found from `latest`.
+    pub fn poll_images(&mut self, rounds: mpsc::Sender<Vec<ImageSlot>>, latest: LatestDigests) {
+        self.poll_rounds = Some(rounds);
+        self.latest_digests = latest;
     }
 
     pub fn namespaces_synced(&self) -> bool {
@@ -144,6 +168,7 @@ impl State {
                 let (work, result) = *done;
                 self.work_done(work, result);
             }
+            Message::Image { slot, resolution } => self.image_resolved(slot, &resolution),
         }
         if !self.checked && self.synced() {
             // The first read of every tracked object: the baseline of their
@@ -159,6 +184,8 @@ impl State {
             for slot in all {
                 self.objects.request(slot);
             }
+            // And the first poll of every tracked image, likewise.
+            self.next_poll = Some(Instant::now());
         }
         self.start_reads();
         if self.checked && !self.baselined && self.objects.pending() == 0 {
@@ -250,6 +277,7 @@ impl State {
             return;
         };
         let tracked = tracked_by(&mutation);
+        self.images.upsert(&key, slots_of(&key, &mutation));
         if let Ok(mut snapshots) = self.snapshots.lock() {
             snapshots.insert(key.clone(), Snapshot { mutation, resource_version, uid });
         }
@@ -263,6 +291,7 @@ impl State {
         }
         let change = self.index.remove(key);
         self.tracked_objects_changed(change);
+        self.images.remove(key);
         self.schedule.forget(key);
     }
 
@@ -381,6 +410,36 @@ impl State {
         }
     }
 
+    /// A tag resolved: each tracking workload whose recorded digest differs
+    /// is due. One without the annotation is a first observation: nothing.
+    fn image_resolved(&mut self, slot: ImageSlot, resolution: &Resolution) {
+        let Some(digest) = digest_of(resolution) else {
+            debug!(reference = %slot.reference, outcome = resolution.outcome(), "image not resolved");
+            return;
+        };
+        if let Ok(mut latest) = self.latest_digests.lock() {
+            latest.insert(slot.clone(), digest.to_owned());
+        }
+        let Ok(snapshots) = self.snapshots.lock() else { return };
+        let mut due = Vec::new();
+        for tracking in self.images.tracking(&slot) {
+            let Some(snapshot) = snapshots.get(&tracking.workload) else { continue };
+            let Some(old) = snapshot.mutation.existing_annotation(&tracking.key) else { continue };
+            if old != digest {
+                let trigger = Trigger::Image {
+                    container: tracking.container.clone(),
+                    old: old.to_owned(),
+                    new: digest.to_owned(),
+                };
+                due.push((tracking.workload.clone(), trigger));
+            }
+        }
+        drop(snapshots);
+        for (workload, trigger) in due {
+            self.schedule.triggered(workload, trigger, Instant::now());
+        }
+    }
+
     fn trigger(&mut self, workload: WorkloadKey, object: &ObjectRef) {
         self.schedule.changed(workload, object, Instant::now());
     }
@@ -400,13 +459,14 @@ impl State {
                 self.objects.request(slot);
             }
             self.start_reads();
+            self.next_poll = Some(Instant::now());
         }
     }
 
     /// When the loop must wake up next for due work.
     pub fn next_due(&self) -> Option<Instant> {
         let reads = self.read_retries.iter().map(|(at, _)| *at).min();
-        [self.schedule.next_due(), reads].into_iter().flatten().min()
+        [self.schedule.next_due(), reads, self.next_poll].into_iter().flatten().min()
     }
 
     /// Restarts due reads and hands due reconciliations to the worker.
@@ -425,6 +485,22 @@ impl State {
         }
         for work in self.schedule.take_due(now) {
             let _ = self.work.send(work);
+        }
+        self.poll_due(now);
+    }
+
+    /// Sends the poller a round of every tracked image when one is due,
+    /// while leading: followers patch nothing, so they ask registries nothing.
+    fn poll_due(&mut self, now: Instant) {
+        let (Some(rounds), Some(at)) = (&self.poll_rounds, self.next_poll) else { return };
+        if at > now {
+            return;
+        }
+        self.next_poll = Some(now + self.poll_interval);
+        let leading = self.leadership.is_leading(tokio::time::Instant::now());
+        if leading && !self.images.is_empty() {
+            // A round still running keeps this one from queueing behind it.
+            let _ = rounds.try_send(self.images.slots());
         }
     }
 

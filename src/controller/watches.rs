@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+use super::images::ImageSlot;
 use super::index::ObjectSlot;
 use super::objects::Reading;
 use super::worker::{Done, Work};
@@ -27,6 +28,7 @@ use crate::core::annotations::NAMESPACE_LABEL;
 use crate::core::kinds::Controller;
 use crate::core::workload::WorkloadKind;
 use crate::lookup::api_object::api_resource as object_api_resource;
+use crate::registry::Resolution;
 
 /// The API server ends each watch after this long; the watcher resumes it
 /// from the last resourceVersion. Its idle timeout (this plus a margin)
@@ -59,6 +61,11 @@ pub enum Message {
     },
     /// The worker finished a reconciliation.
     Done(Box<(Work, Done)>),
+    /// The poller resolved a tracked image.
+    Image {
+        slot: ImageSlot,
+        resolution: Resolution,
+    },
 }
 
 pub struct Watches {

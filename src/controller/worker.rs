@@ -10,16 +10,16 @@ use tokio::time::Instant;
 
 use super::queue::TokenBucket;
 use super::reconcile::{Outcome, ReconcileError, Reconciler};
+use super::trigger::Trigger;
 use super::watches::Message;
 use super::workload::WorkloadKey;
-use crate::core::ObjectRef;
 
 /// A workload to reconcile, for the leadership term it was queued in.
 #[derive(Clone, Debug)]
 pub struct Work {
     pub key: WorkloadKey,
-    /// The objects whose change made it due, for the Event.
-    pub triggers: BTreeSet<ObjectRef>,
+    /// The objects and images whose change made it due, for the Event.
+    pub triggers: BTreeSet<Trigger>,
     /// When its coalescing window opened (for the reaction-time metric).
     pub opened: std::time::Instant,
     pub term: u64,

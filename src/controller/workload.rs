@@ -11,7 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
 use kube::core::DynamicResourceScope;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
+use crate::core::inputs::image::PodImages;
 use crate::core::pod_spec::Metadata;
 use crate::core::workload::{SpecView, WorkloadKind};
 use crate::core::{Mutation, Plan, Settings, plan};
@@ -57,25 +59,29 @@ pub fn api_resource(kind: WorkloadKind) -> ApiResource {
 
 /// Only what the plan reads of a watched workload; every other field is
 /// skipped while decoding, so a list of thousands of Deployments allocates
-/// neither their env values nor their status.
+/// neither their env values nor their status. The spec's text is kept, for
+/// the image pass, only by workloads that may track images.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(from = "Wire")]
+#[serde(try_from = "Wire")]
 pub struct WatchedWorkload {
     /// Name, namespace, uid and resourceVersion: what kube's watcher needs.
     meta: ObjectMeta,
     metadata: Metadata,
     spec: Option<SpecView>,
+    images_spec: Option<Box<RawValue>>,
 }
 
 #[derive(Deserialize)]
 struct Wire {
     #[serde(default)]
     metadata: Metadata,
-    spec: Option<SpecView>,
+    spec: Option<Box<RawValue>>,
 }
 
-impl From<Wire> for WatchedWorkload {
-    fn from(wire: Wire) -> Self {
+impl TryFrom<Wire> for WatchedWorkload {
+    type Error = serde_json::Error;
+
+    fn try_from(wire: Wire) -> Result<Self, serde_json::Error> {
         let m = &wire.metadata;
         let meta = ObjectMeta {
             name: m.name.clone(),
@@ -84,7 +90,16 @@ impl From<Wire> for WatchedWorkload {
             resource_version: m.resource_version.clone(),
             ..ObjectMeta::default()
         };
-        WatchedWorkload { meta, metadata: wire.metadata, spec: wire.spec }
+        let spec: Option<SpecView> =
+            wire.spec.as_deref().map(|raw| serde_json::from_str(raw.get())).transpose()?;
+        // Whatever the annotation domain: `<domain>/images` on the workload,
+        // or `image.<domain>/…` on the template (or the Pod).
+        let annotations = m.annotations.iter().flatten();
+        let may_track_images =
+            annotations.map(|(k, _)| k).any(|k| k.ends_with("/images") || k.starts_with("image."))
+                || spec.as_ref().is_some_and(|s| s.template_has_annotation("image."));
+        let images_spec = if may_track_images { wire.spec } else { None };
+        Ok(WatchedWorkload { meta, metadata: wire.metadata, spec, images_spec })
     }
 }
 
@@ -138,10 +153,18 @@ impl WatchedWorkload {
     /// so only the object itself counts: there is no old object.
     pub fn plan(self, kind: WorkloadKind, settings: &Settings) -> Option<Mutation> {
         let workload = kind.from_parts(self.metadata, self.spec).ok()?;
-        match plan(workload, &BTreeMap::new(), settings) {
-            Plan::Mutate(mutation) => Some(mutation),
-            Plan::Skip(_) | Plan::Unparsable(_) => None,
+        let mut mutation = match plan(workload, &BTreeMap::new(), settings) {
+            Plan::Mutate(mutation) => mutation,
+            Plan::Skip(_) | Plan::Unparsable(_) => return None,
+        };
+        if mutation.wants_pod_images(settings) {
+            // Without a readable spec the image annotations are kept as they are.
+            let spec = self.images_spec.as_deref().map(RawValue::get);
+            if let Some(Ok(pod)) = spec.map(|spec| PodImages::of_spec(kind, spec)) {
+                mutation.read_pod_images(pod, settings);
+            }
         }
+        Some(mutation)
     }
 }
 
@@ -183,6 +206,29 @@ mod tests {
             assert_eq!(objects, vec![ObjectRef::config_map("app")], "ignore is honoured");
             assert!(mutation.has_digests());
         }
+    }
+
+    #[test]
+    fn only_workloads_that_may_track_images_keep_their_spec_for_the_image_pass() {
+        let mut tracking = deployment(false);
+        tracking["metadata"]["annotations"]["configsum.dev/images"] = json!("c");
+        let watched: WatchedWorkload = serde_json::from_value(tracking).expect("decodes");
+        assert!(watched.images_spec.is_some());
+        let mutation = watched.plan(WorkloadKind::Deployment, &Settings::default()).expect("plan");
+        let targets: Vec<_> = mutation.images.targets().iter().map(|t| &t.reference).collect();
+        assert_eq!(targets, ["nginx:latest"]);
+        assert_eq!(mutation.images.credentials().1, "default");
+
+        let mut recorded = deployment(false);
+        recorded["spec"]["template"]["metadata"]["annotations"]["image.configsum.dev/c"] =
+            json!("sha256:00");
+        let watched: WatchedWorkload = serde_json::from_value(recorded).expect("decodes");
+        assert!(watched.images_spec.is_some(), "its image annotation may need removing");
+
+        let plain: WatchedWorkload = serde_json::from_value(deployment(false)).expect("decodes");
+        assert!(plain.images_spec.is_none());
+        let mutation = plain.plan(WorkloadKind::Deployment, &Settings::default()).expect("plan");
+        assert!(mutation.images.targets().is_empty());
     }
 
     #[test]

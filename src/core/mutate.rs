@@ -240,6 +240,11 @@ impl Mutation {
         );
     }
 
+    /// The existing value of the owned annotation `key`, if any.
+    pub fn existing_annotation(&self, key: &str) -> Option<&str> {
+        self.existing.get(key)
+    }
+
     /// The existing annotation value for `target` (see the README's "Annotations"), if any.
     pub fn existing(&self, target: &Target) -> Option<&str> {
         self.existing.get(&target.key)

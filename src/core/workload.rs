@@ -250,6 +250,17 @@ struct TemplateView {
     spec: Option<PodSpec>,
 }
 
+impl SpecView {
+    /// Whether the pod template carries an annotation whose key starts
+    /// with `prefix` (for a Pod, whose own annotations are its template's,
+    /// none here).
+    pub fn template_has_annotation(&self, prefix: &str) -> bool {
+        let annotations = self.template.as_ref().and_then(|t| t.metadata.as_ref());
+        let annotations = annotations.and_then(|m| m.annotations.as_ref());
+        annotations.is_some_and(|a| a.keys().any(|k| k.starts_with(prefix)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

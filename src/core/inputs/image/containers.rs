@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{Deserializer, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 
 use crate::core::kinds::TemplateAt;
 use crate::core::workload::WorkloadKind;
@@ -43,18 +44,32 @@ impl PodImages {
     /// Reads the pod spec of `object`, sent as `kind`.
     pub fn of(kind: WorkloadKind, object: &str) -> Result<PodImages, serde_json::Error> {
         #[derive(Deserialize)]
-        struct Object<S> {
-            spec: Option<S>,
+        struct Object<'a> {
+            #[serde(borrow)]
+            spec: Option<&'a RawValue>,
         }
+        match serde_json::from_str::<Object<'_>>(object)?.spec {
+            Some(spec) => PodImages::of_spec(kind, spec.get()),
+            None => Ok(PodImages::default()),
+        }
+    }
+
+    /// Reads `spec`, the `spec` of an object of `kind` (the controller keeps
+    /// only that of a watched workload).
+    pub fn of_spec(kind: WorkloadKind, spec: &str) -> Result<PodImages, serde_json::Error> {
         #[derive(Deserialize)]
         struct Template {
-            template: Option<Object<PodSpec>>,
+            template: Option<WithSpec>,
+        }
+        #[derive(Deserialize)]
+        struct WithSpec {
+            spec: Option<PodSpec>,
         }
         let (spec, base) = match kind.declaration().template {
-            TemplateAt::Object => (serde_json::from_str::<Object<PodSpec>>(object)?.spec, "/spec"),
+            TemplateAt::Object => (Some(serde_json::from_str::<PodSpec>(spec)?), "/spec"),
             TemplateAt::SpecTemplate | TemplateAt::SpecTemplateOrWorkloadRef => {
-                let object: Object<Template> = serde_json::from_str(object)?;
-                (object.spec.and_then(|s| s.template?.spec), "/spec/template/spec")
+                let spec: Template = serde_json::from_str(spec)?;
+                (spec.template.and_then(|t| t.spec), "/spec/template/spec")
             }
         };
         let Some(spec) = spec else { return Ok(PodImages::default()) };

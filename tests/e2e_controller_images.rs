@@ -1,0 +1,107 @@
+//! `configsum controller` and images behind floating tags: the real binary
+//! against the fake API server, resolving tags against a real distribution
+//! registry (tests/support/registry.rs) and rolling workloads after a retag.
+
+#[path = "support/controller.rs"]
+mod controller;
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/fixtures.rs"]
+mod fixtures;
+#[path = "support/registry.rs"]
+mod registry;
+#[path = "support/server.rs"]
+mod server;
+
+use std::time::Duration;
+
+use controller::{Cluster, Controller, NS, workload_path};
+use registry::{Format, Registry};
+use serde_json::{Value, json};
+
+fn deployment(name: &str, annotations: Value, image: &str, recorded: Option<&str>) -> Value {
+    let template_annotations = match recorded {
+        Some(digest) => json!({"image.configsum.dev/app": digest}),
+        None => json!({}),
+    };
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}, "annotations": template_annotations},
+                "spec": {"containers": [{"name": "app", "image": image, "imagePullPolicy": "Always"}]}}}})
+}
+
+fn image_of(cluster: &Cluster, name: &str) -> Value {
+    let object = cluster.api.object(&workload_path("Deployment", NS, name)).expect("workload");
+    object["spec"]["template"]["spec"]["containers"][0]["image"].clone()
+}
+
+#[tokio::test]
+async fn a_moved_tag_rolls_each_tracking_workload_once_and_never_on_first_observation() {
+    let registry = Registry::anonymous().await;
+    let (first, _) = registry.push_multi_platform("team/app", "prod", "v1", Format::Docker).await;
+    let app = registry.image("team/app", "prod");
+    let cluster = Cluster::new("ctl-images").await;
+    let put = |object: Value| {
+        let name = object["metadata"]["name"].as_str().expect("name").to_owned();
+        cluster.api.put(&workload_path("Deployment", NS, &name), object);
+    };
+    let track = json!({"configsum.dev/images": "*"});
+    put(deployment("recorded", track.clone(), &app, Some(&first)));
+    put(deployment("unrecorded", track, &app, None));
+    let pin = json!({"configsum.dev/images": "app", "configsum.dev/image-policy": "pin"});
+    put(deployment("pinned", pin, &format!("{app}@{first}"), Some(&first)));
+
+    let host = registry.host();
+    let extra = ["--insecure-registry", &host, "--image-poll-interval", "1s"];
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    for name in ["recorded", "unrecorded", "pinned"] {
+        assert_eq!(cluster.patches_of("Deployment", NS, name), 0, "{name}: the tag did not move");
+    }
+
+    let (moved, _) = registry.push_multi_platform("team/app", "prod", "v2", Format::Docker).await;
+    assert_ne!(moved, first);
+    cluster
+        .wait_for("both recorded workloads patched", Duration::from_secs(6), |c| {
+            c.patches_of("Deployment", NS, "recorded") == 1
+                && c.patches_of("Deployment", NS, "pinned") == 1
+        })
+        .await;
+    assert_eq!(
+        cluster.annotations_of("Deployment", NS, "recorded"),
+        json!({"image.configsum.dev/app": moved})
+    );
+    assert_eq!(image_of(&cluster, "recorded"), json!(app), "record leaves the image alone");
+    assert_eq!(
+        cluster.annotations_of("Deployment", NS, "pinned"),
+        json!({"image.configsum.dev/app": moved})
+    );
+    assert_eq!(image_of(&cluster, "pinned"), json!(format!("{app}@{moved}")), "re-pinned");
+
+    // Further polls see the recorded digest: nothing more, and never for the
+    // workload whose first digest was never recorded.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(cluster.patches_of("Deployment", NS, "recorded"), 1, "once");
+    assert_eq!(cluster.patches_of("Deployment", NS, "pinned"), 1, "once");
+    assert_eq!(cluster.patches_of("Deployment", NS, "unrecorded"), 0, "first observation");
+
+    let events = cluster.api.list(&format!("/api/v1/namespaces/{NS}/events"));
+    let recorded = events
+        .iter()
+        .find(|e| e["involvedObject"]["name"] == "recorded")
+        .unwrap_or_else(|| panic!("an Event for recorded: {events:?}"));
+    let message = recorded["message"].as_str().unwrap_or_default();
+    assert_eq!(
+        message,
+        format!("configsum rolled the pod template: changed image/app from {first} to {moved}")
+    );
+    let (patched, registry_requests) = (
+        r#"configsum_controller_patches_total{outcome="patched"} 2"#,
+        format!("configsum_registry_requests_total{{registry=\"{host}\",outcome=\"digest\"}}"),
+    );
+    let metrics = controller.metrics_with(&[patched], Duration::from_secs(2)).await;
+    assert!(metrics.contains(patched), "{metrics}");
+    assert!(metrics.contains(&registry_requests), "{metrics}");
+    assert_eq!(controller.stop().await, Some(0));
+}
