@@ -327,3 +327,47 @@ async fn credentials_come_from_the_service_account_read_fresh_from_the_api_serve
     assert!(!server.logs().join("\n").contains("s3cr3t-robot"));
     assert_eq!(server.terminate().await, Some(0));
 }
+
+fn review_of(kind: (&str, &str, &str), resource: &str, object: &Value) -> Vec<u8> {
+    let (group, version, kind) = kind;
+    serde_json::to_vec(
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "images", "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": resource},
+        "operation": "CREATE", "namespace": "team-a", "name": object["metadata"]["name"],
+        "object": object, "oldObject": null}}),
+    )
+    .expect("json")
+}
+
+#[tokio::test]
+async fn jobs_and_pods_record_and_pin_the_digest_they_start_with() {
+    let registry = Registry::anonymous().await;
+    let digest = registry.push_image("batch", "nightly", "job").await;
+    let image = registry.image("batch", "nightly");
+    let setup = Setup::new("images-jobs", "");
+    let server = setup.start(&["--insecure-registry".into(), registry.host()]).await;
+
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "once", "namespace": "team-a",
+            "annotations": {"configsum.dev/images": "*", "configsum.dev/image-policy": "pin"}},
+        "spec": {"containers": [{"name": "run", "image": image, "imagePullPolicy": "Always"}]}});
+    let (status, body) = server.post("/mutate", review_of(("", "v1", "Pod"), "pods", &pod)).await;
+    assert_eq!(status, 200);
+    let (_, patched) = apply_response(&pod, &body);
+    assert_eq!(patched["metadata"]["annotations"]["image.configsum.dev/run"], digest);
+    assert_eq!(patched["spec"]["containers"][0]["image"], format!("{image}@{digest}"));
+
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "nightly", "namespace": "team-a",
+            "annotations": {"configsum.dev/images": "run"}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "run", "image": image, "imagePullPolicy": "Always"}]}}}});
+    let (status, body) =
+        server.post("/mutate", review_of(("batch", "v1", "Job"), "jobs", &job)).await;
+    assert_eq!(status, 200);
+    let (_, patched) = apply_response(&job, &body);
+    assert_eq!(template_annotations(&patched), &json!({"image.configsum.dev/run": digest}));
+    assert_eq!(patched["spec"]["template"]["spec"]["containers"][0]["image"], image);
+    assert_eq!(server.terminate().await, Some(0));
+}

@@ -6,6 +6,7 @@
 //! workload without the image's annotation gets none from the controller.
 
 use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -146,40 +147,89 @@ pub struct PollRate {
     pub burst: u32,
 }
 
-/// Resolves each round of slots it is sent, one at a time, each registry's
-/// requests paced by its own token bucket, and reports every resolution to
-/// the event loop. A round still running when the next is due delays it.
+/// Resolves each round of slots it is sent and reports every resolution to
+/// the event loop. Each registry's slots are resolved one at a time, paced
+/// by that registry's own token bucket, and registries in parallel, so a
+/// slow or strictly limited registry delays only its own images. A round
+/// still running when the next is due delays that one.
 pub async fn poll(
-    mut rounds: mpsc::Receiver<Vec<ImageSlot>>,
+    rounds: mpsc::Receiver<Vec<ImageSlot>>,
     source: Arc<KubeSource>,
     registry: RegistryClient,
     rate: PollRate,
     timeout: Duration,
     tx: mpsc::Sender<Message>,
 ) {
-    let mut buckets: HashMap<String, TokenBucket> = HashMap::new();
-    while let Some(round) = rounds.recv().await {
-        for slot in round {
-            let Ok(image) = ImageRef::parse(&slot.reference) else { continue };
-            let bucket = buckets.entry(image.registry().to_owned()).or_insert_with(|| {
-                TokenBucket::new(rate.rate, rate.burst, std::time::Instant::now())
-            });
-            while let Err(wait) = bucket.take(std::time::Instant::now()) {
-                tokio::time::sleep(wait).await;
-            }
+    let resolve = |slot: ImageSlot| {
+        let (source, registry) = (source.clone(), registry.clone());
+        async move {
+            let image = ImageRef::parse(&slot.reference).ok()?;
             let credentials =
                 source.pull_credentials(&slot.namespace, &slot.secrets, &slot.service_account);
-            let resolution = match tokio::time::timeout(timeout, credentials).await {
-                Ok(Ok(credentials)) => registry.resolve(&image, &credentials).await,
+            match tokio::time::timeout(timeout, credentials).await {
+                Ok(Ok(credentials)) => Some(registry.resolve(&image, &credentials).await),
                 Ok(Err(e)) => {
                     debug!(namespace = %slot.namespace, error = %e, "pull secrets unreadable");
-                    continue;
+                    None
                 }
-                Err(_) => continue,
-            };
-            if tx.send(Message::Image { slot, resolution }).await.is_err() {
-                return;
+                Err(_) => None,
             }
+        }
+    };
+    poll_with(rounds, resolve, rate, |slot, resolution| {
+        let tx = tx.clone();
+        async move { tx.send(Message::Image { slot, resolution }).await.is_ok() }
+    })
+    .await;
+}
+
+/// [`poll`], with the resolution and the report as functions (tests drive it
+/// with scripted answers and a paused clock).
+pub async fn poll_with<R, RF, S, SF>(
+    mut rounds: mpsc::Receiver<Vec<ImageSlot>>,
+    resolve: R,
+    rate: PollRate,
+    report: S,
+) where
+    R: Fn(ImageSlot) -> RF,
+    RF: Future<Output = Option<Resolution>>,
+    S: Fn(ImageSlot, Resolution) -> SF,
+    SF: Future<Output = bool>,
+{
+    let mut buckets: HashMap<String, TokenBucket> = HashMap::new();
+    while let Some(round) = rounds.recv().await {
+        let mut by_registry: HashMap<String, Vec<ImageSlot>> = HashMap::new();
+        for slot in round {
+            let registry = ImageRef::parse(&slot.reference).map(|i| i.registry().to_owned());
+            if let Ok(registry) = registry {
+                by_registry.entry(registry).or_default().push(slot);
+            }
+        }
+        let registries = by_registry.into_iter().map(|(registry, slots)| {
+            let mut bucket = buckets.remove(&registry).unwrap_or_else(|| {
+                TokenBucket::new(rate.rate, rate.burst, std::time::Instant::now())
+            });
+            let (resolve, report) = (&resolve, &report);
+            async move {
+                let mut open = true;
+                for slot in slots {
+                    while let Err(wait) = bucket.take(std::time::Instant::now()) {
+                        tokio::time::sleep(wait).await;
+                    }
+                    if let Some(resolution) = resolve(slot.clone()).await {
+                        open = open && report(slot, resolution).await;
+                    }
+                }
+                (registry, bucket, open)
+            }
+        });
+        let mut open = true;
+        for (registry, bucket, reported) in futures_util::future::join_all(registries).await {
+            buckets.insert(registry, bucket);
+            open &= reported;
+        }
+        if !open {
+            return;
         }
     }
 }
@@ -216,6 +266,47 @@ mod tests {
             container: container.into(),
             key: format!("image.configsum.dev/{container}"),
         }
+    }
+
+    #[tokio::test]
+    async fn each_registry_is_paced_by_its_own_bucket_and_registries_run_side_by_side() {
+        use crate::registry::ImageDigest;
+        let calls: Arc<Mutex<Vec<(String, std::time::Instant)>>> = Arc::default();
+        let (rounds_tx, rounds) = mpsc::channel(1);
+        let mut round: Vec<ImageSlot> =
+            (0..5).map(|i| slot(&format!("slow.example/app{i}:1"))).collect();
+        round.push(slot("fast.example/app:1"));
+        rounds_tx.send(round).await.expect("send");
+        drop(rounds_tx);
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let resolve = |slot: ImageSlot| {
+            let (calls, digest) = (calls.clone(), digest.clone());
+            async move {
+                calls.lock().expect("calls").push((slot.reference, std::time::Instant::now()));
+                Some(Resolution::Digest(ImageDigest::parse(&digest).expect("digest")))
+            }
+        };
+        let reported: Arc<Mutex<usize>> = Arc::default();
+        let report = |_: ImageSlot, _: Resolution| {
+            let reported = reported.clone();
+            async move {
+                *reported.lock().expect("reported") += 1;
+                true
+            }
+        };
+        // 20 per second, one at once: 50 ms between two calls to one registry.
+        poll_with(rounds, resolve, PollRate { rate: 20.0, burst: 1 }, report).await;
+        assert_eq!(*reported.lock().expect("reported"), 6);
+        let calls = calls.lock().expect("calls").clone();
+        let slow: Vec<std::time::Instant> =
+            calls.iter().filter(|(r, _)| r.starts_with("slow")).map(|(_, at)| *at).collect();
+        for pair in slow.windows(2) {
+            assert!(pair[1] - pair[0] >= Duration::from_millis(45), "paced: {calls:?}");
+        }
+        let fast = calls.iter().position(|(r, _)| r.starts_with("fast")).expect("fast called");
+        let second_slow = calls.iter().filter(|(r, _)| r.starts_with("slow")).nth(1).expect("2nd");
+        let second_slow = calls.iter().position(|c| c == second_slow).expect("position");
+        assert!(fast < second_slow, "the fast registry waits for no other's bucket: {calls:?}");
     }
 
     #[test]
