@@ -92,8 +92,9 @@ impl PodImages {
                 });
             }
         }
-        let (pull_secrets, unread_secrets) =
-            spec.image_pull_secrets.map_or((Vec::new(), 0), |s| (s.kept, s.unread));
+        let (pull_secrets, unread_secrets) = spec.image_pull_secrets.map_or((Vec::new(), 0), |s| {
+            (s.kept.into_iter().map(|(_, name)| name).collect(), s.unread)
+        });
         Ok(PodImages {
             unread: unread + unread_secrets,
             containers,
@@ -132,12 +133,38 @@ struct MaybeContainer<'a> {
     image_pull_policy: Option<Cow<'a, str>>,
 }
 
-/// The containers that have a name and an image, with their index in the
-/// list, up to [`MAX_CONTAINERS_READ`]; the others are dropped as they are read.
-struct Indexed {
-    kept: Vec<(usize, Container)>,
+/// Up to [`MAX_CONTAINERS_READ`] elements of a list that `keep` accepts, with
+/// their index in the list, and how many more it would have accepted. The
+/// rest are dropped as they are read.
+struct Capped<T> {
+    kept: Vec<(usize, T)>,
     unread: usize,
 }
+
+impl<T> Capped<T> {
+    fn read<'de, A, E>(mut seq: A, keep: impl Fn(E) -> Option<T>) -> Result<Self, A::Error>
+    where
+        A: SeqAccess<'de>,
+        E: Deserialize<'de>,
+    {
+        let mut capped = Capped { kept: Vec::new(), unread: 0 };
+        let mut index = 0;
+        while let Some(element) = seq.next_element::<E>()? {
+            if let Some(kept) = keep(element) {
+                if capped.kept.len() < MAX_CONTAINERS_READ {
+                    capped.kept.push((index, kept));
+                } else {
+                    capped.unread += 1;
+                }
+            }
+            index += 1;
+        }
+        Ok(capped)
+    }
+}
+
+/// The containers that have a name and an image.
+type Indexed = Capped<Container>;
 
 impl<'de> Deserialize<'de> for Indexed {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -147,36 +174,22 @@ impl<'de> Deserialize<'de> for Indexed {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of containers")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Indexed, A::Error> {
-                let (mut kept, mut unread) = (Vec::new(), 0);
-                let mut index = 0;
-                while let Some(c) = seq.next_element::<MaybeContainer>()? {
-                    if let (Some(name), Some(image)) = (c.name, c.image) {
-                        if kept.len() < MAX_CONTAINERS_READ {
-                            let container = Container {
-                                name: name.into_owned(),
-                                image: image.into_owned(),
-                                image_pull_policy: c.image_pull_policy.map(Cow::into_owned),
-                            };
-                            kept.push((index, container));
-                        } else {
-                            unread += 1;
-                        }
-                    }
-                    index += 1;
-                }
-                Ok(Indexed { kept, unread })
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Indexed, A::Error> {
+                Capped::read(seq, |c: MaybeContainer<'de>| {
+                    Some(Container {
+                        name: c.name?.into_owned(),
+                        image: c.image?.into_owned(),
+                        image_pull_policy: c.image_pull_policy.map(Cow::into_owned),
+                    })
+                })
             }
         }
         deserializer.deserialize_seq(List)
     }
 }
 
-/// `[{name: …}]`, keeping the named entries only, up to [`MAX_CONTAINERS_READ`].
-struct Names {
-    kept: Vec<String>,
-    unread: usize,
-}
+/// `[{name: …}]`: the entries with a name.
+type Names = Capped<String>;
 
 impl<'de> Deserialize<'de> for Names {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -190,17 +203,8 @@ impl<'de> Deserialize<'de> for Names {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of references")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Names, A::Error> {
-                let (mut kept, mut unread) = (Vec::new(), 0);
-                while let Some(named) = seq.next_element::<Named>()? {
-                    let Some(name) = named.name.filter(|n| !n.is_empty()) else { continue };
-                    if kept.len() < MAX_CONTAINERS_READ {
-                        kept.push(name);
-                    } else {
-                        unread += 1;
-                    }
-                }
-                Ok(Names { kept, unread })
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Names, A::Error> {
+                Capped::read(seq, |named: Named| named.name.filter(|n| !n.is_empty()))
             }
         }
         deserializer.deserialize_seq(List)
