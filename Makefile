@@ -1,11 +1,16 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
-.PHONY: all build test lint fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
+# `make help` lists the targets and what each does.
+.PHONY: help all build test lint fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= configsum:$(VERSION)
 
 all: build
+
+## help: this list.
+help:
+	@awk '/^## / { sub(/^## /, ""); if (match($$0, /^[a-z0-9-]+:/)) printf "\n"; print "  " $$0 }' $(MAKEFILE_LIST)
 
 ## build: the release binary, target/release/configsum.
 build:
@@ -16,14 +21,17 @@ test: lint
 	$(CARGO) test --all-targets
 	scripts/validate-manifests.sh
 
+## lint: cargo fmt --check and clippy with warnings as errors (part of test).
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 
+## fmt: format the code.
 fmt:
 	$(CARGO) fmt --all
 
-## demo: serve examples/objects.yaml over TLS and admit an example Deployment; no cluster needed.
+## demo: serve examples/objects.yaml over TLS and admit an example Deployment, then one on a
+## floating tag against a real registry on loopback; no cluster needed.
 demo:
 	scripts/demo.sh
 
@@ -78,6 +86,7 @@ undeploy:
 e2e:
 	IMAGE=$(IMAGE) scripts/kind-e2e.sh
 
+## clean: remove build output and the demo's files.
 clean:
 	$(CARGO) clean
 	rm -rf .demo certs/out manifests/overlays/dev-ca/generated

@@ -1,4 +1,4 @@
-//! The real binary over real TLS: the SPEC test vectors end to end, bad
+//! The real binary over real TLS: the digest test vectors end to end, bad
 //! bodies, start-up refusals, flags from the environment, metrics, logs and
 //! SIGTERM.
 

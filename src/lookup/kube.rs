@@ -47,9 +47,9 @@ impl KubeSource {
     }
 }
 
-/// A client for the API server, found in the SPEC's order: the in-cluster
-/// service account, else `KUBECONFIG`, else `~/.kube/config` (kube's own
-/// `infer` tries the kubeconfig first).
+/// A client for the API server, found in the order the README's "Command line"
+/// gives: the in-cluster service account, else `KUBECONFIG`, else
+/// `~/.kube/config` (kube's own `infer` tries the kubeconfig first).
 pub async fn kube_client() -> Result<Client, kube::Error> {
     kube_client_with(None).await
 }
