@@ -1,4 +1,4 @@
-//! The command line (README, "Command line"). Every flag is also `CONFIGSUM_<FLAG>`.
+//! The command line (docs/flags.md). Every flag is also `CONFIGSUM_<FLAG>`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

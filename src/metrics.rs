@@ -1,4 +1,4 @@
-//! Prometheus metrics (README, "Command line"), exposed on the metrics listener. Label values
+//! Prometheus metrics (docs/flags.md), exposed on the metrics listener. Label values
 //! come from fixed sets so that no request can create new series.
 
 use std::time::Duration;

@@ -453,7 +453,7 @@ fn rbac_grants_what_the_code_calls_and_nothing_more() {
     ]);
     assert_eq!(rules_of(key_role), expected);
 
-    // The controller: exactly the README's list for the controller, which is what its code calls.
+    // The controller: exactly docs/controller.md's list for the controller, which is what its code calls.
     let expected: BTreeSet<_> = cluster_permissions()
         .into_iter()
         .flat_map(|(g, r, verbs)| {

@@ -1,4 +1,4 @@
-//! Every admission rule of the README ("What it does", "Annotations", "Limits"), through the pure core: plan, digest from
+//! Every admission rule of the README ("What it does", "Annotations") and of docs/behaviour.md ("Limits"), through the pure core: plan, digest from
 //! memory, decide, then apply the patch as the API server would.
 
 #[path = "support/fixtures.rs"]

@@ -1,4 +1,4 @@
-//! The controller's metrics (README, the controller section), beside the lookup metrics it shares
+//! The controller's metrics (docs/controller.md), beside the lookup metrics it shares
 //! with the webhook.
 
 use prometheus_client::encoding::EncodeLabelSet;

@@ -10,7 +10,7 @@ use super::object_ref::{ObjectKind, ObjectRef, is_dns_subdomain};
 
 pub const DEFAULT_DOMAIN: &str = "configsum.dev";
 
-/// The namespace label that opts a namespace in (README, "Install on a cluster"). It does not move
+/// The namespace label that opts a namespace in (docs/install.md). It does not move
 /// with `--annotation-domain`: the webhook configuration selects on it.
 pub const NAMESPACE_LABEL: &str = "configsum.dev/enabled";
 

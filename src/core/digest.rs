@@ -1,4 +1,4 @@
-//! The v1 digest (README, "Digest"). Its bytes are a compatibility promise: changing
+//! The v1 digest (docs/behaviour.md, "Digest"). Its bytes are a compatibility promise: changing
 //! anything here rolls every workload in every cluster on upgrade.
 
 use std::collections::BTreeMap;

@@ -4,7 +4,7 @@ use std::fmt;
 
 /// The kinds of object configsum digests, each declared in `core::inputs`.
 /// The derived order puts ConfigMaps before Secrets, which is the order the
-/// README's "Limits" gives for the 128-object limit.
+/// "Limits" in docs/behaviour.md gives for the 128-object limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ObjectKind {
     ConfigMap,

@@ -1,4 +1,4 @@
-//! Which referenced objects get a digest (README, "What it does", "Annotations" and "Limits"): the `track` and `ignore`
+//! Which referenced objects get a digest (README, "What it does" and "Annotations"; docs/behaviour.md, "Limits"): the `track` and `ignore`
 //! annotations, the name check, key collisions and the 128-object limit.
 
 use std::collections::{BTreeMap, BTreeSet};

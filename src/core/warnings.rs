@@ -1,4 +1,4 @@
-//! Admission warnings within the limits in the README's "Failure behaviour": each under 120 characters,
+//! Admission warnings within the limits in the "Failure behaviour" in docs/behaviour.md: each under 120 characters,
 //! at most 10 per response, then one `and N more`. Only the ten sent are
 //! ever built: the rest are counted, so a request with millions of bad
 //! tokens costs a counter, not millions of strings.

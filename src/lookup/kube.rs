@@ -2,7 +2,7 @@
 //!
 //! Every lookup is a GET without `resourceVersion`: the API server answers it
 //! from etcd with a quorum read, so a write it acknowledged before the review
-//! was sent is always seen (README, "Reading ConfigMaps and Secrets"). A watch cache could lag; this cannot.
+//! was sent is always seen (docs/behaviour.md, "Reading ConfigMaps and Secrets"). A watch cache could lag; this cannot.
 
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ use super::{LookupError, ObjectSource};
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 use crate::registry::{PullCredential, credentials_from_secret};
 
-/// What the webhook asks of the API server, for its RBAC (README, "Install on a cluster"):
+/// What the webhook asks of the API server, for its RBAC (docs/install.md):
 /// (API group, resource, verbs): `get` on every tracked kind, and on
 /// ServiceAccounts for their image pull secrets. `GET /version` needs no grant.
 pub fn webhook_permissions()
@@ -47,7 +47,7 @@ impl KubeSource {
     }
 }
 
-/// A client for the API server, found in the order the README's "Command line"
+/// A client for the API server, found in the order docs/flags.md
 /// gives: the in-cluster service account, else `KUBECONFIG`, else
 /// `~/.kube/config` (kube's own `infer` tries the kubeconfig first).
 pub async fn kube_client() -> Result<Client, kube::Error> {

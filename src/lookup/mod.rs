@@ -23,7 +23,7 @@ pub use kube::{
     KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with, webhook_permissions,
 };
 
-/// At most this many lookups of one review run at once (README, "Reading ConfigMaps and Secrets").
+/// At most this many lookups of one review run at once (docs/behaviour.md, "Reading ConfigMaps and Secrets").
 pub const LOOKUPS_PER_REVIEW: usize = 8;
 
 /// Where ConfigMaps and Secrets come from. `Ok(None)` means the object does not exist.
@@ -83,7 +83,7 @@ impl LookupError {
     }
 }
 
-/// The review's lookup budget (README, "Failure behaviour"): the API server gives up after its
+/// The review's lookup budget (docs/behaviour.md, "Failure behaviour"): the API server gives up after its
 /// `?timeout=`, so stop at min(max(timeout - 1s, timeout / 2), `--lookup-timeout`),
 /// less a margin for digesting and answering.
 pub fn lookup_budget(api_server_timeout: Option<Duration>, lookup_timeout: Duration) -> Duration {

@@ -66,7 +66,7 @@ pub enum Encoding {
     Base64,
 }
 
-/// Which digest an object's annotation carries (README, "Digest").
+/// Which digest an object's annotation carries (docs/behaviour.md, "Digest").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DigestMode {
     /// `sha256:` always.

@@ -1,5 +1,5 @@
 //! Which containers' images a workload tracks, and what their resolutions
-//! make of the annotations and images (README, "Images behind floating tags").
+//! make of the annotations and images (docs/images.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 
