@@ -27,8 +27,27 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create the shared digest key Secret with a random key unless it exists (run by the install Job).
     EnsureDigestKey(EnsureDigestKeyArgs),
-    /// Roll workloads when only their ConfigMaps or Secrets change.
+    /// Roll workloads when only their ConfigMaps, Secrets or image tags change.
     Controller(ControllerArgs),
+    /// Write the digests into a YAML stream or KRM ResourceList (stdin to stdout), as admission would.
+    Render(RenderArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RenderArgs {
+    /// The YAML stream or ResourceList to read; `-` is stdin.
+    #[arg(short = 'f', long = "file", env = "CONFIGSUM_FILE", default_value = "-")]
+    pub file: PathBuf,
+    /// More ConfigMaps and Secrets, after those in the stream (repeatable; the first definition wins).
+    #[arg(long, env = "CONFIGSUM_OBJECTS_FROM", value_delimiter = ',')]
+    pub objects_from: Vec<PathBuf>,
+    /// Namespace of objects that name none (Helm passes post-renderers none).
+    #[arg(long, env = "CONFIGSUM_NAMESPACE", default_value = "default")]
+    pub namespace: String,
+    #[command(flatten)]
+    pub keys: DigestKeyArgs,
+    #[command(flatten)]
+    pub annotations: AnnotationArgs,
 }
 
 #[derive(Args, Debug, Clone)]

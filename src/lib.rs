@@ -1,7 +1,9 @@
 //! configsum: rolls Kubernetes workloads when the ConfigMaps and Secrets they
-//! consume change. `core` decides (pure); `webhook` answers AdmissionReviews
-//! with it; `controller` patches workloads whose objects changed with no write
-//! to the workload; `lookup` reads the objects; `process` holds what both
+//! consume change, or the image behind a floating tag. `core` decides (pure);
+//! `webhook` answers AdmissionReviews with it; `controller` patches workloads
+//! whose objects or images changed with no write to the workload; `render`
+//! writes the same digests into YAML at render time; `lookup` reads the
+//! objects and `registry` the image digests; `process` holds what the
 //! long-running commands share.
 
 pub mod config;
@@ -12,4 +14,5 @@ pub mod lookup;
 pub mod metrics;
 pub mod process;
 pub mod registry;
+pub mod render;
 pub mod webhook;

@@ -12,10 +12,12 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let cli = Cli::parse();
-    let log_format = match &cli.command {
-        Command::Serve(args) => args.log.log_format,
-        Command::EnsureDigestKey(args) => args.log.log_format,
-        Command::Controller(args) => args.log.log_format,
+    let log_format = match cli.command {
+        // A filter: no runtime, no log lines, notes on stderr, its own exit codes.
+        Command::Render(args) => return ExitCode::from(configsum::render::command::run(args)),
+        Command::Serve(ref args) => args.log.log_format,
+        Command::EnsureDigestKey(ref args) => args.log.log_format,
+        Command::Controller(ref args) => args.log.log_format,
     };
     // Held until exit: dropping it flushes the log lines still queued.
     let _log_guard = init_logging(log_format);
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Command::Controller(args) => {
             runtime.block_on(configsum::controller::run(args)).map_err(|e| e.to_string())
         }
+        Command::Render(_) => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

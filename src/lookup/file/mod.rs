@@ -15,7 +15,8 @@ use serde_saphyr::Spanned;
 
 mod yaml;
 
-use self::yaml::{Fields, Node, yaml_error, yaml_options};
+use self::yaml::{Fields, Node, yaml_error};
+pub(crate) use self::yaml::{yaml_options, yaml_reason};
 use super::{LookupError, ObjectSource};
 use crate::core::inputs::Encoding;
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
@@ -69,10 +70,14 @@ impl FileSource {
 
     /// As [`Self::load`], for text already read; `path` names the file in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, FileSourceError> {
+        Self::parse_with(text, path, false)
+    }
+
+    fn parse_with(text: &str, path: &Path, first_wins: bool) -> Result<Self, FileSourceError> {
         let documents: Vec<Spanned<Node>> =
             serde_saphyr::from_multiple_with_options(text, yaml_options())
                 .map_err(|error| yaml_error(path, &error))?;
-        let reader = Reader { text, path };
+        let reader = Reader { text, path, first_wins };
         let mut source = FileSource::default();
         for document in &documents {
             match &document.value {
@@ -101,6 +106,15 @@ impl FileSource {
     /// The object, if the file has it.
     pub fn get(&self, namespace: &str, object: &ObjectRef) -> Option<&Arc<ObjectContent>> {
         self.objects.get(&(namespace.to_owned(), object.clone()))
+    }
+
+    /// As [`Self::parse`], but the first object of a kind, namespace and name
+    /// wins (`configsum render`'s rule), and objects already in `self` stay.
+    pub fn add_first_wins(&mut self, text: &str, path: &Path) -> Result<(), FileSourceError> {
+        for (key, content) in Self::parse_with(text, path, true)?.objects {
+            self.objects.entry(key).or_insert(content);
+        }
+        Ok(())
     }
 }
 
@@ -147,6 +161,7 @@ impl ObjectSource for FileSource {
 struct Reader<'a> {
     text: &'a str,
     path: &'a Path,
+    first_wins: bool,
 }
 
 impl Reader<'_> {
@@ -181,7 +196,12 @@ impl Reader<'_> {
         }
         let reference = ObjectRef { kind: object_kind, name: name.to_owned() };
         let content = Arc::new(ObjectContent::from_entries(entries));
-        into.objects.insert((namespace.to_owned(), reference), content);
+        let key = (namespace.to_owned(), reference);
+        if self.first_wins {
+            into.objects.entry(key).or_insert(content);
+        } else {
+            into.objects.insert(key, content);
+        }
         Ok(())
     }
 

@@ -105,7 +105,7 @@ pub fn yaml_error(path: &Path, error: &serde_saphyr::Error) -> FileSourceError {
 
 /// What is wrong, in words that cannot quote the file: the parser's fixed
 /// messages, or ours. Anything else the library says might carry a value.
-fn yaml_reason(error: &serde_saphyr::Error) -> String {
+pub fn yaml_reason(error: &serde_saphyr::Error) -> String {
     use serde_saphyr::granit_parser::ErrorKind;
     use serde_saphyr::{Error, ExternalMessageSource};
     match error {

@@ -1,0 +1,121 @@
+//! The `configsum render` command around [`super::render`]: flags and a
+//! ResourceList's `functionConfig`, the input, the digest keys, and exit
+//! codes. Nothing reaches stdout unless the whole stream rendered.
+
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use super::stream::Stream;
+use super::tree::Node;
+use super::{Options, render};
+use crate::config::RenderArgs;
+use crate::core::{AnnotationDomain, Digester, Settings};
+use crate::process::load_digest_keys;
+
+/// Exit codes: 0 written, 1 unreadable input, 2 usage.
+pub const EXIT_INPUT: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+/// Runs the command; notes and errors go to stderr. Returns the exit code.
+pub fn run(mut args: RenderArgs) -> u8 {
+    let input = match read_input(&args.file) {
+        Ok(input) => input,
+        Err(e) => return fail(EXIT_USAGE, &e),
+    };
+    // A ResourceList's functionConfig.data holds options named like the flags.
+    if let Ok(stream) = Stream::parse(&input) {
+        if let Err(e) = apply_function_config(stream.function_config(), &mut args) {
+            return fail(EXIT_USAGE, &e);
+        }
+    }
+    let keys = match load_digest_keys(
+        args.keys.digest_key_file.as_deref(),
+        args.keys.allow_plain_secret_digests,
+    ) {
+        Ok(keys) => keys,
+        Err(e) => return fail(EXIT_USAGE, &e.to_string()),
+    };
+    let mut objects_from = Vec::new();
+    for path in &args.objects_from {
+        match std::fs::read_to_string(path) {
+            Ok(text) => objects_from.push((path.clone(), text)),
+            Err(e) => return fail(EXIT_USAGE, &format!("cannot read {}: {e}", path.display())),
+        }
+    }
+    let options = Options {
+        settings: Settings {
+            domain: args.annotations.annotation_domain.clone(),
+            ..Settings::default()
+        },
+        digester: Digester::new(keys),
+        namespace: args.namespace.clone(),
+        objects_from,
+    };
+    match render(&input, &options) {
+        Ok(rendered) => {
+            let mut stderr = std::io::stderr().lock();
+            for note in &rendered.notes {
+                let _ = writeln!(stderr, "configsum render: {note}");
+            }
+            let mut stdout = std::io::stdout().lock();
+            if stdout.write_all(rendered.output.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+                return fail(EXIT_INPUT, "cannot write the output");
+            }
+            0
+        }
+        Err(e) => fail(EXIT_INPUT, &e.to_string()),
+    }
+}
+
+fn fail(code: u8, message: &str) -> u8 {
+    eprintln!("configsum render: {message}");
+    code
+}
+
+fn read_input(file: &Path) -> Result<String, String> {
+    if file == Path::new("-") {
+        let mut input = String::new();
+        std::io::stdin()
+            .read_to_string(&mut input)
+            .map_err(|e| format!("cannot read stdin: {e}"))?;
+        Ok(input)
+    } else {
+        std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+    }
+}
+
+/// Options from `functionConfig.data` (a ConfigMap), which win over flags.
+fn apply_function_config(config: Option<&Node>, args: &mut RenderArgs) -> Result<(), String> {
+    let Some(Node::Map(entries)) = config.and_then(|c| c.get("data")) else { return Ok(()) };
+    for (key, value) in entries {
+        let (Some(key), Some(value)) = (key.as_str(), scalar_text(value)) else { continue };
+        match key {
+            "namespace" => args.namespace = value,
+            "annotation-domain" => {
+                args.annotations.annotation_domain =
+                    AnnotationDomain::new(&value).map_err(|e| format!("functionConfig: {e}"))?;
+            }
+            "digest-key-file" => args.keys.digest_key_file = Some(PathBuf::from(value)),
+            "allow-plain-secret-digests" => {
+                args.keys.allow_plain_secret_digests = value == "true";
+            }
+            "objects-from" => {
+                args.objects_from = value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+                    .collect();
+            }
+            other => return Err(format!("functionConfig: unknown option {other:?}")),
+        }
+    }
+    Ok(())
+}
+
+fn scalar_text(node: &Node) -> Option<String> {
+    match node {
+        Node::Str(s) | Node::Plain(s) => Some(s.clone()),
+        _ => None,
+    }
+}

@@ -1,0 +1,331 @@
+//! `configsum render`, the real binary: a stream in, the same stream out with
+//! the digests admission would write, proven by admitting the rendered
+//! workloads to the real `configsum serve` with the same objects and key.
+
+#[path = "support/server.rs"]
+mod server;
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use server::*;
+
+const KEY: &str = "0123456789abcdef0123456789abcdef\n";
+const MARKER: &str = "hunter2-render-marker";
+
+const STREAM: &str = r#"---
+# Source: app/templates/configmap.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app-config
+  namespace: shop
+data:
+  log-level: debug
+  enabled: "true"
+  mode: "0755"
+  at: "12:30:45"
+  hash: 72e40602
+  script: |
+    #!/bin/sh
+    echo "ready: yes"
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: db, namespace: shop}
+stringData: {password: hunter2}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata:
+      labels: {app: web}
+      annotations:
+        configmap.configsum.dev/removed: sha256:00
+        secret.configsum.dev/elsewhere: hmac-sha256:kept
+        team.example/owner: payments
+    spec:
+      containers:
+        - name: app
+          image: web:1.4
+          env:
+            - name: LOG
+              valueFrom: {configMapKeyRef: {name: app-config, key: log-level}}
+            - name: TOKEN
+              valueFrom: {secretKeyRef: {name: elsewhere, key: token}}
+          envFrom:
+            - secretRef: {name: db}
+---
+# an empty document stays one
+---
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: apps/v1
+    kind: StatefulSet
+    metadata: {name: cache}
+    spec:
+      selector: {matchLabels: {app: cache}}
+      serviceName: cache
+      template:
+        metadata: {labels: {app: cache}}
+        spec:
+          containers:
+            - name: redis
+              image: redis:7
+              volumeMounts: [{name: conf, mountPath: /etc/redis}]
+          volumes:
+            - name: conf
+              configMap: {name: app-config, items: [{key: mode, path: mode}]}
+"#;
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn render(args: &[&str], input: &str) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_configsum"))
+        .arg("render")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn configsum render");
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+    let out = child.wait_with_output().expect("render finishes");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
+}
+
+/// The stream's documents as data. `72e40602` reads as an infinite float,
+/// which JSON holds as null; its spelling is checked on the text.
+fn documents(yaml: &str) -> Vec<Value> {
+    let mut options = serde_saphyr::Options::default();
+    options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::PassThrough;
+    serde_saphyr::from_multiple_with_options(yaml, options)
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+}
+
+fn setup(label: &str) -> TempDir {
+    install_crypto_provider();
+    let dir = TempDir::new(label);
+    std::fs::write(dir.path("key"), KEY).expect("key");
+    dir
+}
+
+fn review(kind: (&str, &str, &str), object: &Value) -> Vec<u8> {
+    serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "render", "kind": {"group": kind.0, "version": kind.1, "kind": kind.2},
+        "resource": {"group": kind.0, "version": kind.1, "resource": "x"},
+        "operation": "CREATE", "namespace": object["metadata"]["namespace"].as_str().unwrap_or("default"),
+        "name": object["metadata"]["name"], "object": object, "oldObject": null}}))
+    .expect("json")
+}
+
+#[tokio::test]
+async fn rendered_workloads_are_admitted_with_no_patch() {
+    let dir = setup("render-agree");
+    let key = dir.path("key").display().to_string();
+    let run = render(&["--digest-key-file", &key, "--namespace", "shop"], STREAM);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let (input, output) = (documents(STREAM), documents(&run.stdout));
+    assert_eq!(input.len(), output.len(), "the same documents");
+    assert_eq!(run.stdout.matches("---\n").count(), 4, "the empty one kept: {}", run.stdout);
+
+    // Everything but the workloads' configsum annotations is as it was, scalars included.
+    assert_eq!(output[0], input[0], "the ConfigMap, with its strings still strings");
+    assert_eq!(output[0]["data"]["enabled"], "true");
+    assert_eq!(output[0]["data"]["mode"], "0755");
+    assert!(run.stdout.contains("\n  hash: 72e40602\n"), "spelled as written: {}", run.stdout);
+    assert!(run.stdout.contains("\n  at: \"12:30:45\"\n"), "{}", run.stdout);
+    assert_eq!(output[1], input[1]);
+    let web = &output[2];
+    let annotations = &web["spec"]["template"]["metadata"]["annotations"];
+    assert!(annotations.get("configmap.configsum.dev/removed").is_none(), "stale keys go");
+    assert_eq!(annotations["secret.configsum.dev/elsewhere"], "hmac-sha256:kept", "not here: kept");
+    assert_eq!(annotations["team.example/owner"], "payments");
+    assert!(
+        annotations["configmap.configsum.dev/app-config"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("sha256:"))
+    );
+    assert!(
+        annotations["secret.configsum.dev/db"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("hmac-sha256:"))
+    );
+    let mut without = web.clone();
+    without["spec"]["template"]["metadata"]["annotations"] =
+        input[2]["spec"]["template"]["metadata"]["annotations"].clone();
+    assert_eq!(without, input[2], "nothing else changed");
+    let cache = &output.last().expect("the List")["items"][0];
+    assert!(
+        cache["spec"]["template"]["metadata"]["annotations"]["configmap.configsum.dev/app-config"]
+            .is_string()
+    );
+    assert!(
+        run.stderr.contains("document 3 (Deployment shop/web): secret elsewhere could not be read"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("hunter2"));
+
+    // Rendered against the same objects as the cluster holds, the webhook
+    // (same objects, same key) has nothing to add.
+    const CLUSTER: &str = "apiVersion: v1\nkind: Secret\nmetadata: {name: elsewhere, namespace: shop}\ndata: {token: dG9rZW4=}\n";
+    std::fs::write(dir.path("cluster.yaml"), CLUSTER).expect("cluster objects");
+    let cluster = dir.path("cluster.yaml").display().to_string();
+    let run = render(
+        &["--digest-key-file", &key, "--namespace", "shop", "--objects-from", &cluster],
+        STREAM,
+    );
+    assert_eq!((run.code, run.stderr.as_str()), (Some(0), ""));
+    let output = documents(&run.stdout);
+    let web = &output[2];
+    let cache = &output.last().expect("the List")["items"][0];
+    std::fs::write(dir.path("objects.yaml"), format!("{STREAM}\n---\n{CLUSTER}")).expect("objects");
+    make_certs(&dir.0, "ec-sec1");
+    let (cert, tls_key, objects) = (
+        dir.path("tls.crt").display().to_string(),
+        dir.path("tls.key").display().to_string(),
+        dir.path("objects.yaml").display().to_string(),
+    );
+    let args = [
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &tls_key,
+        "--objects-from",
+        &objects,
+        "--digest-key-file",
+        &key,
+    ];
+    let server = Server::start(&args, &[], &dir.path("ca.crt")).await;
+    for (kind, object) in [
+        (("apps", "v1", "Deployment"), web.clone()),
+        (("apps", "v1", "StatefulSet"), {
+            let mut cache = cache.clone();
+            cache["metadata"]["namespace"] = json!("shop");
+            cache
+        }),
+    ] {
+        let (status, body) = server.post("/mutate", review(kind, &object)).await;
+        assert_eq!(status, 200);
+        let answer: Value = serde_json::from_slice(&body).expect("answer");
+        assert!(answer["response"].get("patch").is_none(), "{kind:?}: {answer}");
+    }
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+#[test]
+fn bad_input_writes_nothing_names_the_document_and_quotes_no_value() {
+    let dir = setup("render-bad");
+    let key = dir.path("key").display().to_string();
+    let bad = format!("a: 1\n---\nb: 2\n---\nc: [\"{MARKER}\"\n");
+    let run = render(&["--digest-key-file", &key], &bad);
+    assert_eq!(run.code, Some(1));
+    assert_eq!(run.stdout, "", "never a partial stream");
+    assert!(run.stderr.contains("document 3"), "{}", run.stderr);
+    assert!(!run.stderr.contains(MARKER), "{}", run.stderr);
+
+    let bad_secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ndata: {{k: \"{MARKER}!\"}}\n"
+    );
+    let run = render(&["--digest-key-file", &key], &bad_secret);
+    assert_eq!((run.code, run.stdout.as_str()), (Some(1), ""));
+    assert!(run.stderr.contains("document 1") && !run.stderr.contains(MARKER), "{}", run.stderr);
+
+    let run = render(&[], "a: 1\n");
+    assert_eq!(run.code, Some(2), "no key and no --allow-plain-secret-digests: {}", run.stderr);
+    let run = render(&["--digest-key-file", "/nonexistent/key"], "a: 1\n");
+    assert_eq!(run.code, Some(2));
+    let run = render(&["--allow-plain-secret-digests", "--objects-from", "/nonexistent"], "a: 1\n");
+    assert_eq!(run.code, Some(2));
+    let run = render(&["--no-such-flag"], "a: 1\n");
+    assert_eq!(run.code, Some(2));
+}
+
+#[test]
+fn a_resource_list_takes_its_options_from_function_config() {
+    let list = r#"
+apiVersion: config.kubernetes.io/v1
+kind: ResourceList
+functionConfig:
+  apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: configsum}
+  data: {namespace: team-a, allow-plain-secret-digests: "true"}
+items:
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: app, namespace: team-a}
+    data: {k: v}
+  - apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: web}
+    spec:
+      selector: {matchLabels: {app: web}}
+      template:
+        metadata: {labels: {app: web}}
+        spec: {containers: [{name: c, image: x, envFrom: [{configMapRef: {name: app}}]}]}
+"#;
+    let run = render(&[], list);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let out = documents(&run.stdout);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0]["kind"], "ResourceList");
+    assert_eq!(out[0]["functionConfig"]["data"]["namespace"], "team-a");
+    let digest = &out[0]["items"][1]["spec"]["template"]["metadata"]["annotations"]["configmap.configsum.dev/app"];
+    assert!(digest.as_str().is_some_and(|d| d.starts_with("sha256:")), "{}", run.stdout);
+
+    let unknown = list.replace("allow-plain-secret-digests: \"true\"", "colour: blue");
+    let run = render(&[], &unknown);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+}
+
+#[test]
+fn objects_from_files_come_after_the_stream_and_the_first_definition_wins() {
+    let dir = setup("render-objects");
+    let key = dir.path("key").display().to_string();
+    std::fs::write(
+        dir.path("cluster.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {k: from-file}\n\
+         ---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: only-in-file}\ndata: {k: v}\n",
+    )
+    .expect("objects");
+    let files = dir.path("cluster.yaml").display().to_string();
+    let workload = |cm: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: w}}\nspec:\n  selector: {{matchLabels: {{a: b}}}}\n  template:\n    metadata: {{labels: {{a: b}}}}\n    spec: {{containers: [{{name: c, image: x, envFrom: [{{configMapRef: {{name: {cm}}}}}]}}]}}\n"
+        )
+    };
+    let digest_of = |stream: &str| -> Value {
+        let run = render(&["--digest-key-file", &key, "--objects-from", &files], stream);
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        let docs = documents(&run.stdout);
+        docs.last().expect("workload")["spec"]["template"]["metadata"]["annotations"].clone()
+    };
+    let in_stream = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: app}}\ndata: {{k: from-stream}}\n---\n{}",
+        workload("app")
+    );
+    let from_stream = digest_of(&in_stream);
+    let from_file = digest_of(&workload("app"));
+    assert_ne!(from_stream, from_file, "the stream's app wins over the file's");
+    assert!(
+        digest_of(&workload("only-in-file"))["configmap.configsum.dev/only-in-file"].is_string()
+    );
+}
