@@ -55,10 +55,11 @@ pub fn render(text: &str, options: &Options) -> Result<Rendered, RenderError> {
     let mut stream = Stream::parse(text)?;
     let mut objects = FileSource::default();
     for (number, text) in stream.object_texts() {
-        objects.add_first_wins(&text, Path::new(&format!("document {number}")))?;
+        let path = format!("document {number}");
+        objects.add_first_wins(&text, Path::new(&path), &options.namespace)?;
     }
     for (path, text) in &options.objects_from {
-        objects.add_first_wins(text, path)?;
+        objects.add_first_wins(text, path, &options.namespace)?;
     }
     let mut notes = Vec::new();
     for mut document in stream.documents_mut() {

@@ -70,14 +70,19 @@ impl FileSource {
 
     /// As [`Self::load`], for text already read; `path` names the file in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, FileSourceError> {
-        Self::parse_with(text, path, false)
+        Self::parse_with(text, path, false, "default")
     }
 
-    fn parse_with(text: &str, path: &Path, first_wins: bool) -> Result<Self, FileSourceError> {
+    fn parse_with(
+        text: &str,
+        path: &Path,
+        first_wins: bool,
+        namespace: &str,
+    ) -> Result<Self, FileSourceError> {
         let documents: Vec<Spanned<Node>> =
             serde_saphyr::from_multiple_with_options(text, yaml_options())
                 .map_err(|error| yaml_error(path, &error))?;
-        let reader = Reader { text, path, first_wins };
+        let reader = Reader { text, path, first_wins, namespace };
         let mut source = FileSource::default();
         for document in &documents {
             match &document.value {
@@ -109,9 +114,15 @@ impl FileSource {
     }
 
     /// As [`Self::parse`], but the first object of a kind, namespace and name
-    /// wins (`configsum render`'s rule), and objects already in `self` stay.
-    pub fn add_first_wins(&mut self, text: &str, path: &Path) -> Result<(), FileSourceError> {
-        for (key, content) in Self::parse_with(text, path, true)?.objects {
+    /// wins (`configsum render`'s rule), objects already in `self` stay, and
+    /// objects that name no namespace are in `namespace`.
+    pub fn add_first_wins(
+        &mut self,
+        text: &str,
+        path: &Path,
+        namespace: &str,
+    ) -> Result<(), FileSourceError> {
+        for (key, content) in Self::parse_with(text, path, true, namespace)?.objects {
             self.objects.entry(key).or_insert(content);
         }
         Ok(())
@@ -162,6 +173,8 @@ struct Reader<'a> {
     text: &'a str,
     path: &'a Path,
     first_wins: bool,
+    /// Of objects that name none.
+    namespace: &'a str,
 }
 
 impl Reader<'_> {
@@ -186,7 +199,8 @@ impl Reader<'_> {
             return Err(self.error(&unnamed, "metadata.name", "is missing", node));
         };
         let namespace = self.text_of(&unnamed, metadata, "namespace", "metadata.namespace")?;
-        let namespace = namespace.filter(|namespace| !namespace.is_empty()).unwrap_or("default");
+        let namespace =
+            namespace.filter(|namespace| !namespace.is_empty()).unwrap_or(self.namespace);
         let object = format!("{kind} {}/{}", namespace.escape_debug(), name.escape_debug());
         let mut entries = BTreeMap::new();
         // In the declared order: a Secret's `stringData` wins over `data`, as

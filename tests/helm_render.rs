@@ -1,0 +1,144 @@
+//! `configsum render` as Helm's post-renderer, with the real Helm 3 and
+//! Helm 4 binaries (scripts/install-helm.sh puts them in target/tools):
+//! Helm 3 runs the binary, Helm 4 the plugin in plugins/helm/configsum-render.
+//! Both must give the digests `configsum render` gives on its own.
+
+#[path = "support/server.rs"]
+mod server;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use server::TempDir;
+
+const KEY: &str = "0123456789abcdef0123456789abcdef\n";
+
+fn tool(path: &str) -> PathBuf {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools").join(path);
+    assert!(tool.exists(), "{} is missing: run scripts/install-helm.sh", tool.display());
+    tool
+}
+
+/// A chart whose templates set no namespace, as most charts do.
+fn chart(dir: &TempDir) -> PathBuf {
+    let chart = dir.path("chart");
+    std::fs::create_dir_all(chart.join("templates")).expect("chart dir");
+    std::fs::write(chart.join("Chart.yaml"), "apiVersion: v2\nname: shop\nversion: 0.1.0\n")
+        .expect("Chart.yaml");
+    std::fs::write(
+        chart.join("templates/config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\n\
+         data:\n  log-level: {{ .Values.logLevel | default \"info\" | quote }}\n  mode: \"0755\"\n\
+         ---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-db\n\
+         stringData:\n  password: hunter2\n",
+    )
+    .expect("config template");
+    std::fs::write(
+        chart.join("templates/deployment.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-web\n\
+         spec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n\
+         \x20   spec:\n      containers:\n        - name: app\n          image: web:1\n\
+         \x20         envFrom:\n            - configMapRef: {name: {{ .Release.Name }}-config}\n\
+         \x20           - secretRef: {name: {{ .Release.Name }}-db}\n",
+    )
+    .expect("deployment template");
+    chart
+}
+
+fn ok(output: Output, what: &str) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{what} failed: {stderr}");
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+fn deployment_annotations(yaml: &str) -> Value {
+    let documents: Vec<Value> = serde_saphyr::from_multiple(yaml).expect("YAML stream");
+    let deployment = documents.iter().find(|d| d["kind"] == "Deployment").expect("a Deployment");
+    deployment["spec"]["template"]["metadata"]["annotations"].clone()
+}
+
+/// What `configsum render` alone makes of the chart's plain render.
+fn expected(dir: &TempDir, helm: &Path, chart: &Path, key: &str) -> Value {
+    let plain = ok(
+        Command::new(helm).args(["template", "rel"]).arg(chart).output().expect("helm"),
+        "helm template",
+    );
+    let plain_file = dir.path("plain.yaml");
+    std::fs::write(&plain_file, plain).expect("plain render");
+    let rendered = ok(
+        Command::new(env!("CARGO_BIN_EXE_configsum"))
+            .args(["render", "--namespace", "shop", "--digest-key-file", key, "-f"])
+            .arg(&plain_file)
+            .output()
+            .expect("configsum render"),
+        "configsum render",
+    );
+    let annotations = deployment_annotations(&rendered);
+    assert!(annotations["configmap.configsum.dev/rel-config"].is_string(), "{annotations}");
+    assert!(annotations["secret.configsum.dev/rel-db"].is_string(), "{annotations}");
+    annotations
+}
+
+#[test]
+fn helm_3_runs_configsum_render_as_its_post_renderer() {
+    let dir = TempDir::new("helm3-render");
+    std::fs::write(dir.path("key"), KEY).expect("key");
+    let key = dir.path("key").display().to_string();
+    let (helm, chart) = (tool("helm3/helm"), chart(&dir));
+    let out = ok(
+        Command::new(&helm)
+            .args(["template", "rel"])
+            .arg(&chart)
+            .args(["--namespace", "shop", "--post-renderer", env!("CARGO_BIN_EXE_configsum")])
+            .args(["--post-renderer-args", "render", "--post-renderer-args", "--namespace=shop"])
+            .arg(format!("--post-renderer-args=--digest-key-file={key}"))
+            .output()
+            .expect("helm 3"),
+        "helm 3 template with the post-renderer",
+    );
+    assert_eq!(deployment_annotations(&out), expected(&dir, &helm, &chart, &key));
+    assert!(out.contains("mode: \"0755\""), "strings stay strings: {out}");
+}
+
+#[test]
+fn helm_4_runs_the_shipped_post_renderer_plugin() {
+    let dir = TempDir::new("helm4-render");
+    std::fs::write(dir.path("key"), KEY).expect("key");
+    let key = dir.path("key").display().to_string();
+    let (helm, chart) = (tool("helm4/helm"), chart(&dir));
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins/helm/configsum-render");
+    // Helm's own state in the temp dir; configsum on PATH for the plugin.
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_configsum")).parent().expect("bin dir");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let helm_cmd = |args: &[&str]| {
+        let mut command = Command::new(&helm);
+        command
+            .args(args)
+            .env("PATH", &path)
+            // Helm 4.1 installs plugins under HELM_DATA_HOME whatever
+            // HELM_PLUGINS says, but looks for them in HELM_PLUGINS: leave it unset.
+            .env_remove("HELM_PLUGINS")
+            .env("HELM_CONFIG_HOME", dir.path("config"))
+            .env("HELM_CACHE_HOME", dir.path("cache"))
+            .env("HELM_DATA_HOME", dir.path("data"));
+        command
+    };
+    ok(
+        helm_cmd(&["plugin", "install"]).arg(&plugin).output().expect("helm plugin install"),
+        "helm 4 plugin install",
+    );
+    let out = ok(
+        helm_cmd(&["template", "rel"])
+            .arg(&chart)
+            .args(["--namespace", "shop", "--post-renderer", "configsum-render"])
+            .args(["--post-renderer-args", "--namespace=shop"])
+            .arg(format!("--post-renderer-args=--digest-key-file={key}"))
+            .output()
+            .expect("helm 4"),
+        "helm 4 template with the plugin",
+    );
+    assert_eq!(deployment_annotations(&out), expected(&dir, &helm, &chart, &key));
+    // Helm 4 marks each document for the post-renderer and takes the mark off after.
+    assert!(!out.contains("postrenderer.helm.sh"), "{out}");
+}
