@@ -47,3 +47,5 @@ if [ -e /etc/init.d/docker-registry ] || [ -e /lib/systemd/system/docker-registr
 fi
 rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+# Real Helm 3, Helm 4 and kubectl in target/tools, for the chart and post-renderer tests.
+"$(dirname "$0")/install-helm.sh"
