@@ -1,0 +1,121 @@
+{{/*
+Labels on every object's metadata. app.kubernetes.io/part-of is the one the
+kustomize base puts there too; the other four are Helm's own (tests/chart.rs
+strips exactly these four before comparing with the base). Pod templates and
+selectors carry only app.kubernetes.io/name, as in the base, so selectors never
+change between releases.
+*/}}
+{{- define "configsum.labels" -}}
+app.kubernetes.io/part-of: configsum
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+
+{{- define "configsum.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* The pod security context of every pod. */}}
+{{- define "configsum.podSecurityContext" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  seccompProfile:
+    type: RuntimeDefault
+{{- end }}
+
+{{/* The security context of every container. */}}
+{{- define "configsum.containerSecurityContext" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities:
+    drop: ["ALL"]
+{{- end }}
+
+{{/* Pod template metadata: the name label, and podAnnotations if any. Argument: (list $ "name"). */}}
+{{- define "configsum.podMetadata" -}}
+{{- $ := index . 0 -}}
+metadata:
+  labels:
+    app.kubernetes.io/name: {{ index . 1 }}
+  {{- with $.Values.podAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+
+{{/* Pod spec fields shared by every pod: pull secrets, node selector, tolerations. */}}
+{{- define "configsum.podScheduling" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- range . }}
+  - name: {{ . }}
+  {{- end }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* The registry CA volume, when registry.ca names a ConfigMap or a Secret. */}}
+{{- define "configsum.registryCaEnabled" -}}
+{{- if and .Values.registry.ca.configMap .Values.registry.ca.secret -}}
+{{- fail "registry.ca: set configMap or secret, not both" -}}
+{{- end -}}
+{{- if or .Values.registry.ca.configMap .Values.registry.ca.secret }}true{{ end -}}
+{{- end }}
+
+{{/*
+Arguments the webhook and the controller share, after the ones the base
+passes: the annotation domain and the registry flags. Each is passed only when
+set, so the defaults render the base's arguments exactly.
+*/}}
+{{- define "configsum.sharedArgs" -}}
+{{- with .Values.annotationDomain }}
+- --annotation-domain={{ . }}
+{{- end }}
+{{- range .Values.registry.insecureRegistries }}
+- --insecure-registry={{ . }}
+{{- end }}
+{{- if include "configsum.registryCaEnabled" . }}
+- --registry-ca-file=/etc/configsum/registry-ca/{{ .Values.registry.ca.key }}
+{{- end }}
+{{- end }}
+
+{{- define "configsum.registryCaMount" -}}
+{{- if include "configsum.registryCaEnabled" . }}
+- name: registry-ca
+  mountPath: /etc/configsum/registry-ca
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "configsum.registryCaVolume" -}}
+{{- if .Values.registry.ca.configMap }}
+- name: registry-ca
+  configMap:
+    name: {{ .Values.registry.ca.configMap }}
+{{- else if .Values.registry.ca.secret }}
+- name: registry-ca
+  secret:
+    secretName: {{ .Values.registry.ca.secret }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret the webhook serves TLS from. */}}
+{{- define "configsum.tlsSecret" -}}
+{{- if eq .Values.tls.mode "certManager" -}}
+configsum-webhook-tls
+{{- else -}}
+{{ required "tls.existingSecret is required with tls.mode=secret" .Values.tls.existingSecret }}
+{{- end -}}
+{{- end }}
