@@ -1,11 +1,17 @@
 //! The manifests and the code cannot drift apart: every claim the manifests
 //! make about the server (ports, paths, arguments, kinds, RBAC, Secrets) is
-//! checked against the code itself. Schema validation is in
-//! scripts/validate-manifests.sh (part of `make test`).
+//! checked against the code itself, for the kustomize base and for the Helm
+//! chart rendered with its defaults and with charts/configsum/ci/custom-values.yaml
+//! (a test module per source, at the end). Schema validation is in
+//! scripts/validate-manifests.sh (part of `make test`); tests/chart.rs compares
+//! the chart with the base object by object.
+
+#[path = "support/chart.rs"]
+mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -13,6 +19,7 @@ use axum::http::{Request, StatusCode};
 use clap::Parser as _;
 use configsum::config::{Cli, Command, DIGEST_KEY_FILE_NAME, DIGEST_KEY_SECRET};
 use configsum::controller::{LEASE_VERBS, cluster_permissions};
+use configsum::core::AnnotationDomain;
 use configsum::core::annotations::NAMESPACE_LABEL;
 use configsum::core::workload::{Operation, WorkloadKind};
 use configsum::core::{Digester, Settings};
@@ -25,13 +32,51 @@ use serde_json::Value;
 use tower::ServiceExt as _;
 
 const BASE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/base");
+/// The namespace chart_custom is rendered into: anything but the base's.
+const CUSTOM_NAMESPACE: &str = "configsum-platform";
 
 struct Manifests {
     objects: Vec<Value>,
-    kustomization: Value,
+    namespace: String,
+    /// The image every container runs.
+    image: String,
+    /// The Secret the webhook serves TLS from when no Certificate makes it (tls.mode=secret).
+    user_tls_secret: Option<String>,
 }
 
 impl Manifests {
+    /// manifests/base, file by file.
+    fn base() -> &'static Manifests {
+        static BASE_MANIFESTS: LazyLock<Manifests> = LazyLock::new(Manifests::load);
+        &BASE_MANIFESTS
+    }
+
+    /// charts/configsum with its defaults, as `helm install -n configsum-system` renders it.
+    fn chart() -> &'static Manifests {
+        static CHART: LazyLock<Manifests> = LazyLock::new(|| Manifests {
+            objects: render::Helm::V4.render(render::NAMESPACE, &[]),
+            namespace: render::NAMESPACE.to_owned(),
+            image: format!("configsum:{}", env!("CARGO_PKG_VERSION")),
+            user_tls_secret: None,
+        });
+        &CHART
+    }
+
+    /// charts/configsum with every value moved (ci/custom-values.yaml), in another namespace.
+    fn chart_custom() -> &'static Manifests {
+        static CUSTOM: LazyLock<Manifests> = LazyLock::new(|| {
+            let values = custom_values();
+            let image = &values["image"];
+            Manifests {
+                objects: render::Helm::V4.render(CUSTOM_NAMESPACE, &["-f", render::CUSTOM_VALUES]),
+                namespace: CUSTOM_NAMESPACE.to_owned(),
+                image: format!("{}:{}", str_of(&image["repository"]), str_of(&image["tag"])),
+                user_tls_secret: Some(str_of(&values["tls"]["existingSecret"]).to_owned()),
+            }
+        });
+        &CUSTOM
+    }
+
     fn load() -> Manifests {
         let mut objects = Vec::new();
         for file in resource_files() {
@@ -42,9 +87,12 @@ impl Manifests {
         }
         let text = std::fs::read_to_string(Path::new(BASE).join("kustomization.yaml"))
             .expect("kustomization");
+        let kustomization: Value = serde_saphyr::from_str(&text).expect("kustomization YAML");
         Manifests {
             objects,
-            kustomization: serde_saphyr::from_str(&text).expect("kustomization YAML"),
+            namespace: str_of(&kustomization["namespace"]).to_owned(),
+            image: format!("configsum:{}", env!("CARGO_PKG_VERSION")),
+            user_tls_secret: None,
         }
     }
 
@@ -60,7 +108,7 @@ impl Manifests {
     }
 
     fn namespace(&self) -> &str {
-        self.kustomization["namespace"].as_str().expect("kustomization namespace")
+        &self.namespace
     }
 
     fn deployment(&self) -> &Value {
@@ -73,6 +121,15 @@ impl Manifests {
         assert_eq!(webhooks.len(), 1);
         &webhooks[0]
     }
+}
+
+fn str_of(value: &Value) -> &str {
+    value.as_str().unwrap_or_else(|| panic!("expected a string, got {value}"))
+}
+
+fn custom_values() -> Value {
+    let text = std::fs::read_to_string(render::CUSTOM_VALUES).expect("custom values");
+    serde_saphyr::from_str(&text).expect("custom values YAML")
 }
 
 fn resource_files() -> Vec<String> {
@@ -138,8 +195,15 @@ fn kustomization_lists_every_file_and_nothing_else() {
         .filter(|n| n.ends_with(".yaml") && n != "kustomization.yaml")
         .collect();
     assert_eq!(listed, on_disk);
-    let m = Manifests::load();
+    let m = Manifests::base();
     assert_eq!(m.one("Namespace", m.namespace())["metadata"]["name"], m.namespace());
+}
+
+/// The chart renders the Namespace only with namespace.create (tests/chart.rs).
+fn every_namespaced_object_is_in_the_namespace(m: &Manifests) {
+    for namespace in m.all("Namespace") {
+        assert_eq!(namespace["metadata"]["name"], m.namespace());
+    }
     for object in &m.objects {
         let namespaced = !matches!(
             object["kind"].as_str(),
@@ -158,9 +222,7 @@ fn kustomization_lists_every_file_and_nothing_else() {
     }
 }
 
-#[test]
-fn webhook_rules_cover_exactly_what_the_server_mutates() {
-    let m = Manifests::load();
+fn webhook_rules_cover_exactly_what_the_server_mutates(m: &Manifests) {
     let mut in_manifest = BTreeSet::new();
     for rule in m.webhook()["rules"].as_array().expect("rules") {
         assert_eq!(rule["scope"], "Namespaced");
@@ -209,9 +271,7 @@ fn webhook_rules_cover_exactly_what_the_server_mutates() {
     assert_eq!(in_manifest, in_code);
 }
 
-#[test]
-fn webhook_settings_follow_the_spec() {
-    let m = Manifests::load();
+fn webhook_settings_follow_the_spec(m: &Manifests) {
     let webhook = m.webhook();
     assert_eq!(webhook["sideEffects"], "None");
     assert_eq!(webhook["admissionReviewVersions"], serde_json::json!(["v1"]));
@@ -240,16 +300,14 @@ fn webhook_settings_follow_the_spec() {
     // The server answers well inside timeoutSeconds, whatever its lookups do.
     let timeout = Duration::from_secs(webhook["timeoutSeconds"].as_u64().expect("timeoutSeconds"));
     assert!(timeout <= Duration::from_secs(5), "a short timeout: {timeout:?}");
-    let budget = lookup_budget(Some(timeout), serve_args(&m).lookup_timeout);
+    let budget = lookup_budget(Some(timeout), serve_args(m).lookup_timeout);
     assert!(
         budget + Duration::from_millis(500) <= timeout,
         "budget {budget:?} leaves no margin in {timeout:?}"
     );
 }
 
-#[test]
-fn service_ports_container_ports_and_listen_addresses_agree() {
-    let m = Manifests::load();
+fn service_ports_container_ports_and_listen_addresses_agree(m: &Manifests) {
     let webhook = m.webhook();
     let service = m
         .one("Service", webhook["clientConfig"]["service"]["name"].as_str().expect("service name"));
@@ -262,7 +320,7 @@ fn service_ports_container_ports_and_listen_addresses_agree() {
         .expect("webhook port");
     let container = container(m.deployment(), "webhook");
     let target = port_named(container, https["targetPort"].as_str().expect("named targetPort"));
-    let args = serve_args(&m);
+    let args = serve_args(m);
     assert_eq!(args.listen.port(), target);
     let default = match parse_cli(&["serve".into(), "--tls-cert=c".into(), "--tls-key=k".into()]) {
         Command::Serve(args) => args,
@@ -277,11 +335,9 @@ fn service_ports_container_ports_and_listen_addresses_agree() {
     }
 }
 
-#[tokio::test]
-async fn probe_paths_answer_on_their_listeners() {
-    let m = Manifests::load();
+async fn probe_paths_answer_on_their_listeners(m: &Manifests) {
     let container = container(m.deployment(), "webhook");
-    let args = serve_args(&m);
+    let args = serve_args(m);
     let state = Arc::new(AppState::new(
         FileSource::default(),
         Digester::default(),
@@ -310,10 +366,8 @@ async fn probe_paths_answer_on_their_listeners() {
     }
 }
 
-#[test]
-fn every_container_argument_is_accepted_by_the_cli() {
-    let m = Manifests::load();
-    let serve = serve_args(&m);
+fn every_container_argument_is_accepted_by_the_cli(m: &Manifests) {
+    let serve = serve_args(m);
     assert!(
         serve.keys.digest_key_file.is_some()
             && serve.objects_from.is_none()
@@ -329,9 +383,7 @@ fn every_container_argument_is_accepted_by_the_cli() {
     }
 }
 
-#[test]
-fn mounted_secrets_are_the_ones_made_for_them() {
-    let m = Manifests::load();
+fn mounted_secrets_are_the_ones_made_for_them(m: &Manifests) {
     let deployment = m.deployment();
     let container = container(deployment, "webhook");
     let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes");
@@ -344,16 +396,17 @@ fn mounted_secrets_are_the_ones_made_for_them() {
         let volume = volumes.iter().find(|v| v["name"] == mount["name"]).expect("volume");
         volume["secret"]["secretName"].as_str().expect("a Secret volume").to_owned()
     };
-    let args = serve_args(&m);
-    let certificate = m.one("Certificate", "configsum-webhook");
-    assert_eq!(
-        mount_of(&args.tls_cert),
-        certificate["spec"]["secretName"].as_str().expect("secretName")
-    );
-    assert_eq!(
-        mount_of(&args.tls_key),
-        certificate["spec"]["secretName"].as_str().expect("secretName")
-    );
+    let args = serve_args(m);
+    let tls_secret = match &m.user_tls_secret {
+        // tls.mode=secret: the user's Secret, which no Certificate writes.
+        Some(secret) => {
+            assert!(m.all("Certificate").is_empty());
+            secret.clone()
+        }
+        None => str_of(&m.one("Certificate", "configsum-webhook")["spec"]["secretName"]).to_owned(),
+    };
+    assert_eq!(mount_of(&args.tls_cert), tls_secret);
+    assert_eq!(mount_of(&args.tls_key), tls_secret);
     assert_eq!(args.tls_cert.file_name().and_then(|f| f.to_str()), Some("tls.crt"));
     assert_eq!(args.tls_key.file_name().and_then(|f| f.to_str()), Some("tls.key"));
     let key_file = args.keys.digest_key_file.expect("--digest-key-file");
@@ -361,9 +414,7 @@ fn mounted_secrets_are_the_ones_made_for_them() {
     assert_eq!(key_file.file_name().and_then(|f| f.to_str()), Some(DIGEST_KEY_FILE_NAME));
 }
 
-#[test]
-fn cert_manager_chain_has_its_required_fields() {
-    let m = Manifests::load();
+fn cert_manager_chain_has_its_required_fields(m: &Manifests) {
     let issuer = |name: &Value| m.one("Issuer", name.as_str().expect("issuer name"));
     let root = m.one("Certificate", "configsum-root-ca");
     assert_eq!(root["spec"]["isCA"], true);
@@ -404,9 +455,7 @@ fn cert_manager_chain_has_its_required_fields() {
     );
 }
 
-#[test]
-fn rbac_grants_what_the_code_calls_and_nothing_more() {
-    let m = Manifests::load();
+fn rbac_grants_what_the_code_calls_and_nothing_more(m: &Manifests) {
     let rules_of = |role: &Value| -> BTreeSet<(String, String, String, Option<String>)> {
         let mut out = BTreeSet::new();
         for rule in role["rules"].as_array().expect("rules") {
@@ -461,7 +510,7 @@ fn rbac_grants_what_the_code_calls_and_nothing_more() {
         })
         .collect();
     assert_eq!(rules_of(m.one("ClusterRole", "configsum-controller")), expected);
-    let lease_name = controller_args(&m).lease_name;
+    let lease_name = controller_args(m).lease_name;
     let lease_rules = rules_of(m.one("Role", "configsum-controller-lease"));
     let verbs: BTreeSet<&str> = lease_rules.iter().map(|(_, _, v, _)| v.as_str()).collect();
     assert_eq!(verbs, LEASE_VERBS.iter().copied().collect::<BTreeSet<_>>());
@@ -489,9 +538,7 @@ fn rbac_grants_what_the_code_calls_and_nothing_more() {
     );
 }
 
-#[test]
-fn the_deployment_is_highly_available_and_locked_down() {
-    let m = Manifests::load();
+fn the_deployment_is_highly_available_and_locked_down(m: &Manifests) {
     let deployment = m.deployment();
     let spec = &deployment["spec"];
     assert!(spec["replicas"].as_u64().is_some_and(|r| r >= 2));
@@ -524,11 +571,7 @@ fn the_deployment_is_highly_available_and_locked_down() {
             assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
             assert!(container["resources"]["requests"]["memory"].is_string());
             assert!(container["resources"]["limits"]["memory"].is_string());
-            assert_eq!(
-                container["image"],
-                format!("configsum:{}", env!("CARGO_PKG_VERSION")),
-                "image tag = crate version"
-            );
+            assert_eq!(container["image"], m.image.as_str(), "image tag = crate version");
         }
     }
     let makefile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Makefile"))
@@ -539,11 +582,9 @@ fn the_deployment_is_highly_available_and_locked_down() {
     );
 }
 
-#[tokio::test]
-async fn the_controller_deployment_agrees_with_the_code() {
-    let m = Manifests::load();
+async fn the_controller_deployment_agrees_with_the_code(m: &Manifests) {
     let deployment = m.one("Deployment", "configsum-controller");
-    let args = controller_args(&m);
+    let args = controller_args(m);
     assert!(args.keys.digest_key_file.is_some() && !args.keys.allow_plain_secret_digests);
     assert!(deployment["spec"]["replicas"].as_u64().is_some_and(|r| r >= 2));
     let container = container(deployment, "controller");
@@ -551,7 +592,7 @@ async fn the_controller_deployment_agrees_with_the_code() {
     // The digest key is the webhook's own Secret, at the same path.
     let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().expect("volumes");
     assert!(volumes.iter().any(|v| v["secret"]["secretName"] == DIGEST_KEY_SECRET));
-    assert_eq!(args.keys.digest_key_file, serve_args(&m).keys.digest_key_file);
+    assert_eq!(args.keys.digest_key_file, serve_args(m).keys.digest_key_file);
     // Identity and Lease namespace come from the downward API.
     let env: Vec<&str> = container["env"]
         .as_array()
@@ -579,7 +620,7 @@ async fn the_controller_deployment_agrees_with_the_code() {
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(container["securityContext"]["capabilities"]["drop"], serde_json::json!(["ALL"]));
-    assert_eq!(container["image"], format!("configsum:{}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(container["image"], m.image.as_str());
 }
 
 #[test]
@@ -593,9 +634,42 @@ fn the_network_policy_component_selects_the_pods_and_ports_it_names() {
     assert_eq!(component["resources"], serde_json::json!(["network-policy.yaml"]));
     let text = std::fs::read_to_string(dir.join("network-policy.yaml")).expect("policies");
     let policies: Vec<Value> = serde_saphyr::from_multiple(&text).expect("YAML");
-    let m = Manifests::load();
+    policies_select_the_pods_and_ports_they_name(
+        &policies.iter().collect::<Vec<_>>(),
+        Manifests::base(),
+        "monitoring",
+    );
+}
+
+/// The chart's NetworkPolicies (networkPolicy.enabled), like the component's.
+fn the_network_policies_select_the_pods_and_ports_they_name(m: &Manifests) {
+    let values = custom_values();
+    let policies = m.all("NetworkPolicy");
+    policies_select_the_pods_and_ports_they_name(
+        &policies,
+        m,
+        str_of(&values["networkPolicy"]["metricsNamespace"]),
+    );
+    // One ipBlock per webhookCallerCIDRs entry, nothing else.
+    let webhook = m.one("NetworkPolicy", "configsum-webhook");
+    let cidrs: Vec<&Value> = webhook["spec"]["ingress"][0]["from"]
+        .as_array()
+        .expect("from")
+        .iter()
+        .map(|f| &f["ipBlock"]["cidr"])
+        .collect();
+    let expected: Vec<&Value> =
+        values["networkPolicy"]["webhookCallerCIDRs"].as_array().expect("CIDRs").iter().collect();
+    assert_eq!(cidrs, expected);
+}
+
+fn policies_select_the_pods_and_ports_they_name(
+    policies: &[&Value],
+    m: &Manifests,
+    metrics_namespace: &str,
+) {
     let mut selected = BTreeSet::new();
-    for policy in &policies {
+    for policy in policies {
         assert_eq!(policy["kind"], "NetworkPolicy");
         assert_eq!(policy["metadata"]["namespace"], m.namespace());
         assert_eq!(policy["spec"]["policyTypes"], serde_json::json!(["Ingress"]));
@@ -610,7 +684,7 @@ fn the_network_policy_component_selects_the_pods_and_ports_it_names() {
         let containers =
             deployment["spec"]["template"]["spec"]["containers"].as_array().expect("containers");
         for rule in policy["spec"]["ingress"].as_array().expect("ingress") {
-            let from = &rule["from"][0];
+            let from = rule["from"].as_array().expect("from");
             for port in rule["ports"].as_array().expect("ports") {
                 let port_name = port["port"].as_str().expect("a named port");
                 assert!(
@@ -619,10 +693,16 @@ fn the_network_policy_component_selects_the_pods_and_ports_it_names() {
                 );
                 // HTTPS only from addresses, metrics only from the monitoring namespace.
                 match port_name {
-                    "https" => assert!(from["ipBlock"]["cidr"].is_string(), "{name}: {rule}"),
-                    "metrics" => assert_eq!(
-                        from["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
-                        "monitoring"
+                    "https" => assert!(
+                        from.iter().all(|f| f["ipBlock"]["cidr"].is_string()),
+                        "{name}: {rule}"
+                    ),
+                    "metrics" => assert!(
+                        from.iter().all(
+                            |f| f["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                                == metrics_namespace
+                        ),
+                        "{name}: {rule}"
                     ),
                     other => panic!("{name} opens {other}"),
                 }
@@ -634,3 +714,154 @@ fn the_network_policy_component_selects_the_pods_and_ports_it_names() {
         ["configsum-controller/metrics", "configsum-webhook/https", "configsum-webhook/metrics"];
     assert_eq!(selected, expected.iter().map(|s| s.to_string()).collect());
 }
+
+/// tls.mode=secret: no cert-manager object, and the user's CA is the caBundle.
+fn the_users_ca_is_the_ca_bundle(m: &Manifests) {
+    use base64::Engine as _;
+    assert!(m.all("Issuer").is_empty() && m.all("Certificate").is_empty());
+    let config = m.one("MutatingWebhookConfiguration", "configsum");
+    assert!(config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"].is_null());
+    let bundle = base64::engine::general_purpose::STANDARD
+        .decode(str_of(&m.webhook()["clientConfig"]["caBundle"]))
+        .expect("caBundle is base64");
+    assert_eq!(
+        String::from_utf8(bundle).expect("PEM"),
+        str_of(&custom_values()["tls"]["caBundle"])
+    );
+}
+
+/// The values that become arguments reach both Deployments, and the CLI reads
+/// them back as the values say.
+fn chart_values_reach_the_arguments(m: &Manifests) {
+    let values = custom_values();
+    let serve = serve_args(m);
+    let controller = controller_args(m);
+    let domain = AnnotationDomain::new(str_of(&values["annotationDomain"])).expect("domain");
+    let insecure: Vec<String> = values["registry"]["insecureRegistries"]
+        .as_array()
+        .expect("insecureRegistries")
+        .iter()
+        .map(|r| str_of(r).to_owned())
+        .collect();
+    let ca = &values["registry"]["ca"];
+    for (name, annotations, registries) in [
+        ("configsum-webhook", &serve.annotations, &serve.registries),
+        ("configsum-controller", &controller.annotations, &controller.registries),
+    ] {
+        assert_eq!(annotations.annotation_domain, domain, "{name}");
+        assert_eq!(registries.insecure_registries, insecure, "{name}");
+        assert_eq!(registries.registry_timeout, Duration::from_secs(3), "{name}: extraArgs");
+        // --registry-ca-file is the key of the named ConfigMap, mounted.
+        let file = registries.registry_ca_file.as_ref().expect("--registry-ca-file");
+        assert_eq!(file.file_name().and_then(|f| f.to_str()), Some(str_of(&ca["key"])));
+        let pod = &m.one("Deployment", name)["spec"]["template"]["spec"];
+        let mount = pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .find(|v| file.parent() == Some(Path::new(str_of(&v["mountPath"]))))
+            .unwrap_or_else(|| panic!("{name}: {} is not mounted", file.display()));
+        let volume = pod["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .find(|v| v["name"] == mount["name"])
+            .expect("volume");
+        assert_eq!(volume["configMap"]["name"], ca["configMap"], "{name}");
+    }
+    assert_eq!(serve.on_lookup_error, configsum::config::OnLookupError::Deny, "extraArgs");
+    assert_eq!(serve.log.log_format, configsum::config::LogFormat::Text);
+    let c = &values["controller"];
+    let duration = |v: &Value| humantime::parse_duration(str_of(v)).expect("duration");
+    assert_eq!(controller.window, duration(&c["window"]));
+    assert_eq!(controller.rate, c["rate"].as_f64().expect("rate"));
+    assert_eq!(u64::from(controller.burst), c["burst"].as_u64().expect("burst"));
+    assert_eq!(controller.min_interval, duration(&c["minInterval"]));
+    assert_eq!(controller.image_poll_interval, duration(&c["imagePollInterval"]));
+    assert_eq!(controller.registry_rate, c["registryRate"].as_f64().expect("registryRate"));
+    assert_eq!(
+        u64::from(controller.registry_burst),
+        c["registryBurst"].as_u64().expect("registryBurst")
+    );
+    assert_eq!(controller.log.log_format, configsum::config::LogFormat::Text);
+    assert_eq!(
+        m.deployment()["spec"]["replicas"],
+        values["webhook"]["replicas"],
+        "webhook.replicas"
+    );
+    assert_eq!(
+        m.one("Deployment", "configsum-controller")["spec"]["replicas"],
+        values["controller"]["replicas"],
+        "controller.replicas"
+    );
+}
+
+/// A test module per source, each running the checks that apply to it:
+/// `base::rbac_grants_what_the_code_calls_and_nothing_more`,
+/// `chart::rbac_grants_...`, `chart_custom::rbac_grants_...`.
+macro_rules! checks {
+    ($source:ident: [$($check:ident),* $(,)?], async [$($async_check:ident),* $(,)?]) => {
+        mod $source {
+            use super::Manifests;
+            $(
+                #[test]
+                fn $check() {
+                    super::$check(Manifests::$source());
+                }
+            )*
+            $(
+                #[tokio::test]
+                async fn $async_check() {
+                    super::$async_check(Manifests::$source()).await;
+                }
+            )*
+        }
+    };
+}
+
+checks!(base: [
+    every_namespaced_object_is_in_the_namespace,
+    webhook_rules_cover_exactly_what_the_server_mutates,
+    webhook_settings_follow_the_spec,
+    service_ports_container_ports_and_listen_addresses_agree,
+    every_container_argument_is_accepted_by_the_cli,
+    mounted_secrets_are_the_ones_made_for_them,
+    cert_manager_chain_has_its_required_fields,
+    rbac_grants_what_the_code_calls_and_nothing_more,
+    the_deployment_is_highly_available_and_locked_down,
+], async [
+    probe_paths_answer_on_their_listeners,
+    the_controller_deployment_agrees_with_the_code,
+]);
+
+checks!(chart: [
+    every_namespaced_object_is_in_the_namespace,
+    webhook_rules_cover_exactly_what_the_server_mutates,
+    webhook_settings_follow_the_spec,
+    service_ports_container_ports_and_listen_addresses_agree,
+    every_container_argument_is_accepted_by_the_cli,
+    mounted_secrets_are_the_ones_made_for_them,
+    cert_manager_chain_has_its_required_fields,
+    rbac_grants_what_the_code_calls_and_nothing_more,
+    the_deployment_is_highly_available_and_locked_down,
+], async [
+    probe_paths_answer_on_their_listeners,
+    the_controller_deployment_agrees_with_the_code,
+]);
+
+checks!(chart_custom: [
+    every_namespaced_object_is_in_the_namespace,
+    webhook_rules_cover_exactly_what_the_server_mutates,
+    webhook_settings_follow_the_spec,
+    service_ports_container_ports_and_listen_addresses_agree,
+    every_container_argument_is_accepted_by_the_cli,
+    mounted_secrets_are_the_ones_made_for_them,
+    the_users_ca_is_the_ca_bundle,
+    rbac_grants_what_the_code_calls_and_nothing_more,
+    the_deployment_is_highly_available_and_locked_down,
+    the_network_policies_select_the_pods_and_ports_they_name,
+    chart_values_reach_the_arguments,
+], async [
+    probe_paths_answer_on_their_listeners,
+    the_controller_deployment_agrees_with_the_code,
+]);
