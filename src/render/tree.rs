@@ -5,11 +5,12 @@
 //! reads as a number or boolean is written back exactly as it was spelled.
 //! Comments and styles do not survive; the data does.
 
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_saphyr::Spanned;
+
+use crate::lookup::YamlNode;
 
 /// One node of a document.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,98 +24,33 @@ pub enum Node {
     Map(Vec<(Node, Node)>),
 }
 
-/// Parses one YAML document (the text between two `---`).
+/// Parses one YAML document (the text between two `---`). Keys are strings,
+/// as in every Kubernetes object.
 pub fn parse(text: &str) -> Result<Node, serde_saphyr::Error> {
-    let spanned: Spanned<Raw> =
+    let spanned: Spanned<YamlNode> =
         serde_saphyr::from_str_with_options(text, crate::lookup::yaml_options())?;
-    Ok(spanned.into_node(text))
+    Ok(from_yaml(spanned, text))
 }
 
-/// The parsed tree before typed scalars get their spelling from the source.
-enum Raw {
-    Null,
-    Str(String),
-    Typed,
-    List(Vec<Spanned<Raw>>),
-    Map(Vec<(Spanned<Raw>, Spanned<Raw>)>),
-}
-
-trait IntoNode {
-    fn into_node(self, text: &str) -> Node;
-}
-
-impl IntoNode for Spanned<Raw> {
-    fn into_node(self, text: &str) -> Node {
-        match self.value {
-            Raw::Null => Node::Null,
-            Raw::Str(s) => Node::Str(s),
-            Raw::Typed => {
-                let span = self.referenced.span();
-                let spelled = span.byte_offset().zip(span.byte_len()).and_then(|(at, len)| {
-                    let (at, len) = (usize::try_from(at).ok()?, usize::try_from(len).ok()?);
-                    text.get(at..at.checked_add(len)?)
-                });
-                Node::Plain(spelled.unwrap_or("null").trim().to_owned())
-            }
-            Raw::List(items) => Node::List(items.into_iter().map(|i| i.into_node(text)).collect()),
-            Raw::Map(entries) => Node::Map(
-                entries.into_iter().map(|(k, v)| (k.into_node(text), v.into_node(text))).collect(),
-            ),
+/// The `--objects-from` reader's tree, with typed scalars spelled from the source.
+fn from_yaml(node: Spanned<YamlNode>, text: &str) -> Node {
+    match node.value {
+        YamlNode::Null => Node::Null,
+        YamlNode::Text(s) => Node::Str(s),
+        YamlNode::Typed => {
+            let span = node.referenced.span();
+            let spelled = span.byte_offset().zip(span.byte_len()).and_then(|(at, len)| {
+                let (at, len) = (usize::try_from(at).ok()?, usize::try_from(len).ok()?);
+                text.get(at..at.checked_add(len)?)
+            });
+            Node::Plain(spelled.unwrap_or("null").trim().to_owned())
         }
-    }
-}
-
-impl<'de> Deserialize<'de> for Raw {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(RawVisitor)
-    }
-}
-
-struct RawVisitor;
-
-impl<'de> Visitor<'de> for RawVisitor {
-    type Value = Raw;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a YAML node")
-    }
-    fn visit_unit<E>(self) -> Result<Raw, E> {
-        Ok(Raw::Null)
-    }
-    fn visit_none<E>(self) -> Result<Raw, E> {
-        Ok(Raw::Null)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Raw, E> {
-        Ok(Raw::Typed)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Raw, E> {
-        Ok(Raw::Typed)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Raw, E> {
-        Ok(Raw::Typed)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Raw, E> {
-        Ok(Raw::Typed)
-    }
-    fn visit_str<E>(self, text: &str) -> Result<Raw, E> {
-        Ok(Raw::Str(text.to_owned()))
-    }
-    fn visit_string<E>(self, text: String) -> Result<Raw, E> {
-        Ok(Raw::Str(text))
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Raw, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element()? {
-            items.push(item);
+        YamlNode::List(items) => {
+            Node::List(items.into_iter().map(|i| from_yaml(i, text)).collect())
         }
-        Ok(Raw::List(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Raw, A::Error> {
-        let mut entries = Vec::new();
-        while let Some(entry) = map.next_entry()? {
-            entries.push(entry);
+        YamlNode::Map(fields) => {
+            Node::Map(fields.into_iter().map(|(k, v)| (Node::Str(k), from_yaml(v, text))).collect())
         }
-        Ok(Raw::Map(entries))
     }
 }
 

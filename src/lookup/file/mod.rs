@@ -16,7 +16,7 @@ use serde_saphyr::Spanned;
 mod yaml;
 
 use self::yaml::{Fields, Node, yaml_error};
-pub(crate) use self::yaml::{yaml_options, yaml_reason};
+pub(crate) use self::yaml::{Node as YamlNode, yaml_options, yaml_reason};
 use super::{LookupError, ObjectSource};
 use crate::core::inputs::Encoding;
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
