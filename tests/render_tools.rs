@@ -1,7 +1,8 @@
-//! `configsum render` as Helm's post-renderer, with the real Helm 3 and
-//! Helm 4 binaries (scripts/install-helm.sh puts them in target/tools):
-//! Helm 3 runs the binary, Helm 4 the plugin in plugins/helm/configsum-render.
-//! Both must give the digests `configsum render` gives on its own.
+//! `configsum render` run by the real tools (scripts/install-helm.sh puts
+//! them in target/tools): Helm 3 runs the binary as its post-renderer, Helm 4
+//! the plugin in plugins/helm/configsum-render, and kubectl's kustomize the
+//! exec transformer in plugins/kustomize. Each must give the digests
+//! `configsum render` gives on its own.
 
 #[path = "support/server.rs"]
 mod server;
@@ -141,4 +142,58 @@ fn helm_4_runs_the_shipped_post_renderer_plugin() {
     assert_eq!(deployment_annotations(&out), expected(&dir, &helm, &chart, &key));
     // Helm 4 marks each document for the post-renderer and takes the mark off after.
     assert!(!out.contains("postrenderer.helm.sh"), "{out}");
+}
+
+#[test]
+fn kustomize_runs_the_shipped_exec_transformer() {
+    let dir = TempDir::new("kustomize-render");
+    std::fs::write(dir.path("key"), KEY).expect("key");
+    let key = dir.path("key").display().to_string();
+    let app = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {mode: \"0755\"}\n---\n\
+        apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n\
+        \x20 template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: x, envFrom: [{configMapRef: {name: app}}]}]}\n";
+    std::fs::write(dir.path("app.yaml"), app).expect("app");
+    std::fs::write(
+        dir.path("kustomization.yaml"),
+        "namespace: shop\nresources: [app.yaml]\ntransformers: [configsum.yaml]\n",
+    )
+    .expect("kustomization");
+    std::fs::write(
+        dir.path("configsum.yaml"),
+        "apiVersion: configsum.dev/v1\nkind: Render\nmetadata: {name: configsum}\n",
+    )
+    .expect("transformer config");
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_configsum")).parent().expect("bin dir");
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("plugins/kustomize");
+    let out = ok(
+        Command::new(tool("kubectl"))
+            .args(["kustomize", "--enable-alpha-plugins"])
+            .arg(&dir.0)
+            .env("PATH", &path)
+            .env("KUSTOMIZE_PLUGIN_HOME", &plugins)
+            .env("CONFIGSUM_DIGEST_KEY_FILE", &key)
+            .output()
+            .expect("kubectl kustomize"),
+        "kubectl kustomize with the transformer",
+    );
+    let annotations = deployment_annotations(&out);
+    let digest = annotations["configmap.configsum.dev/app"].as_str().expect("a digest").to_owned();
+    // The same as configsum render on the stream kustomize built without it.
+    std::fs::write(dir.path("kustomization.yaml"), "namespace: shop\nresources: [app.yaml]\n")
+        .expect("kustomization");
+    let plain = ok(
+        Command::new(tool("kubectl")).arg("kustomize").arg(&dir.0).output().expect("kustomize"),
+        "kubectl kustomize",
+    );
+    std::fs::write(dir.path("plain.yaml"), plain).expect("plain");
+    let rendered = ok(
+        Command::new(env!("CARGO_BIN_EXE_configsum"))
+            .args(["render", "--digest-key-file", &key, "-f"])
+            .arg(dir.path("plain.yaml"))
+            .output()
+            .expect("configsum render"),
+        "configsum render",
+    );
+    assert_eq!(deployment_annotations(&rendered)["configmap.configsum.dev/app"], digest);
 }
