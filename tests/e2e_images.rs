@@ -54,15 +54,9 @@ impl Setup {
     }
 }
 
+/// A Deployment's review; [`review_of`] for other kinds.
 fn review(operation: &str, object: &Value) -> Vec<u8> {
-    serde_json::to_vec(
-        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "images", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
-        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-        "operation": operation, "namespace": "team-a", "name": object["metadata"]["name"],
-        "object": object, "oldObject": null}}),
-    )
-    .expect("json")
+    review_of(("apps", "v1", "Deployment"), "deployments", operation, object)
 }
 
 fn deployment(name: &str, annotations: Value, spec: Value) -> Value {
@@ -328,13 +322,13 @@ async fn credentials_come_from_the_service_account_read_fresh_from_the_api_serve
     assert_eq!(server.terminate().await, Some(0));
 }
 
-fn review_of(kind: (&str, &str, &str), resource: &str, object: &Value) -> Vec<u8> {
+fn review_of(kind: (&str, &str, &str), resource: &str, operation: &str, object: &Value) -> Vec<u8> {
     let (group, version, kind) = kind;
     serde_json::to_vec(
         &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "images", "kind": {"group": group, "version": version, "kind": kind},
         "resource": {"group": group, "version": version, "resource": resource},
-        "operation": "CREATE", "namespace": "team-a", "name": object["metadata"]["name"],
+        "operation": operation, "namespace": "team-a", "name": object["metadata"]["name"],
         "object": object, "oldObject": null}}),
     )
     .expect("json")
@@ -352,7 +346,8 @@ async fn jobs_and_pods_record_and_pin_the_digest_they_start_with() {
         "metadata": {"name": "once", "namespace": "team-a",
             "annotations": {"configsum.dev/images": "*", "configsum.dev/image-policy": "pin"}},
         "spec": {"containers": [{"name": "run", "image": image, "imagePullPolicy": "Always"}]}});
-    let (status, body) = server.post("/mutate", review_of(("", "v1", "Pod"), "pods", &pod)).await;
+    let (status, body) =
+        server.post("/mutate", review_of(("", "v1", "Pod"), "pods", "CREATE", &pod)).await;
     assert_eq!(status, 200);
     let (_, patched) = apply_response(&pod, &body);
     assert_eq!(patched["metadata"]["annotations"]["image.configsum.dev/run"], digest);
@@ -364,7 +359,7 @@ async fn jobs_and_pods_record_and_pin_the_digest_they_start_with() {
         "spec": {"template": {"spec": {"restartPolicy": "Never",
             "containers": [{"name": "run", "image": image, "imagePullPolicy": "Always"}]}}}});
     let (status, body) =
-        server.post("/mutate", review_of(("batch", "v1", "Job"), "jobs", &job)).await;
+        server.post("/mutate", review_of(("batch", "v1", "Job"), "jobs", "CREATE", &job)).await;
     assert_eq!(status, 200);
     let (_, patched) = apply_response(&job, &body);
     assert_eq!(template_annotations(&patched), &json!({"image.configsum.dev/run": digest}));

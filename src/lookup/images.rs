@@ -56,7 +56,7 @@ pub async fn resolve_all<S: ObjectSource>(
 }
 
 /// What the core makes of a registry's answer.
-pub fn observation(resolution: Resolution) -> ImageObservation {
+fn observation(resolution: Resolution) -> ImageObservation {
     match resolution {
         Resolution::Digest(digest) => ImageObservation::Digest(digest.as_str().to_owned()),
         Resolution::Unknown => ImageObservation::Unknown,

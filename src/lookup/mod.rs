@@ -19,7 +19,7 @@ use crate::registry::PullCredential;
 
 pub use file::{FileSource, FileSourceError};
 pub(crate) use file::{YamlNode, yaml_options, yaml_reason};
-pub use images::{observation, resolve_all};
+pub use images::resolve_all;
 pub use kube::{
     KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with, webhook_permissions,
 };

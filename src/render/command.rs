@@ -22,8 +22,10 @@ pub fn run(mut args: RenderArgs) -> u8 {
         Ok(input) => input,
         Err(e) => return fail(EXIT_USAGE, &e),
     };
+    // Parsed once; a parse error is reported after the usage checks.
+    let stream = Stream::parse(&input);
     // A ResourceList's functionConfig.data holds options named like the flags.
-    if let Ok(stream) = Stream::parse(&input) {
+    if let Ok(stream) = &stream {
         if let Err(e) = apply_function_config(stream.function_config(), &mut args) {
             return fail(EXIT_USAGE, &e);
         }
@@ -51,7 +53,7 @@ pub fn run(mut args: RenderArgs) -> u8 {
         namespace: args.namespace.clone(),
         objects_from,
     };
-    match render(&input, &options) {
+    match stream.and_then(|stream| render(stream, &options)) {
         Ok(rendered) => {
             let mut stderr = std::io::stderr().lock();
             for note in &rendered.notes {

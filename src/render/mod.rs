@@ -49,10 +49,9 @@ pub enum RenderError {
     Objects(#[from] crate::lookup::FileSourceError),
 }
 
-/// Renders `text`: the same documents in the same order, each workload's pod
-/// template carrying the digests admission would write.
-pub fn render(text: &str, options: &Options) -> Result<Rendered, RenderError> {
-    let mut stream = Stream::parse(text)?;
+/// Renders `stream` (see [`Stream::parse`]): the same documents in the same
+/// order, each workload's pod template carrying the digests admission would write.
+pub fn render(mut stream: Stream, options: &Options) -> Result<Rendered, RenderError> {
     let mut objects = FileSource::default();
     for (number, text) in stream.object_texts() {
         let path = format!("document {number}");
