@@ -101,7 +101,10 @@ fn render(args: &[&str], input: &str) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn configsum render");
-    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+    // A render that refuses its flags may exit before reading: a broken pipe is its answer.
+    if let Err(error) = child.stdin.take().expect("stdin").write_all(input.as_bytes()) {
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {error}");
+    }
     let out = child.wait_with_output().expect("render finishes");
     Run {
         code: out.status.code(),
