@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::core::annotations::DEFAULT_DOMAIN;
 use crate::core::{AnnotationDomain, LookupErrorPolicy};
 use crate::registry::RegistryConfig;
+use crate::registry::policy::RegistryPolicy;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -176,9 +177,12 @@ pub struct AnnotationArgs {
 #[derive(Args, Debug, Clone)]
 pub struct RegistryArgs {
     /// A registry spoken to over plain HTTP, as HOST or HOST:PORT (repeatable; comma-separated in the environment).
-    #[arg(long = "insecure-registry", env = "CONFIGSUM_INSECURE_REGISTRY", value_delimiter = ',')]
+    #[arg(long = "insecure-registry", env = "CONFIGSUM_INSECURE_REGISTRY", value_delimiter = ',', value_parser = parse_insecure_registry)]
     pub insecure_registries: Vec<String>,
-    /// PEM CA certificates trusted for registries, besides the system's.
+    /// When given, the only registries contacted, as HOST, HOST:PORT or *.DOMAIN (repeatable; comma-separated in the environment); listed hosts may be loopback or link-local addresses.
+    #[arg(long = "registry-allow", env = "CONFIGSUM_REGISTRY_ALLOW", value_delimiter = ',', value_parser = parse_allowed_registry)]
+    pub allowed_registries: Vec<String>,
+    /// PEM CA certificates trusted for registries, besides Mozilla's roots built into the binary.
     #[arg(long, env = "CONFIGSUM_REGISTRY_CA_FILE")]
     pub registry_ca_file: Option<PathBuf>,
     /// Upper bound on one image resolution, token handshake included.
@@ -190,11 +194,22 @@ impl RegistryArgs {
     pub fn config(&self) -> RegistryConfig {
         RegistryConfig {
             insecure_registries: self.insecure_registries.clone(),
+            allowed_registries: self.allowed_registries.clone(),
             ca_file: self.registry_ca_file.clone(),
             timeout: self.registry_timeout,
             ..RegistryConfig::default()
         }
     }
+}
+
+fn parse_insecure_registry(value: &str) -> Result<String, String> {
+    RegistryPolicy::new(&[value.to_owned()], &[]).map_err(|e| e.to_string())?;
+    Ok(value.to_owned())
+}
+
+fn parse_allowed_registry(value: &str) -> Result<String, String> {
+    RegistryPolicy::new(&[], &[value.to_owned()]).map_err(|e| e.to_string())?;
+    Ok(value.to_owned())
 }
 
 fn parse_registry_timeout(value: &str) -> Result<Duration, String> {

@@ -34,6 +34,17 @@ impl Setup {
         Setup { dir }
     }
 
+    /// One PEM file with the test CAs of `registries`, for `--registry-ca-file`.
+    fn ca_bundle(&self, registries: &[&Registry]) -> String {
+        let path = self.dir.path("registry-ca.pem");
+        let pem: Vec<String> = registries
+            .iter()
+            .map(|r| std::fs::read_to_string(r.ca_file().expect("a TLS registry")).expect("CA"))
+            .collect();
+        std::fs::write(&path, pem.concat()).expect("write the CA bundle");
+        path.display().to_string()
+    }
+
     async fn start(&self, extra: &[String]) -> Server {
         let (cert, key, objects) = (
             self.dir.path("tls.crt").display().to_string(),
@@ -164,7 +175,7 @@ fn pull_secret(basic: &Registry, token: &Registry) -> String {
     let (token_user, token_password) = token.credentials().expect("token credentials");
     let config = json!({"auths": {
         basic.host(): {"auth": STANDARD.encode(format!("{user}:{password}"))},
-        format!("http://{}/v2/", token.host()): {"username": token_user, "password": token_password},
+        format!("https://{}/v2/", token.host()): {"username": token_user, "password": token_password},
     }});
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata: {{name: regcred, namespace: team-a}}\n\
@@ -176,9 +187,14 @@ fn pull_secret(basic: &Registry, token: &Registry) -> String {
 #[tokio::test]
 async fn credentials_come_from_pull_secrets_and_tokens_are_reused() {
     let basic = Registry::basic("puller", "s3cr3t-basic").await;
-    let token = Registry::token(TokenOptions {
-        anonymous: AnonymousAccess::Refused,
-        ..TokenOptions::default()
+    // As GHCR: HTTPS, with the realm on HTTPS too (here on another port of its own).
+    let token = Registry::start(RegistryOptions {
+        tls: true,
+        auth: Auth::Token(TokenOptions {
+            anonymous: AnonymousAccess::Refused,
+            https_realm: true,
+            ..TokenOptions::default()
+        }),
     })
     .await;
     let private_ca = Registry::anonymous_tls().await;
@@ -188,13 +204,14 @@ async fn credentials_come_from_pull_secrets_and_tokens_are_reused() {
     let tls_digest = private_ca.push_image("app", "1", "tls").await;
 
     let setup = Setup::new("images-auth", &pull_secret(&basic, &token));
-    let ca_file = private_ca.ca_file().expect("test CA").display().to_string();
+    let ca_file = setup.ca_bundle(&[&private_ca, &token]);
     let server = setup
         .start(&[
             "--insecure-registry".into(),
             basic.host(),
-            "--insecure-registry".into(),
-            token.host(),
+            // Loopback is contacted only when listed; every port of 127.0.0.1 is, the realm's too.
+            "--registry-allow".into(),
+            "127.0.0.1".into(),
             "--registry-ca-file".into(),
             ca_file,
         ])
@@ -238,6 +255,60 @@ async fn credentials_come_from_pull_secrets_and_tokens_are_reused() {
         assert!(!logs.contains(secret) && !answer.to_string().contains(secret));
     }
     assert_eq!(server.terminate().await, Some(0));
+}
+
+/// A registry over HTTPS whose 401 names a plain-HTTP realm: before, the pull secret's
+/// credentials went to that realm in cleartext. Now the realm is not contacted at all (it is not
+/// an `--insecure-registry`), nothing is recorded, and the warning says why.
+#[tokio::test]
+async fn a_plain_http_realm_behind_an_https_registry_gets_no_request() {
+    let registry = Registry::start(RegistryOptions {
+        tls: true,
+        auth: Auth::Token(TokenOptions {
+            anonymous: AnonymousAccess::Refused,
+            https_realm: false,
+            ..TokenOptions::default()
+        }),
+    })
+    .await;
+    registry.push_image("app", "1", "cleartext").await;
+    let service = registry.token_service().expect("token service");
+    let pushed = service.requests().len();
+    let setup = Setup::new("images-plain-realm", &pull_secret_for(&registry));
+    let ca_file = setup.ca_bundle(&[&registry]);
+    let server = setup
+        .start(&[
+            "--registry-allow".into(),
+            "127.0.0.1".into(),
+            "--registry-ca-file".into(),
+            ca_file,
+        ])
+        .await;
+    let spec = json!({"imagePullSecrets": [{"name": "regcred"}], "containers": [
+        {"name": "app", "image": registry.image("app", "1"), "imagePullPolicy": "Always"}]});
+    let workload = deployment("plain-realm", json!({"configsum.dev/images": "*"}), spec);
+    let (answer, _) = admit(&server, "CREATE", &workload).await;
+    assert_eq!(answer["response"]["patch"], Value::Null, "{answer}");
+    assert_eq!(service.requests().len(), pushed, "the realm got a request");
+    assert_eq!(service.tokens_issued(), 0);
+    let warned = warnings(&answer);
+    assert!(
+        warned.len() == 1 && warned[0].contains("plain HTTP") && warned[0].contains("app"),
+        "{warned:?}"
+    );
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+/// A pull secret holding `registry`'s credentials under its `https://` key.
+fn pull_secret_for(registry: &Registry) -> String {
+    let (user, password) = registry.credentials().expect("credentials");
+    let config = json!({"auths": {format!("https://{}/v2/", registry.host()):
+        {"username": user, "password": password}}});
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{name: regcred, namespace: team-a}}\n\
+         type: kubernetes.io/dockerconfigjson\ndata: {{.dockerconfigjson: \"{}\"}}\n",
+        STANDARD.encode(config.to_string())
+    )
 }
 
 /// A `kubernetes.io/dockerconfigjson` Secret as the API server stores it.

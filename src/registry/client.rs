@@ -3,47 +3,41 @@
 //! [`RegistryClient::resolve`] picks the credentials that apply to the image, shares the
 //! resolution with concurrent callers for the same reference and credentials, reuses its answer
 //! for up to 10 s, bounds it by the registry timeout end to end, and records it in
-//! [`RegistryMetrics`]. The request itself is oci-client's `fetch_manifest_digest`.
-//!
-//! oci-client keeps one set of credentials per registry host in a client (the first ones it is
-//! given win) and caches tokens by registry and repository only, so one client shared by every
-//! namespace would lend one namespace's pull secret, or a token obtained with it, to another.
-//! Hence one oci-client client per credential (and one for anonymous pulls), pooled here: each
-//! has its own token cache, keyed in effect by credential too.
+//! [`RegistryMetrics`]. The requests themselves are `distribution.rs`'s, under the policy of
+//! `policy.rs` (where requests may go) and over the connections of `connect.rs`.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::FutureExt as _;
-use futures_util::future::BoxFuture;
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::secrets::RegistryAuth;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
 use tokio::time::Instant;
 
 use super::cache::{Reusable, SingleFlight};
+use super::connect::tls_config;
 use super::credentials::{CredentialId, PullCredential, select_credentials};
+use super::distribution::Distribution;
 use super::metrics::RegistryMetrics;
-use super::outcome::{FailureKind, ImageDigest, Resolution, classify};
-use super::reference::{DOCKER_HUB_ENDPOINT, ImageRef, is_docker_hub, split_port};
+use super::outcome::{FailureKind, Resolution};
+use super::policy::{PatternError, RegistryPolicy};
+use super::reference::ImageRef;
+use futures_util::future::BoxFuture;
 
 /// The longest a registry's answer may be reused.
 pub const MAX_REUSE: Duration = Duration::from_secs(10);
 /// `--registry-timeout`'s default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
-/// oci-client clients kept (one per distinct credential, plus anonymous); the least recently used
-/// goes first.
-const MAX_CLIENTS: usize = 128;
 
 /// How the client reaches registries.
 #[derive(Clone, Debug)]
 pub struct RegistryConfig {
     /// `--insecure-registry`: `host[:port]` spoken to over plain HTTP.
     pub insecure_registries: Vec<String>,
-    /// `--registry-ca-file`: PEM certificates trusted in addition to the system's roots.
+    /// `--registry-allow`: when not empty, the only registries resolved (and hosts that may be
+    /// internal addresses).
+    pub allowed_registries: Vec<String>,
+    /// `--registry-ca-file`: PEM certificates trusted in addition to Mozilla's roots.
     pub ca_file: Option<PathBuf>,
     /// `--registry-timeout`: the bound on one resolution, token handshake and retries with other
     /// credentials included.
@@ -56,6 +50,7 @@ impl Default for RegistryConfig {
     fn default() -> Self {
         RegistryConfig {
             insecure_registries: Vec::new(),
+            allowed_registries: Vec::new(),
             ca_file: None,
             timeout: DEFAULT_TIMEOUT,
             reuse_for: MAX_REUSE,
@@ -72,6 +67,8 @@ pub enum ClientError {
     NoCertificate { path: PathBuf },
     #[error("cannot build the registry HTTP client: {0}")]
     Build(String),
+    #[error(transparent)]
+    Flag(#[from] PatternError),
 }
 
 /// See the module docs. Cheap to clone; clones share the cache, the token caches and the
@@ -106,24 +103,16 @@ impl Reusable for Resolution {
 }
 
 impl RegistryClient {
-    /// Builds the client from its flags; fails on an unreadable CA file or a TLS set-up error.
-    /// Installs ring as the process's rustls provider if none is yet (`main` does so first).
+    /// Builds the client from its flags; fails on a bad `host[:port]`, an unreadable CA file or
+    /// a TLS set-up error. Needs no system trust store: Mozilla's roots are compiled in.
     pub fn new(config: RegistryConfig, metrics: RegistryMetrics) -> Result<Self, ClientError> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let policy = RegistryPolicy::new(&config.insecure_registries, &config.allowed_registries)?;
         let roots = match &config.ca_file {
             Some(path) => load_roots(path)?,
             None => Vec::new(),
         };
-        let source = OciSource {
-            protocol: ClientProtocol::HttpsExcept(
-                config.insecure_registries.iter().map(|r| normalise_insecure(r)).collect(),
-            ),
-            roots,
-            timeout: config.timeout,
-            clients: Mutex::new(HashMap::new()),
-        };
-        // Build the anonymous client now so that a TLS set-up problem shows at start-up.
-        source.client_for(None).map_err(ClientError::Build)?;
+        let tls = tls_config(&roots).map_err(ClientError::Build)?;
+        let source = Distribution::new(policy, tls, config.timeout);
         Ok(Self::with_source(Arc::new(source), config.timeout, config.reuse_for, metrics))
     }
 
@@ -204,93 +193,8 @@ pub(crate) trait DigestSource: Send + Sync + 'static {
     ) -> BoxFuture<'static, Resolution>;
 }
 
-/// [`DigestSource`] over oci-client.
-struct OciSource {
-    protocol: ClientProtocol,
-    /// DER of the extra trusted roots.
-    roots: Vec<Vec<u8>>,
-    timeout: Duration,
-    clients: Mutex<HashMap<Option<CredentialId>, (oci_client::Client, Instant)>>,
-}
-
-impl OciSource {
-    /// The oci-client client for a credential (or anonymous), built on first use.
-    fn client_for(&self, identity: Option<CredentialId>) -> Result<oci_client::Client, String> {
-        let mut clients = self.clients.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = Instant::now();
-        if let Some((client, used)) = clients.get_mut(&identity) {
-            *used = now;
-            return Ok(client.clone());
-        }
-        let config = ClientConfig {
-            protocol: self.protocol.clone(),
-            extra_root_certificates: self
-                .roots
-                .iter()
-                .map(|der| Certificate { encoding: CertificateEncoding::Der, data: der.clone() })
-                .collect(),
-            // fetch_manifest_digest never picks a platform: a multi-arch image gives its index.
-            platform_resolver: None,
-            connect_timeout: Some(self.timeout),
-            read_timeout: Some(self.timeout),
-            user_agent: concat!("configsum/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
-        };
-        // Client::new would fall back to a default configuration on error; try_from reports it.
-        // The error comes from building a TLS configuration, which holds no credential.
-        let client = oci_client::Client::try_from(config).map_err(|e| e.to_string())?;
-        if clients.len() >= MAX_CLIENTS {
-            let oldest = clients.iter().min_by_key(|(_, (_, used))| *used).map(|(id, _)| *id);
-            if let Some(oldest) = oldest {
-                clients.remove(&oldest);
-            }
-        }
-        clients.insert(identity, (client.clone(), now));
-        Ok(client)
-    }
-}
-
-impl DigestSource for OciSource {
-    fn fetch(
-        &self,
-        image: &ImageRef,
-        credential: Option<&PullCredential>,
-    ) -> BoxFuture<'static, Resolution> {
-        let client = match self.client_for(credential.map(PullCredential::identity)) {
-            Ok(client) => client,
-            Err(_) => {
-                return std::future::ready(Resolution::failed(FailureKind::Internal, None)).boxed();
-            }
-        };
-        let auth = credential.map_or(RegistryAuth::Anonymous, PullCredential::to_auth);
-        let reference = image.to_oci();
-        async move {
-            match client.fetch_manifest_digest(&reference, &auth).await {
-                Ok(digest) => ImageDigest::parse(&digest).map_or(
-                    Resolution::failed(FailureKind::InvalidResponse, None),
-                    Resolution::Digest,
-                ),
-                Err(error) => classify(&error),
-            }
-        }
-        .boxed()
-    }
-}
-
-/// `--insecure-registry` as oci-client compares it: the `host[:port]` requests go to, lower case,
-/// Docker Hub's aliases as its API host.
-fn normalise_insecure(registry: &str) -> String {
-    let registry = registry.trim().to_ascii_lowercase();
-    let (host, port) = split_port(&registry);
-    match (is_docker_hub(host), port) {
-        (true, None) => DOCKER_HUB_ENDPOINT.to_owned(),
-        (true, Some(port)) => format!("{DOCKER_HUB_ENDPOINT}:{port}"),
-        (false, _) => registry,
-    }
-}
-
 /// Reads the PEM certificates of `--registry-ca-file`, each checked to be a usable trust anchor.
-fn load_roots(path: &std::path::Path) -> Result<Vec<Vec<u8>>, ClientError> {
+fn load_roots(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
     let bytes = std::fs::read(path)
         .map_err(|e| ClientError::CaFile { path: path.to_owned(), reason: e.kind().to_string() })?;
     let mut roots = Vec::new();
@@ -301,7 +205,7 @@ fn load_roots(path: &std::path::Path) -> Result<Vec<Vec<u8>>, ClientError> {
         store
             .add(certificate.clone())
             .map_err(|_| ClientError::NoCertificate { path: path.to_owned() })?;
-        roots.push(certificate.to_vec());
+        roots.push(certificate);
     }
     if roots.is_empty() {
         return Err(ClientError::NoCertificate { path: path.to_owned() });
@@ -313,9 +217,13 @@ fn load_roots(path: &std::path::Path) -> Result<Vec<Vec<u8>>, ClientError> {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use std::sync::Mutex;
+
+    use futures_util::FutureExt as _;
+
     use super::*;
     use crate::registry::credentials::RegistryKey;
-    use crate::registry::outcome::Failure;
+    use crate::registry::outcome::{Failure, ImageDigest};
 
     const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
 
@@ -374,10 +282,7 @@ mod tests {
             credential: Option<&PullCredential>,
         ) -> BoxFuture<'static, Resolution> {
             self.calls.fetch_add(1, Ordering::SeqCst);
-            let name = match credential.map(PullCredential::to_auth) {
-                Some(RegistryAuth::Basic(user, _)) => user,
-                _ => "anonymous".to_owned(),
-            };
+            let name = credential.map_or("anonymous", PullCredential::username).to_owned();
             if let Ok(mut tried) = self.tried.lock() {
                 tried.push(name.clone());
             }
@@ -483,14 +388,6 @@ mod tests {
         );
         client.resolve(&image("quay.io/team/app:1"), &creds).await;
         assert_eq!(source.calls(), 6, "a timeout is asked again");
-    }
-
-    #[test]
-    fn insecure_registries_are_compared_as_requests_address_them() {
-        assert_eq!(normalise_insecure(" LocalHost:5000 "), "localhost:5000");
-        assert_eq!(normalise_insecure("docker.io"), "registry-1.docker.io");
-        assert_eq!(normalise_insecure("index.docker.io"), "registry-1.docker.io");
-        assert_eq!(normalise_insecure("registry.local"), "registry.local");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::sync::OnceLock;
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD};
 use hmac::{Hmac, Mac};
+use hyper::header::HeaderValue;
 use k8s_openapi::api::core::v1::Secret as KubeSecret;
 use serde::Deserialize;
 use sha2::Sha256;
@@ -108,20 +109,25 @@ impl RegistryKey {
         Some(RegistryKey { host, port: port.map(str::to_owned), path: path.to_owned() })
     }
 
-    /// Whether a credential under this key applies to `image`.
+    /// Whether a credential under this key applies to `image`: the same number of host labels,
+    /// each matched by [`glob`], the same port, and the path a prefix of the repository's.
     pub fn matches(&self, image: &ImageRef) -> bool {
         let (host, port) = image.host_and_port();
-        if self.port.as_deref() != port {
+        if self.port.as_deref() != port || host.len() > MAX_HOST {
             return false;
         }
-        let key_labels: Vec<&str> = self.host.split('.').collect();
-        let host_labels: Vec<&str> = host.split('.').collect();
-        if key_labels.len() != host_labels.len()
-            || !key_labels.iter().zip(&host_labels).all(|(k, h)| glob(k.as_bytes(), h.as_bytes()))
-        {
-            return false;
+        let (mut keys, mut hosts) = (self.host.split('.'), host.split('.'));
+        loop {
+            match (keys.next(), hosts.next()) {
+                (None, None) => break,
+                (Some(k), Some(h)) if glob(k.as_bytes(), h.as_bytes()) => {}
+                _ => return false,
+            }
         }
-        format!("/{}", image.repository()).starts_with(&self.path)
+        match self.path.strip_prefix('/') {
+            Some(path) => image.repository().starts_with(path),
+            None => self.path.is_empty(),
+        }
     }
 
     /// How specific the key is: a longer path is preferred, as the kubelet's ordering does.
@@ -130,14 +136,45 @@ impl RegistryKey {
     }
 }
 
-/// Shell-style match of one host label: `*` any run of characters, `?` one character.
+/// Longest host matched; a DNS name has at most 253 characters.
+const MAX_HOST: usize = 253;
+/// Longest label matched; a DNS label has at most 63 characters. Keys with longer labels match
+/// nothing, which bounds [`glob`]'s work per label to 63 × 63 steps.
+const MAX_LABEL: usize = 63;
+
+/// Shell-style match of one host label, as Go's `filepath.Match` does for the kubelet: `*` any
+/// run of characters, `?` one character. Greedy with one backtrack point (the last `*`), so the
+/// work is at most pattern × text, never exponential: a pull secret's key is tenant input and
+/// is matched on the webhook's request path.
 fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => text.is_empty(),
-        Some((b'*', rest)) => (0..=text.len()).any(|skip| glob(rest, &text[skip..])),
-        Some((b'?', rest)) => !text.is_empty() && glob(rest, &text[1..]),
-        Some((c, rest)) => text.first() == Some(c) && glob(rest, &text[1..]),
+    if pattern.len() > MAX_LABEL || text.len() > MAX_LABEL {
+        return false;
     }
+    let (mut p, mut t) = (0, 0);
+    // Where the last `*` was, and where in the text it started matching.
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        match pattern.get(p) {
+            Some(b'*') => {
+                star = Some((p, t));
+                p += 1;
+            }
+            Some(&c) if c == b'?' || c == text[t] => {
+                p += 1;
+                t += 1;
+            }
+            _ => match star {
+                // Let the last `*` swallow one more character and retry after it.
+                Some((star_p, star_t)) => {
+                    star = Some((star_p, star_t + 1));
+                    p = star_p + 1;
+                    t = star_t + 1;
+                }
+                None => return false,
+            },
+        }
+    }
+    pattern[p..].iter().all(|&c| c == b'*')
 }
 
 /// One username and password from a pull secret, with the registries it applies to.
@@ -169,12 +206,22 @@ impl PullCredential {
         &self.key
     }
 
-    /// The pair oci-client sends: Basic to the registry, or to a Bearer challenge's token realm.
-    pub fn to_auth(&self) -> oci_client::secrets::RegistryAuth {
-        oci_client::secrets::RegistryAuth::Basic(
-            self.username.expose().to_owned(),
-            self.password.expose().to_owned(),
-        )
+    /// `Authorization: Basic …` for the registry, or for a Bearer challenge's token realm; marked
+    /// sensitive, so no HTTP library prints it.
+    pub fn basic_authorization(&self) -> HeaderValue {
+        let pair = format!("{}:{}", self.username.expose(), self.password.expose());
+        let encoded = STANDARD.encode(pair);
+        // Base64 is always a valid header value.
+        let mut value = HeaderValue::from_str(&format!("Basic {encoded}"))
+            .unwrap_or_else(|_| HeaderValue::from_static("Basic"));
+        value.set_sensitive(true);
+        value
+    }
+
+    /// The user name, for tests that check which credential was tried.
+    #[cfg(test)]
+    pub fn username(&self) -> &str {
+        self.username.expose()
     }
 
     /// The credential's identity: an HMAC of username and password under a key drawn at start-up,
@@ -492,8 +539,9 @@ mod tests {
         let shown = format!("{c:?} {:?}", c.identity());
         assert!(!shown.contains("alice"), "{shown}");
         assert!(shown.contains("ghcr.io") && shown.contains("<redacted>"), "{shown}");
-        let auth = format!("{:?}", c.to_auth());
-        assert!(!auth.contains("alice-password"), "{auth}");
+        let auth = format!("{:?}", c.basic_authorization());
+        assert!(!auth.contains("YWxpY2U"), "{auth}");
+        assert!(c.basic_authorization().is_sensitive());
     }
 
     #[test]
@@ -558,6 +606,57 @@ mod tests {
         assert!(!key("quay.io/other").matches(&etcd));
         assert!(key("quay.io").matches(&etcd));
         assert!(key("GHCR.IO").matches(&image("ghcr.io/o/a:prod")));
+    }
+
+    #[test]
+    fn globs_match_as_go_filepath_match_does() {
+        for (pattern, text, expected) in [
+            ("*", "", true),
+            ("*", "abc", true),
+            ("a*c", "abbbc", true),
+            ("a*c", "abbbd", false),
+            ("*b*", "abc", true),
+            ("a?c", "abc", true),
+            ("a?c", "ac", false),
+            ("**", "x", true),
+            ("*a", "bbba", true),
+            ("*ab*ab", "xabyabab", true),
+            ("*ab*ab", "xabyaba", false),
+            ("", "", true),
+            ("", "a", false),
+            ("abc", "abc", true),
+            ("ab", "abc", false),
+        ] {
+            assert_eq!(glob(pattern.as_bytes(), text.as_bytes()), expected, "{pattern} {text}");
+        }
+    }
+
+    /// A key such as `*0*0*0…*9.0.0.1:P` made the old recursive match backtrack exponentially
+    /// against a long host, on the webhook's request path: one review held a core forever. Run
+    /// on a thread with a deadline, so that the old code fails the test instead of hanging it.
+    #[test]
+    fn hostile_keys_match_in_bounded_time() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let label = format!("{}9", "*0".repeat(30));
+            let key = key(&format!("{label}.0.0.1:5000"));
+            let host = format!("{}.0.0.1:5000/app", "0".repeat(62));
+            let image = image(&host);
+            let started = std::time::Instant::now();
+            let mut matched = false;
+            for _ in 0..1000 {
+                matched |= key.matches(&image);
+                matched |= glob(label.as_bytes(), "0".repeat(200).as_bytes());
+            }
+            let _ = done.send((matched, started.elapsed()));
+        });
+        match finished.recv_timeout(std::time::Duration::from_secs(20)) {
+            Ok((matched, elapsed)) => {
+                assert!(!matched);
+                println!("1,000 hostile matches in {elapsed:?}");
+            }
+            Err(_) => panic!("matching a hostile key did not finish within 20 s"),
+        }
     }
 
     #[test]

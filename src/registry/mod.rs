@@ -2,43 +2,51 @@
 //! digest a reference such as `ghcr.io/org/app:prod` names now, so that the webhook can record it
 //! and the controller can notice when it moves.
 //!
-//! # What oci-client provides
+//! # How
 //!
-//! The requests themselves are oci-client's (the OCI distribution client of the ORAS project,
-//! used by sigstore-rs): the distribution grammar for references with Docker Hub's
-//! normalisation (`oci_client::Reference`), `fetch_manifest_digest` (a `HEAD` of
-//! `/v2/<name>/manifests/<tag>` accepting the OCI index and manifest and the Docker manifest list
-//! and v2 types, the digest from `Docker-Content-Digest`, else a `GET` and the SHA-256 of the
-//! body; no platform is picked, so a multi-arch image gives its index's digest), anonymous
-//! access, the Bearer token handshake of a `WWW-Authenticate` challenge with or without Basic
-//! credentials to the token realm, plain Basic, a token cache that honours the tokens' expiry,
-//! plain HTTP for listed registries (`ClientProtocol::HttpsExcept`), extra trusted roots, and
-//! connect and read timeouts. It runs on reqwest with rustls and the process's ring provider.
+//! The distribution API is spoken here, over hyper-util's pooled client with rustls, rather than
+//! through oci-client's client: image references, token realms and redirects are tenant input,
+//! and only a client that owns every request can decide where each goes and how much of each
+//! answer it reads (docs/security.md, "Registries"). oci-client still parses references by the
+//! distribution grammar.
 //!
-//! # What this module adds
-//!
-//! - [`reference`](mod@reference): lower-cased registry hosts, "is this pinned", and Docker Hub reached at
-//!   `registry-1.docker.io`.
+//! - [`reference`](mod@reference): references with Docker Hub's normalisation, lower-cased
+//!   registry hosts, "is this pinned", and Docker Hub reached at `registry-1.docker.io`.
+//! - [`policy`]: where requests may go: plain HTTP only to `--insecure-registry`, no loopback,
+//!   link-local or unspecified address unless listed, `--registry-allow`.
+//! - `connect`: the connector that applies the policy to resolved addresses, and TLS with
+//!   Mozilla's roots compiled in plus `--registry-ca-file`.
+//! - `distribution`: `HEAD` of the manifest with the four media types, the digest from
+//!   `Docker-Content-Digest` or the SHA-256 of a `GET` (at most 4 MiB), the Bearer handshake and
+//!   Basic, redirects followed by hand (credentials only to the origin they are for).
+//! - `challenge` and `token`: the `WWW-Authenticate` header, token answers (at most 1 MiB), and
+//!   the bounded token cache keyed by registry, repository and credential identity.
 //! - [`credentials`]: pull secrets (`kubernetes.io/dockerconfigjson` and `kubernetes.io/dockercfg`)
-//!   parsed from bytes, their registry keys matched to images as the kubelet does, and types whose
-//!   `Debug` never shows a secret.
-//! - [`outcome`]: oci-client's errors sorted into a digest, unknown (404, `MANIFEST_UNKNOWN`,
-//!   `NAME_UNKNOWN`) or a short failure that carries no URL, body or credential; digests checked
-//!   to be `sha256:<64 hex>`.
+//!   parsed from bytes, their registry keys matched to images as the kubelet does (in bounded
+//!   time), and types whose `Debug` never shows a secret.
+//! - [`outcome`]: answers sorted into a digest, unknown (404, `MANIFEST_UNKNOWN`, `NAME_UNKNOWN`)
+//!   or a short failure that carries no URL, body or credential; digests checked to be
+//!   `sha256:<64 hex>`.
 //! - `cache`: concurrent resolutions of one reference with the same credentials share one
 //!   request, and an answer is reused for at most 10 s after the registry gave it.
 //! - [`client`]: [`RegistryClient::resolve`], bounded end to end by `--registry-timeout`, trying
-//!   each applicable credential in turn, with one oci-client client per credential so that no
-//!   namespace's credentials or tokens serve another's images.
+//!   each applicable credential in turn.
 //! - [`metrics`]: `configsum_registry_requests_total{registry,outcome}` and
 //!   `configsum_registry_duration_seconds`.
+//!
+//! No registry body is ever logged, at any level.
 
 mod cache;
+mod challenge;
 pub mod client;
+mod connect;
 pub mod credentials;
+mod distribution;
 pub mod metrics;
 pub mod outcome;
+pub mod policy;
 pub mod reference;
+mod token;
 
 pub use client::{ClientError, DEFAULT_TIMEOUT, MAX_REUSE, RegistryClient, RegistryConfig};
 pub use credentials::{

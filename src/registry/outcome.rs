@@ -1,7 +1,5 @@
-//! What one resolution gives, and how oci-client's errors map onto it.
-//!
-//! oci-client reports a registry's refusal as one of several error variants; this module sorts
-//! them into the three outcomes callers act on: a digest, [`Resolution::Unknown`] (404,
+//! What one resolution gives, and how a registry's answers map onto it: the three outcomes
+//! callers act on are a digest, [`Resolution::Unknown`] (404,
 //! `MANIFEST_UNKNOWN`, `NAME_UNKNOWN`: the tag or repository does not exist, recorded as absent)
 //! and [`Resolution::Failed`] (anything else: keep what was recorded). A [`Failure`] says what
 //! went wrong in a few words from a fixed set; it never carries a URL, a header, a body or any
@@ -10,7 +8,7 @@
 use std::error::Error as StdError;
 use std::fmt;
 
-use oci_client::errors::{OciDistributionError, OciEnvelope, OciErrorCode};
+use super::policy::Refusal;
 
 /// A manifest digest as recorded in annotations: `sha256:` and 64 lower-case hex digits.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -112,6 +110,12 @@ pub enum FailureKind {
     Tls,
     /// A fault in this process (the resolution panicked, a client could not be built).
     Internal,
+    /// A body over its bound: a manifest over 4 MiB, a token answer over 1 MiB.
+    TooLarge,
+    /// `--registry-allow` does not name the registry.
+    NotAllowed,
+    /// Where the request would have gone is not allowed: plain HTTP, or an internal address.
+    Refused(Refusal),
 }
 
 impl FailureKind {
@@ -127,6 +131,9 @@ impl FailureKind {
             FailureKind::Connection => "connection",
             FailureKind::Tls => "tls",
             FailureKind::Internal => "internal",
+            FailureKind::TooLarge => "too_large",
+            FailureKind::NotAllowed => "not_allowed",
+            FailureKind::Refused(_) => "refused",
         }
     }
 
@@ -137,6 +144,8 @@ impl FailureKind {
                 | FailureKind::Connection
                 | FailureKind::Tls
                 | FailureKind::Internal
+                | FailureKind::NotAllowed
+                | FailureKind::Refused(_)
         )
     }
 
@@ -147,6 +156,16 @@ impl FailureKind {
 
     fn describe(self) -> &'static str {
         match self {
+            FailureKind::TooLarge => "the registry's answer was too large",
+            FailureKind::NotAllowed => "the registry is not in --registry-allow",
+            FailureKind::Refused(Refusal::PlainHttp) => {
+                "refused plain HTTP to a host not in --insecure-registry"
+            }
+            FailureKind::Refused(Refusal::InternalAddress) => {
+                "refused an internal address not in --registry-allow"
+            }
+            FailureKind::Refused(Refusal::NotAllowed) => "the registry is not in --registry-allow",
+            FailureKind::Refused(Refusal::Scheme) => "refused a URL that is not http(s)",
             FailureKind::Unauthorized => "the registry wants credentials it was not given",
             FailureKind::Forbidden => "the registry denied access",
             FailureKind::RateLimited => "the registry's rate limit was hit",
@@ -171,51 +190,31 @@ impl fmt::Display for Failure {
     }
 }
 
-/// Sorts a failed `fetch_manifest_digest` into Unknown or a [`Failure`].
-///
-/// oci-client keeps the HTTP status only where the body was not an OCI error envelope
-/// (`ServerError`); with an envelope (`RegistryError`) only the error codes are left, so those
-/// decide: `MANIFEST_UNKNOWN`, `NAME_UNKNOWN` and `NOT_FOUND` mean unknown.
-pub fn classify(error: &OciDistributionError) -> Resolution {
-    use OciDistributionError as E;
-    match error {
-        E::RegistryError { envelope, .. } => classify_envelope(envelope),
-        E::ServerError { code, .. } => classify_status(*code),
-        E::UnauthorizedError { .. } => Resolution::failed(FailureKind::Unauthorized, Some(401)),
-        E::AuthenticationFailure(_) | E::RegistryTokenDecodeError(_) => {
-            Resolution::failed(FailureKind::Unauthorized, None)
-        }
-        E::ImageManifestNotFoundError(_) => Resolution::Unknown,
-        E::RequestError(error) => classify_transport(error),
-        E::IoError(error) => {
-            let kind =
-                if contains_tls_error(error) { FailureKind::Tls } else { FailureKind::Connection };
-            Resolution::failed(kind, None)
-        }
-        E::UrlParseError(_) => Resolution::failed(FailureKind::Internal, None),
-        _ => Resolution::failed(FailureKind::InvalidResponse, None),
+/// The error codes of an OCI error envelope (`{"errors":[{"code":..}]}`), if the body is one:
+/// `MANIFEST_UNKNOWN`, `NAME_UNKNOWN` and `NOT_FOUND` mean unknown.
+pub fn classify_envelope(body: &[u8]) -> Option<Resolution> {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        errors: Vec<Code>,
     }
-}
-
-fn classify_envelope(envelope: &OciEnvelope) -> Resolution {
-    let codes = || envelope.errors.iter().map(|e| &e.code);
-    if codes().any(|c| {
-        matches!(
-            c,
-            OciErrorCode::ManifestUnknown | OciErrorCode::NameUnknown | OciErrorCode::NotFound
-        )
-    }) {
-        return Resolution::Unknown;
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: String,
+    }
+    let envelope: Envelope = serde_json::from_slice(body).ok()?;
+    let codes = || envelope.errors.iter().map(|e| e.code.as_str());
+    if codes().any(|c| matches!(c, "MANIFEST_UNKNOWN" | "NAME_UNKNOWN" | "NOT_FOUND")) {
+        return Some(Resolution::Unknown);
     }
     let kind = codes()
         .find_map(|code| match code {
-            OciErrorCode::Unauthorized => Some(FailureKind::Unauthorized),
-            OciErrorCode::Denied => Some(FailureKind::Forbidden),
-            OciErrorCode::Toomanyrequests => Some(FailureKind::RateLimited),
+            "UNAUTHORIZED" => Some(FailureKind::Unauthorized),
+            "DENIED" => Some(FailureKind::Forbidden),
+            "TOOMANYREQUESTS" => Some(FailureKind::RateLimited),
             _ => None,
         })
         .unwrap_or(FailureKind::Rejected);
-    Resolution::failed(kind, None)
+    Some(Resolution::failed(kind, None))
 }
 
 /// A status without an OCI error envelope.
@@ -230,21 +229,6 @@ pub fn classify_status(status: u16) -> Resolution {
         _ => FailureKind::InvalidResponse,
     };
     Resolution::failed(kind, Some(status))
-}
-
-fn classify_transport(error: &reqwest::Error) -> Resolution {
-    let kind = if error.is_timeout() {
-        FailureKind::Timeout
-    } else if contains_tls_error(error) {
-        FailureKind::Tls
-    } else if error.is_builder() {
-        FailureKind::Internal
-    } else if error.is_redirect() || error.is_decode() {
-        FailureKind::InvalidResponse
-    } else {
-        FailureKind::Connection
-    };
-    Resolution::failed(kind, error.status().map(|s| s.as_u16()))
 }
 
 /// Whether a rustls error is somewhere in `error`'s chain. `io::Error` hides the error it wraps
@@ -271,21 +255,8 @@ pub(crate) fn contains_tls_error(error: &(dyn StdError + 'static)) -> bool {
 mod tests {
     use super::*;
 
-    fn envelope(json: &str) -> OciDistributionError {
-        match serde_json::from_str::<OciEnvelope>(json) {
-            Ok(envelope) => {
-                OciDistributionError::RegistryError { envelope, url: "https://r/v2/x".into() }
-            }
-            Err(error) => panic!("{error}"),
-        }
-    }
-
-    fn server(code: u16) -> OciDistributionError {
-        OciDistributionError::ServerError {
-            code,
-            url: "https://r/v2/x".into(),
-            message: "Bearer secret".into(),
-        }
+    fn envelope(json: &str) -> Option<Resolution> {
+        classify_envelope(json.as_bytes())
     }
 
     #[test]
@@ -312,58 +283,37 @@ mod tests {
             r#"{"errors":[{"code":"NOT_FOUND"}]}"#,
             r#"{"errors":[{"code":"HARBOR_SPECIFIC"},{"code":"MANIFEST_UNKNOWN"}]}"#,
         ] {
-            assert_eq!(classify(&envelope(json)), Resolution::Unknown, "{json}");
+            assert_eq!(envelope(json), Some(Resolution::Unknown), "{json}");
         }
-        assert_eq!(classify(&server(404)), Resolution::Unknown);
-        assert_eq!(
-            classify(&OciDistributionError::ImageManifestNotFoundError("x".into())),
-            Resolution::Unknown
-        );
+        assert_eq!(classify_status(404), Resolution::Unknown);
     }
 
     #[test]
     fn other_answers_are_failures() {
         let failed = |kind, status| Resolution::failed(kind, status);
         assert_eq!(
-            classify(&OciDistributionError::UnauthorizedError { url: "u".into() }),
-            failed(FailureKind::Unauthorized, Some(401))
+            envelope(r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#),
+            Some(failed(FailureKind::Unauthorized, None))
         );
         assert_eq!(
-            classify(&envelope(
-                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#
-            )),
-            failed(FailureKind::Unauthorized, None)
+            envelope(r#"{"errors":[{"code":"DENIED"}]}"#),
+            Some(failed(FailureKind::Forbidden, None))
         );
         assert_eq!(
-            classify(&envelope(r#"{"errors":[{"code":"DENIED"}]}"#)),
-            failed(FailureKind::Forbidden, None)
+            envelope(r#"{"errors":[{"code":"TOOMANYREQUESTS"}]}"#),
+            Some(failed(FailureKind::RateLimited, None))
         );
         assert_eq!(
-            classify(&envelope(r#"{"errors":[{"code":"TOOMANYREQUESTS"}]}"#)),
-            failed(FailureKind::RateLimited, None)
+            envelope(r#"{"errors":[{"code":"UNSUPPORTED"}]}"#),
+            Some(failed(FailureKind::Rejected, None))
         );
-        assert_eq!(
-            classify(&envelope(r#"{"errors":[{"code":"UNSUPPORTED"}]}"#)),
-            failed(FailureKind::Rejected, None)
-        );
-        assert_eq!(classify(&server(403)), failed(FailureKind::Forbidden, Some(403)));
-        assert_eq!(classify(&server(429)), failed(FailureKind::RateLimited, Some(429)));
-        assert_eq!(classify(&server(503)), failed(FailureKind::ServerError, Some(503)));
-        assert_eq!(classify(&server(400)), failed(FailureKind::Rejected, Some(400)));
-        assert_eq!(classify(&server(302)), failed(FailureKind::InvalidResponse, Some(302)));
-        assert_eq!(
-            classify(&OciDistributionError::AuthenticationFailure("token secret".into())),
-            failed(FailureKind::Unauthorized, None)
-        );
-        assert_eq!(
-            classify(&OciDistributionError::SpecViolationError("x".into())),
-            failed(FailureKind::InvalidResponse, None)
-        );
-        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        assert_eq!(
-            classify(&OciDistributionError::IoError(refused)),
-            failed(FailureKind::Connection, None)
-        );
+        assert_eq!(envelope("<html>busy</html>"), None, "not an envelope: the status decides");
+        assert_eq!(classify_status(401), failed(FailureKind::Unauthorized, Some(401)));
+        assert_eq!(classify_status(403), failed(FailureKind::Forbidden, Some(403)));
+        assert_eq!(classify_status(429), failed(FailureKind::RateLimited, Some(429)));
+        assert_eq!(classify_status(503), failed(FailureKind::ServerError, Some(503)));
+        assert_eq!(classify_status(400), failed(FailureKind::Rejected, Some(400)));
+        assert_eq!(classify_status(302), failed(FailureKind::InvalidResponse, Some(302)));
     }
 
     #[test]
@@ -373,26 +323,18 @@ mod tests {
             rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
         );
         assert!(contains_tls_error(&tls));
-        assert_eq!(
-            classify(&OciDistributionError::IoError(tls)),
-            Resolution::failed(FailureKind::Tls, None)
-        );
         assert!(!contains_tls_error(&std::io::Error::from(std::io::ErrorKind::TimedOut)));
     }
 
     #[test]
     fn failures_read_shortly_and_carry_nothing_from_the_answer() {
-        let Resolution::Failed(failure) = classify(&server(503)) else {
+        let Resolution::Failed(failure) = classify_status(503) else {
             panic!("a 503 is a failure")
         };
         assert_eq!(failure.to_string(), "the registry failed (HTTP 503)");
-        let Resolution::Failed(failure) =
-            classify(&OciDistributionError::AuthenticationFailure("token secret".into()))
-        else {
-            panic!("an authentication failure is a failure")
-        };
-        assert!(!failure.to_string().contains("secret"));
-        assert!(!format!("{failure:?}").contains("secret"));
+        let refused = Failure { kind: FailureKind::Refused(Refusal::PlainHttp), status: None };
+        assert_eq!(refused.to_string(), "refused plain HTTP to a host not in --insecure-registry");
+        assert_eq!(refused.kind.as_str(), "refused");
     }
 
     #[test]
@@ -400,9 +342,14 @@ mod tests {
         assert!(Resolution::Unknown.is_registry_answer());
         assert!(Resolution::failed(FailureKind::ServerError, Some(500)).is_registry_answer());
         assert!(Resolution::failed(FailureKind::Unauthorized, Some(401)).is_registry_answer());
-        for kind in
-            [FailureKind::Timeout, FailureKind::Connection, FailureKind::Tls, FailureKind::Internal]
-        {
+        for kind in [
+            FailureKind::Timeout,
+            FailureKind::Connection,
+            FailureKind::Tls,
+            FailureKind::Internal,
+            FailureKind::NotAllowed,
+            FailureKind::Refused(Refusal::InternalAddress),
+        ] {
             assert!(!Resolution::failed(kind, None).is_registry_answer(), "{kind:?}");
         }
     }

@@ -155,7 +155,20 @@ pub async fn spawn(
     env: &[(&str, &str)],
     started: &'static str,
 ) -> (Child, Arc<Mutex<Vec<String>>>, serde_json::Value) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_configsum"))
+    spawn_program(&[env!("CARGO_BIN_EXE_configsum")], args, env, started).await
+}
+
+/// [`spawn`] with another command line in front of the arguments, such as
+/// `chroot DIR /configsum`.
+pub async fn spawn_program(
+    program: &[&str],
+    args: &[&str],
+    env: &[(&str, &str)],
+    started: &'static str,
+) -> (Child, Arc<Mutex<Vec<String>>>, serde_json::Value) {
+    let (program, before) = program.split_first().expect("a program");
+    let mut child = Command::new(program)
+        .args(before)
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
