@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::api::PostParams;
 use kube::{Api, Client};
 
 use super::trigger::Trigger;
@@ -58,7 +57,7 @@ pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger
 pub async fn record(client: &Client, event: Event, timeout: Duration) {
     let namespace = event.involved_object.namespace.clone().unwrap_or_default();
     let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-    match tokio::time::timeout(timeout, api.create(&PostParams::default(), &event)).await {
+    match tokio::time::timeout(timeout, api.create(&super::post_params(), &event)).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "cannot record an Event"),
         Err(_) => tracing::warn!("recording an Event timed out"),

@@ -12,7 +12,6 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -130,7 +129,7 @@ impl LeaderElector {
                 metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
                 spec: Some(self.spec(now, None, 0)),
             };
-            return conflict_is_false(self.api.create(&PostParams::default(), &lease).await);
+            return conflict_is_false(self.api.create(&super::post_params(), &lease).await);
         };
         let spec = lease.spec.clone().unwrap_or_default();
         let holder = spec.holder_identity.clone().unwrap_or_default();
@@ -149,7 +148,7 @@ impl LeaderElector {
             lease.spec = Some(self.spec(now, None, transitions + 1));
         }
         // The resourceVersion in `lease` guards against a concurrent writer.
-        conflict_is_false(self.api.replace(&self.name, &PostParams::default(), &lease).await)
+        conflict_is_false(self.api.replace(&self.name, &super::post_params(), &lease).await)
     }
 
     /// Gives the Lease up so that another replica takes over at its next try.
@@ -163,7 +162,7 @@ impl LeaderElector {
         if let Some(spec) = lease.spec.as_mut() {
             spec.holder_identity = None;
         }
-        self.api.replace(&self.name, &PostParams::default(), &lease).await.map(|_| ())
+        self.api.replace(&self.name, &super::post_params(), &lease).await.map(|_| ())
     }
 }
 

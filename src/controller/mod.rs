@@ -31,6 +31,21 @@ pub use run::{ControllerError, run};
 use crate::core::ObjectKind;
 use crate::core::kinds::{ROLLED_KIND_VERBS, rolled_resources};
 
+/// The field manager of every write the controller makes (its patches, Events and Lease), so
+/// that `metadata.managedFields` names configsum and GitOps tools can ignore exactly its fields
+/// (docs/gitops.md).
+pub const FIELD_MANAGER: &str = "configsum";
+
+/// `PatchParams` with configsum's field manager.
+pub fn patch_params() -> kube::api::PatchParams {
+    kube::api::PatchParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..Default::default() }
+}
+
+/// `PostParams` with configsum's field manager.
+pub fn post_params() -> kube::api::PostParams {
+    kube::api::PostParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..Default::default() }
+}
+
 /// The verbs the controller needs on every tracked kind (`core::inputs`):
 /// it watches their metadata and reads one object's data on a change.
 pub const TRACKED_KIND_VERBS: &[&str] = &["get", "list", "watch"];

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use json_patch::PatchOperation;
-use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::api::{DynamicObject, Patch};
 use kube::{Api, Client};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
@@ -141,7 +141,7 @@ impl Reconciler {
                 return Ok(Outcome::NotLeading);
             };
             let version = snapshot.resource_version.clone();
-            let params = PatchParams::default();
+            let params = super::patch_params();
             // A pinned image is an element of the containers list, which a
             // merge patch could only replace whole: that patch is a JSON Patch.
             let patch: Patch<Value> =
