@@ -224,6 +224,32 @@ fn track_and_ignore_are_read_from_the_workload() {
 }
 
 #[test]
+fn ignore_star_removes_every_object_digest_and_keeps_image_tracking() {
+    let digest = format!("sha256:{}", "1".repeat(64));
+    let object = with_template_annotations(
+        with_workload_annotations(
+            workload("Deployment", NS, spec()),
+            json!({"configsum.dev/ignore": "*", "configsum.dev/images": "*",
+                "configsum.dev/image-policy": "pin"}),
+        ),
+        "Deployment",
+        json!({CM_KEY: "sha256:old", SECRET_KEY: "hmac-sha256:old",
+            "image.configsum.dev/app": digest, "example.com/owner": "team-a"}),
+    );
+    let decision = Admit::new("Deployment", "UPDATE", &object).run(&objects());
+    assert!(decision.warnings.is_empty(), "{:?}", decision.warnings);
+    let annotations = annotations_at(&apply(&object, &decision), annotations_pointer("Deployment"));
+    assert_eq!(
+        annotations,
+        BTreeMap::from([
+            ("example.com/owner".to_owned(), "team-a".to_owned()),
+            ("image.configsum.dev/app".to_owned(), digest),
+        ]),
+        "the object digests go, the image's stays (not resolved here: kept)"
+    );
+}
+
+#[test]
 fn unparseable_tokens_warn() {
     let object = with_workload_annotations(
         workload("Deployment", NS, spec()),

@@ -28,6 +28,8 @@ pub struct Selection {
 }
 
 /// Applies `track` (default `*`) and `ignore` to the references of a pod spec.
+/// `ignore: "*"` ignores every ConfigMap and Secret, tracked or referenced;
+/// images are not its business (`<domain>/images`).
 pub fn select(
     refs: &References,
     track: Option<&str>,
@@ -35,9 +37,16 @@ pub fn select(
     domain: &AnnotationDomain,
     warnings: &mut Warnings,
 ) -> Selection {
-    let ignored: BTreeSet<ObjectRef> = tokens(ignore.unwrap_or(""), &domain.ignore(), warnings)
-        .filter_map(Token::into_ref)
-        .collect();
+    let mut ignore_all = false;
+    let mut ignored: BTreeSet<ObjectRef> = BTreeSet::new();
+    for token in tokens(ignore.unwrap_or(""), &domain.ignore(), warnings) {
+        match token {
+            Token::All => ignore_all = true,
+            Token::Ref(object) => {
+                ignored.insert(object);
+            }
+        }
+    }
 
     // Linear in the annotation: `*` counts once, however often it is
     // repeated, and a repeated reference is looked up and copied once (its
@@ -45,6 +54,10 @@ pub fn select(
     let mut named: BTreeMap<ObjectRef, Consumption> = BTreeMap::new();
     let mut all = false;
     for token in tokens(track.unwrap_or("*"), &domain.track(), warnings) {
+        if ignore_all {
+            // Read only for its warnings: `ignore: "*"` wins over every token.
+            continue;
+        }
         match token {
             Token::All => all = true,
             Token::Ref(object) => {
@@ -58,7 +71,7 @@ pub fn select(
     }
     // The references themselves are borrowed, never copied: a pod spec may
     // reference tens of thousands of objects, of which at most 128 are digested.
-    let referenced = all.then(|| refs.iter()).into_iter().flatten();
+    let referenced = (all && !ignore_all).then(|| refs.iter()).into_iter().flatten();
     let chosen = merge_sorted(referenced, named.iter());
 
     let mut selection = Selection::default();
@@ -127,15 +140,6 @@ fn merge_sorted<'a>(
 enum Token {
     All,
     Ref(ObjectRef),
-}
-
-impl Token {
-    fn into_ref(self) -> Option<ObjectRef> {
-        match self {
-            Token::Ref(object) => Some(object),
-            Token::All => None,
-        }
-    }
 }
 
 /// Comma-separated tokens; blanks are skipped, unparseable ones warned about.
@@ -228,6 +232,19 @@ mod tests {
         assert_eq!(names(&s), ["configmap/a"]);
         let (s, _) = run(&r, Some("configmap/a"), Some("configmap/a"));
         assert!(s.targets.is_empty());
+    }
+
+    #[test]
+    fn ignore_star_ignores_every_object_tracked_or_referenced() {
+        let r = refs(&[("cm", "a"), ("secret", "s")]);
+        let (s, w) = run(&r, Some("*, secret/extra"), Some("*"));
+        assert!(s.targets.is_empty() && s.kept_keys.is_empty(), "{:?}", names(&s));
+        assert!(w.is_empty(), "{w:?}");
+        // Among other tokens, and with a bad one warned about.
+        let (s, w) = run(&r, None, Some("secret/s, *, cm/x"));
+        assert!(s.targets.is_empty(), "{:?}", names(&s));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("\"cm/x\""), "{w:?}");
     }
 
     #[test]
