@@ -6,10 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::annotations::AnnotationDomain;
 use super::object_ref::{ObjectRef, is_valid_object_name};
 use super::refs::{ConsumedKeys, Consumption, References};
-use super::warnings::Warnings;
+use super::warnings::{Subject, Warnings};
 
 /// Most objects digested per review; more would crowd the annotations.
 pub const MAX_TRACKED: usize = 128;
+
+const KEY_TAKEN: &str = "its annotation key is already taken; skipped";
 
 /// One object to look up and digest, with the annotation key it gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,22 +84,17 @@ pub fn select(
             continue;
         }
         if !is_valid_object_name(&object.name) {
-            let before = format!("skipped {}/", object.kind.prefix());
-            warnings.push(&before, format_args!("{:?}", object.name), ": not a valid object name");
+            warnings.push(Subject::InvalidObject(object), "not a valid object name; skipped");
             continue;
         }
         let key = domain.key_for(object);
         if target_keys.contains(&key) {
-            warnings.push("skipped ", object, ": its annotation key is taken by another object");
+            warnings.push(Subject::Object(object), KEY_TAKEN);
             continue;
         }
         if selection.targets.len() == MAX_TRACKED {
             if selection.kept_keys.contains(&key) {
-                warnings.push(
-                    "skipped ",
-                    object,
-                    ": its annotation key is taken by another object",
-                );
+                warnings.push(Subject::Object(object), KEY_TAKEN);
             } else {
                 beyond_limit += 1;
                 selection.kept_keys.insert(key);
@@ -109,7 +106,7 @@ pub fn select(
         selection.targets.push(Target { object, consumption, key });
     }
     if beyond_limit > 0 {
-        warnings.push_plain(format!(
+        warnings.push_plain(format_args!(
             "{beyond_limit} objects beyond the limit of {MAX_TRACKED} were not digested; they keep their annotations"
         ));
     }
@@ -154,11 +151,8 @@ fn tokens<'a>(
         }
         let parsed = ObjectRef::parse(token).map(Token::Ref);
         if parsed.is_none() {
-            warnings.push(
-                "ignored unparseable token ",
-                format_args!("{token:?}"),
-                format_args!(" in {annotation}"),
-            );
+            let subject = Subject::Written { text: token, annotation };
+            warnings.push(subject, "not configmap/<name> or secret/<name>; skipped");
         }
         parsed
     })
@@ -327,7 +321,13 @@ mod tests {
         let (s, w) = run(&refs(&[("cm", "Bad_Name"), ("cm", "good"), ("secret", "")]), None, None);
         assert_eq!(names(&s), ["configmap/good"]);
         assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].contains("Bad_Name") && w[1].contains("secret/\"\""), "{w:?}");
+        assert_eq!(
+            w,
+            [
+                r#"configmap/"Bad_Name": not a valid object name; skipped"#,
+                r#"secret/"": not a valid object name; skipped"#
+            ]
+        );
     }
 
     #[test]
@@ -355,6 +355,8 @@ mod tests {
         assert_eq!(s.targets.len(), 1);
         assert_eq!(s.targets[0].object.name, lookalike, "the earlier in name order wins");
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("taken by another object"));
+        // 80 characters of subject beside 44 of reason: the name is shortened.
+        assert!(w[0].starts_with("configmap/aaa") && w[0].contains("a…a"), "{w:?}");
+        assert!(w[0].ends_with("aaa: its annotation key is already taken; skipped"), "{w:?}");
     }
 }
