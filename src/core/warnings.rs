@@ -30,8 +30,13 @@ pub enum Subject<'a> {
     /// `configmap/"<name>"`: a name that is not valid, quoted so that any
     /// character in it shows.
     InvalidObject(&'a ObjectRef),
-    /// `container <name> (<image>)`: a container and its image reference.
+    /// `container <name> (<image>)`: a container and its image reference,
+    /// one the distribution grammar accepts.
     Container { name: &'a str, image: &'a str },
+    /// `container <name>`: a container whose image is not a valid reference.
+    /// That text could be anything a tenant pasted there, so it is not
+    /// echoed back, as parse errors never quote a body.
+    ContainerName(&'a str),
     /// `"<text>" in <annotation>`: something written in a workload annotation.
     Written { text: &'a str, annotation: &'a str },
 }
@@ -61,6 +66,7 @@ impl<'a> Subject<'a> {
                 Name(Cow::Borrowed(image)),
                 Fixed(")"),
             ],
+            Subject::ContainerName(name) => vec![Fixed("container "), Name(Cow::Borrowed(name))],
             Subject::Written { text, annotation } => vec![
                 Name(Cow::Owned(format!("{text:?}"))),
                 Fixed(" in "),
@@ -358,6 +364,7 @@ mod tests {
                     Subject::Object(&object),
                     Subject::InvalidObject(&object),
                     Subject::Container { name: &name, image: &name },
+                    Subject::ContainerName(&name),
                     Subject::Written { text: &name, annotation: &name },
                 ];
                 for subject in subjects {

@@ -168,13 +168,14 @@ impl ImagePlan {
             seen.insert(container.name.clone());
             let key = domain.image_key(&container.name);
             let annotation = existing(&key);
-            let subject = Subject::Container { name: &container.name, image: &container.image };
             let Some(name) = ImageName::parse(&container.image) else {
                 if tracking.is_some_and(|t| t.tracks(&container.name)) {
-                    warnings.push(subject, "not a valid image reference; not tracked");
+                    let subject = Subject::ContainerName(&container.name);
+                    warnings.push(subject, "its image is not a valid reference; not tracked");
                 }
                 continue;
             };
+            let subject = Subject::Container { name: &container.name, image: &container.image };
             let pinned_by_us = name.digest.is_some() && name.digest == annotation.as_deref();
             let tracked = tracking.is_some_and(|t| t.tracks(&container.name));
             if !tracked {
@@ -534,9 +535,10 @@ mod tests {
             });
         assert_eq!(run.targets, vec![format!("{image}:latest")], "resolved through its tag");
         assert_eq!(run.warnings.len(), 2, "{:?}", run.warnings);
+        // Not a reference: not echoed back.
         assert_eq!(
             run.warnings[0],
-            "container bad (Not A Ref): not a valid image reference; not tracked"
+            "container bad: its image is not a valid reference; not tracked"
         );
         let failed = &run.warnings[1];
         assert_eq!(failed.chars().count(), 119, "{failed}");
