@@ -199,16 +199,18 @@ fn chart_version_follows_the_crate() {
     assert_eq!(chart["version"], env!("CARGO_PKG_VERSION"));
 }
 
-/// Every value in values.yaml is in values.schema.json with a description or a
-/// type, and in docs/helm.md's table as `path`; the schema has no value that
-/// values.yaml lacks. Maps the user fills (resources, affinity, podAnnotations,
-/// ...) are one value each.
+/// Every value of the chart, nested ones included (`webhook`, `webhook.resources`,
+/// `webhook.resources.requests` and `webhook.resources.requests.cpu` alike), has
+/// a comment of its own in values.yaml (the line above it, or on its line) and a
+/// `description` in values.schema.json; every leaf is in docs/helm.md's table as
+/// `path`, and the table names nothing else. The schema has no value of the
+/// chart's own that values.yaml lacks. A value the schema types as a free-form
+/// Kubernetes object (affinity, podAnnotations, nodeSelector) is one value: the
+/// keys of its default are Kubernetes' fields, not the chart's.
 #[test]
-fn every_value_is_in_the_schema_and_the_docs() {
-    let values: Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(format!("{CHART}/values.yaml")).expect("values.yaml"),
-    )
-    .expect("values YAML");
+fn every_value_is_commented_described_and_in_the_docs() {
+    let text = std::fs::read_to_string(format!("{CHART}/values.yaml")).expect("values.yaml");
+    let values: Value = serde_saphyr::from_str(&text).expect("values YAML");
     let schema: Value = serde_json::from_str(
         &std::fs::read_to_string(format!("{CHART}/values.schema.json")).expect("schema"),
     )
@@ -216,30 +218,125 @@ fn every_value_is_in_the_schema_and_the_docs() {
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/helm.md"))
         .expect("docs/helm.md");
 
-    fn leaves(values: &Value, schema: &Value, path: &str, out: &mut Vec<String>) {
-        let properties = schema["properties"].as_object().expect("properties");
-        let map = values.as_object().expect("a map of values");
-        let in_values: BTreeSet<&String> = map.keys().collect();
-        let in_schema: BTreeSet<&String> = properties.keys().collect();
-        assert_eq!(in_values, in_schema, "values.yaml and values.schema.json at '{path}'");
+    let mut walk = Walk { root: &schema, comments: commented_keys(&text), ..Walk::default() };
+    walk.values(&values, &schema, "", false);
+    assert!(
+        walk.problems.is_empty(),
+        "values.yaml and values.schema.json:\n{}",
+        walk.problems.join("\n")
+    );
+    assert!(walk.leaves.len() > 40 && walk.intermediate.len() > 10, "{:?}", walk.leaves);
+
+    // The table in "## Values": every leaf, and nothing that is not a value.
+    let section = docs.split("\n## Values\n").nth(1).expect("a Values section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let rows: BTreeSet<&str> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `")?.split_once("` |").map(|(path, _)| path))
+        .collect();
+    let leaves: BTreeSet<&str> = walk.leaves.iter().map(String::as_str).collect();
+    let missing: Vec<&&str> = leaves.difference(&rows).collect();
+    assert!(missing.is_empty(), "not in docs/helm.md's table: {missing:?}");
+    let unknown: Vec<&&str> = rows.difference(&leaves).collect();
+    assert!(unknown.is_empty(), "in docs/helm.md's table but not a value: {unknown:?}");
+}
+
+/// Walks values.yaml beside the schema, collecting every value and what each lacks.
+#[derive(Default)]
+struct Walk<'a> {
+    root: &'a Value,
+    /// Every key of values.yaml outside lists, by path: whether it has a comment.
+    comments: BTreeMap<String, bool>,
+    leaves: Vec<String>,
+    intermediate: Vec<String>,
+    problems: Vec<String>,
+}
+
+impl<'a> Walk<'a> {
+    /// `schema` is the node `values` is checked against; `via_ref` when it is
+    /// a shared definition (a Kubernetes shape such as resources), whose
+    /// optional properties a default need not set.
+    fn values(&mut self, values: &Value, schema: &'a Value, path: &str, via_ref: bool) {
+        let Some(map) = values.as_object() else { return };
+        let properties = schema["properties"].as_object();
+        if let (Some(properties), false) = (properties, via_ref) {
+            for key in properties.keys().filter(|k| !map.contains_key(*k)) {
+                self.problems.push(format!("{path}.{key}: in the schema, not in values.yaml"));
+            }
+        }
         for (key, value) in map {
             let path = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-            let node = &properties[key];
-            if value.is_object() && node["properties"].is_object() {
-                leaves(value, node, &path, out);
+            match self.comments.get(&path) {
+                None => self.problems.push(format!("{path}: not found in values.yaml's text")),
+                Some(false) => self.problems.push(format!("{path}: no comment in values.yaml")),
+                Some(true) => {}
+            }
+            let declared = properties.and_then(|p| p.get(key));
+            let node = match declared {
+                Some(node) => node,
+                None if schema["additionalProperties"].is_object() => {
+                    &schema["additionalProperties"]
+                }
+                None => {
+                    self.problems.push(format!("{path}: not in values.schema.json"));
+                    continue;
+                }
+            };
+            let (target, referenced) = self.resolve(node);
+            if !node["description"].is_string() && !target["description"].is_string() {
+                self.problems.push(format!("{path}: no description in values.schema.json"));
+            }
+            if value.as_object().is_some_and(|m| !m.is_empty()) && target["properties"].is_object()
+            {
+                self.intermediate.push(path.clone());
+                self.values(value, target, &path, via_ref || referenced);
             } else {
-                assert!(
-                    node["description"].is_string(),
-                    "{path}: no description in values.schema.json"
-                );
-                out.push(path);
+                self.leaves.push(path);
             }
         }
     }
-    let mut paths = Vec::new();
-    leaves(&values, &schema, "", &mut paths);
-    assert!(paths.len() > 30, "{paths:?}");
-    let undocumented: Vec<&String> =
-        paths.iter().filter(|p| !docs.contains(&format!("| `{p}` |"))).collect();
-    assert!(undocumented.is_empty(), "not in docs/helm.md's table: {undocumented:?}");
+
+    /// The node a `$ref` points to (the node itself without one), and whether it was one.
+    fn resolve(&self, node: &'a Value) -> (&'a Value, bool) {
+        match node["$ref"].as_str().and_then(|r| r.strip_prefix("#/")) {
+            Some(pointer) => {
+                let target = self.root.pointer(&format!("/{pointer}")).unwrap_or(&Value::Null);
+                (self.resolve(target).0, true)
+            }
+            None => (node, false),
+        }
+    }
+}
+
+/// Every key of a values file outside lists, as a dotted path, and whether a
+/// comment documents it: the line directly above it, or one on its own line.
+fn commented_keys(text: &str) -> BTreeMap<String, bool> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut keys = BTreeMap::new();
+    // (indentation, key); "-" marks a list item, whose keys are its elements'.
+    let mut open: Vec<(usize, String)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - trimmed.len();
+        while open.last().is_some_and(|(at, _)| *at >= indent) {
+            open.pop();
+        }
+        if trimmed == "-" || trimmed.starts_with("- ") {
+            open.push((indent, "-".into()));
+            continue;
+        }
+        if open.iter().any(|(_, key)| key == "-") {
+            continue;
+        }
+        let Some((key, rest)) = trimmed.split_once(':') else { continue };
+        let path: Vec<&str> =
+            open.iter().map(|(_, k)| k.as_str()).chain(std::iter::once(key)).collect();
+        let above = i > 0 && lines[i - 1].trim_start().starts_with('#');
+        keys.insert(path.join("."), above || rest.contains(" #"));
+        open.push((indent, key.to_owned()));
+    }
+    keys
 }

@@ -164,7 +164,8 @@ async fn each_fault_keeps_the_faulty_annotation_and_updates_the_rest() {
         assert_ne!(after[CM], before[CM], "{reason}: the ConfigMap's digest still moves");
         let warnings = answer["response"]["warnings"].to_string();
         assert!(
-            warnings.contains("secret db could not be read") && warnings.contains(reason),
+            warnings.contains("secret/db: could not be read; its annotation was kept (")
+                && warnings.contains(reason),
             "{reason}: {warnings}"
         );
     }
@@ -188,7 +189,11 @@ async fn a_missing_object_is_absent_and_deny_mode_denies_on_errors() {
     cluster.api.delete("configmaps", NS, "app-config");
     let (answer, patched) = admit(&server, "absent", &web(None), "10s").await;
     assert_eq!(annotations(&patched)[CM], "absent");
-    assert!(answer["response"]["warnings"].to_string().contains("configmap app-config not found"));
+    assert!(
+        answer["response"]["warnings"]
+            .to_string()
+            .contains(r#"configmap/app-config: not found; its digest is \"absent\""#)
+    );
 
     cluster.api.fault(&FakeApiServer::secret_path(NS, "db"), Some(Fault::Status(503)));
     let (answer, _) = admit(&server, "denied", &web(None), "10s").await;

@@ -86,16 +86,25 @@ async fn a_moved_tag_rolls_each_tracking_workload_once_and_never_on_first_observ
     assert_eq!(cluster.patches_of("Deployment", NS, "pinned"), 1, "once");
     assert_eq!(cluster.patches_of("Deployment", NS, "unrecorded"), 0, "first observation");
 
+    // Each Event, read back from the API, names the container, the image
+    // reference as written (behind configsum's pin, the tag it follows) and
+    // both digests.
     let events = cluster.api.list(&format!("/api/v1/namespaces/{NS}/events"));
-    let recorded = events
-        .iter()
-        .find(|e| e["involvedObject"]["name"] == "recorded")
-        .unwrap_or_else(|| panic!("an Event for recorded: {events:?}"));
-    let message = recorded["message"].as_str().unwrap_or_default();
-    assert_eq!(
-        message,
-        format!("configsum rolled the pod template: changed image/app from {first} to {moved}")
-    );
+    for name in ["recorded", "pinned"] {
+        let event = events
+            .iter()
+            .find(|e| e["involvedObject"]["name"] == name)
+            .unwrap_or_else(|| panic!("an Event for {name}: {events:?}"));
+        assert_eq!(event["reason"], "ConfigurationChanged");
+        assert_eq!(
+            event["message"].as_str().unwrap_or_default(),
+            format!(
+                "configsum rolled the pod template: changed container app ({app}) from {first} to {moved}"
+            ),
+            "{name}"
+        );
+    }
+    assert_eq!(events.len(), 2, "one Event per patch: {events:?}");
     let (patched, registry_requests) = (
         r#"configsum_controller_patches_total{outcome="patched"} 2"#,
         format!("configsum_registry_requests_total{{registry=\"{host}\",outcome=\"digest\"}}"),

@@ -120,11 +120,13 @@ async fn record_and_pin_follow_the_tag_and_leave_author_pins_alone() {
     );
     assert_eq!(patched["spec"]["template"]["spec"], recorded["spec"]["template"]["spec"]);
     let warned = warnings(&answer);
-    assert!(warned.iter().any(|w| w.starts_with("container app: imagePullPolicy is not Always")));
-    assert!(
-        warned.iter().any(|w| w.starts_with("container init: the registry does not know")
-            && w.contains("missing:1"))
-    );
+    assert!(warned.contains(&format!(
+        "container app ({app}): imagePullPolicy is not Always: a node may run an older image it cached"
+    )));
+    assert!(warned.contains(&format!(
+        "container init ({}): unknown to the registry; its digest is \"absent\"",
+        registry.image("missing", "1")
+    )));
     assert_eq!(warned.len(), 2, "{warned:?}");
     let (again, _) = admit(&server, "UPDATE", &patched).await;
     assert!(again["response"].get("patch").is_none(), "idempotent: {again}");
@@ -249,7 +251,10 @@ async fn credentials_come_from_pull_secrets_and_tokens_are_reused() {
     assert_eq!(template_annotations(&patched), &json!({"image.configsum.dev/tls": tls_digest}));
     let warned = warnings(&answer);
     assert_eq!(warned.len(), 2, "{warned:?}");
-    assert!(warned.iter().all(|w| w.contains(": image not resolved (")), "{warned:?}");
+    assert!(
+        warned.iter().all(|w| w.contains("): image not resolved; no annotation written (")),
+        "{warned:?}"
+    );
     let logs = server.logs().join("\n");
     for secret in ["s3cr3t-basic", "fixture-password"] {
         assert!(!logs.contains(secret) && !answer.to_string().contains(secret));
@@ -384,11 +389,15 @@ async fn credentials_come_from_the_service_account_read_fresh_from_the_api_serve
     assert!(template_annotations(&patched).is_null(), "{patched}");
     let warned = warnings(&answer);
     assert_eq!(warned.len(), 1, "{warned:?}");
-    assert!(
-        warned[0]
-            == "container app: image not resolved (the registry wants credentials it was not given (HTTP 401)); its annotation was kept",
-        "{warned:?}"
+    // Nothing was recorded before: the warning says so first, and the
+    // cause as far as 119 characters allow.
+    let expected = format!(
+        "container app ({}): image not resolved; no annotation written (the registry wants credentials it was not given (HTTP 401))",
+        registry.image("app", "1")
     );
+    let mut shortened: String = expected.chars().take(118).collect();
+    shortened.push('…');
+    assert_eq!(warned[0], shortened);
     assert!(!server.logs().join("\n").contains("s3cr3t-robot"));
     assert_eq!(server.terminate().await, Some(0));
 }

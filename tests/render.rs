@@ -180,11 +180,23 @@ async fn rendered_workloads_are_admitted_with_no_patch() {
             .is_string()
     );
     assert!(
-        run.stderr.contains("document 3 (Deployment shop/web): secret elsewhere could not be read"),
+        run.stderr.contains(
+            "document 3 (Deployment shop/web): secret/elsewhere: could not be read; its annotation was kept (not in the input or --objects-from)"
+        ),
         "{}",
         run.stderr
     );
     assert!(!run.stderr.contains("hunter2"));
+
+    // An object in neither, with no annotation to keep: the note says so.
+    const BARE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: bare, namespace: shop}\nspec:\n  selector: {matchLabels: {app: bare}}\n  template:\n    metadata: {labels: {app: bare}}\n    spec:\n      containers:\n        - {name: app, image: web:1.4, envFrom: [{secretRef: {name: nowhere}}]}\n";
+    let bare = render(&["--digest-key-file", &key], BARE);
+    assert_eq!(bare.code, Some(0), "{}", bare.stderr);
+    assert_eq!(
+        bare.stderr.trim_end(),
+        "configsum render: document 1 (Deployment shop/bare): secret/nowhere: could not be read; no annotation written (not in the input or --objects-from)"
+    );
+    assert_eq!(documents(&bare.stdout), documents(BARE), "nothing written");
 
     // Rendered against the same objects as the cluster holds, the webhook
     // (same objects, same key) has nothing to add.

@@ -224,6 +224,32 @@ fn track_and_ignore_are_read_from_the_workload() {
 }
 
 #[test]
+fn ignore_star_removes_every_object_digest_and_keeps_image_tracking() {
+    let digest = format!("sha256:{}", "1".repeat(64));
+    let object = with_template_annotations(
+        with_workload_annotations(
+            workload("Deployment", NS, spec()),
+            json!({"configsum.dev/ignore": "*", "configsum.dev/images": "*",
+                "configsum.dev/image-policy": "pin"}),
+        ),
+        "Deployment",
+        json!({CM_KEY: "sha256:old", SECRET_KEY: "hmac-sha256:old",
+            "image.configsum.dev/app": digest, "example.com/owner": "team-a"}),
+    );
+    let decision = Admit::new("Deployment", "UPDATE", &object).run(&objects());
+    assert!(decision.warnings.is_empty(), "{:?}", decision.warnings);
+    let annotations = annotations_at(&apply(&object, &decision), annotations_pointer("Deployment"));
+    assert_eq!(
+        annotations,
+        BTreeMap::from([
+            ("example.com/owner".to_owned(), "team-a".to_owned()),
+            ("image.configsum.dev/app".to_owned(), digest),
+        ]),
+        "the object digests go, the image's stays (not resolved here: kept)"
+    );
+}
+
+#[test]
 fn unparseable_tokens_warn() {
     let object = with_workload_annotations(
         workload("Deployment", NS, spec()),
@@ -321,7 +347,7 @@ fn missing_objects_are_absent_and_warned_unless_optional() {
     assert_eq!(annotations["secret.configsum.dev/maybe"], "absent");
     assert_eq!(decision.warnings.len(), 1, "{:?}", decision.warnings);
     assert!(
-        decision.warnings[0].contains("configmap not-there not found"),
+        decision.warnings[0] == r#"configmap/not-there: not found; its digest is "absent""#,
         "{:?}",
         decision.warnings
     );
@@ -393,7 +419,7 @@ fn unreadable_objects_keep_their_annotation_and_the_rest_still_applies() {
     assert_ne!(annotations[CM_KEY], expected_digests()[CM_KEY], "the other digest moved");
     assert_eq!(decision.warnings.len(), 1);
     assert!(
-        decision.warnings[0].contains("secret db could not be read (timeout)"),
+        decision.warnings[0] == "secret/db: could not be read; its annotation was kept (timeout)",
         "{:?}",
         decision.warnings
     );
@@ -406,6 +432,42 @@ fn unreadable_objects_keep_their_annotation_and_the_rest_still_applies() {
     ));
     let annotations = annotations_at(&apply(&object, &fresh), annotations_pointer("Deployment"));
     assert!(!annotations.contains_key(SECRET_KEY) && annotations.contains_key(CM_KEY));
+    assert_eq!(fresh.warnings, ["secret/db: could not be read; no annotation written (timeout)"]);
+}
+
+#[test]
+fn warnings_about_253_character_names_fit_in_119_characters() {
+    // The longest valid names, a multibyte invalid one and a long bad token.
+    let name = |c: char| format!("head-{}-tail", c.to_string().repeat(253 - 10));
+    let (missing, unreadable, invalid) = (name('m'), name('u'), name('ä'));
+    let object = with_workload_annotations(
+        workload("Deployment", NS, pod_spec_env_from(&[&missing, &invalid], &[&unreadable])),
+        json!({"configsum.dev/ignore": format!("deployment/{}", name('t'))}),
+    );
+    let objects = objects().unreadable(NS, ObjectRef::secret(&unreadable), "timeout");
+    let decision = Admit::new("Deployment", "CREATE", &object).run(&objects);
+    let warnings = &decision.warnings;
+    assert_eq!(warnings.len(), 4, "{warnings:?}");
+    for warning in warnings {
+        assert_eq!(warning.chars().count(), 119, "{warning}");
+        let subject = warning.split(": ").next().unwrap_or_default();
+        assert_eq!(subject.matches('…').count(), 1, "shortened in the middle: {warning}");
+    }
+    let starts = [
+        r#""deployment/head-ttt"#,
+        r#"configmap/"head-äää"#,
+        "configmap/head-mmm",
+        "secret/head-uuu",
+    ];
+    let ends = [
+        r#"ttt-tail" in configsum.dev/ignore: not configmap/<name> or secret/<name>; skip…"#,
+        r#"äää-tail": not a valid object name; skipped"#,
+        r#"mmm-tail: not found; its digest is "absent""#,
+        "uuu-tail: could not be read; no annotation written (t…",
+    ];
+    for ((warning, start), end) in warnings.iter().zip(starts).zip(ends) {
+        assert!(warning.starts_with(start) && warning.ends_with(end), "{warning}");
+    }
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The Kubernetes Event on a patched workload, naming the changed objects
-//! (never their contents). A core/v1 Event created once per patch: kube's
-//! `Recorder` writes events.k8s.io Events and patches series, which needs a
-//! `patch` grant the controller's RBAC does not give.
+//! and, for a moved tag, the container, its image reference and both
+//! digests (never any content). A core/v1 Event created once per patch:
+//! kube's `Recorder` writes events.k8s.io Events and patches series, which
+//! needs a `patch` grant the controller's RBAC does not give.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -15,14 +16,13 @@ use super::workload::{WorkloadKey, api_resource};
 
 const COMPONENT: &str = "configsum-controller";
 
+/// The most bytes in a message: the API server refuses longer events.k8s.io
+/// notes, and its own components cut core/v1 messages to the same length.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
 /// The Event for a patch of `key` because `changed` changed.
 pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger>) -> Event {
-    let names: Vec<String> = changed.iter().map(ToString::to_string).collect();
-    let message = if names.is_empty() {
-        "configsum brought the pod template's configuration digests up to date".to_owned()
-    } else {
-        format!("configsum rolled the pod template: changed {}", names.join(", "))
-    };
+    let message = message(changed);
     let resource = api_resource(key.kind);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     Event {
@@ -51,6 +51,47 @@ pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger
         count: Some(1),
         ..Event::default()
     }
+}
+
+/// What changed, in order, within [`MAX_MESSAGE_BYTES`]: as many triggers as
+/// fit whole, then `and N more`.
+fn message(changed: &BTreeSet<Trigger>) -> String {
+    if changed.is_empty() {
+        return "configsum brought the pod template's configuration digests up to date".to_owned();
+    }
+    let mut message = String::from("configsum rolled the pod template: changed ");
+    let mut listed = 0;
+    for (i, trigger) in changed.iter().enumerate() {
+        let item = trigger.to_string();
+        let separator = if listed == 0 { "" } else { ", " };
+        let left = changed.len() - i - 1;
+        let count = if left == 0 { 0 } else { format!(" and {left} more").len() };
+        // The first is always named: a trigger is bounded well within the limit.
+        if listed > 0 && message.len() + separator.len() + item.len() + count > MAX_MESSAGE_BYTES {
+            break;
+        }
+        message.push_str(separator);
+        message.push_str(&item);
+        listed += 1;
+    }
+    if listed < changed.len() {
+        message.push_str(&format!(" and {} more", changed.len() - listed));
+    }
+    truncate_bytes(message, MAX_MESSAGE_BYTES)
+}
+
+/// At most `max` bytes, cut at a character boundary, ending in `…` if cut.
+fn truncate_bytes(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max - '…'.len_utf8();
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push('…');
+    s
 }
 
 /// Creates the Event; a failure is logged, never retried (the patch happened).
@@ -90,5 +131,70 @@ mod tests {
         assert_eq!(event.involved_object.kind.as_deref(), Some("StatefulSet"));
         assert_eq!(event.involved_object.uid.as_deref(), Some("u1"));
         assert_eq!(event.metadata.generate_name.as_deref(), Some("db."));
+    }
+
+    fn digest(c: char) -> String {
+        format!("sha256:{}", c.to_string().repeat(64))
+    }
+
+    #[test]
+    fn a_moved_tag_names_the_container_the_reference_and_both_digests() {
+        let changed = BTreeSet::from([
+            Trigger::from(ObjectRef::config_map("app")),
+            Trigger::Image {
+                container: "app".into(),
+                image: "ghcr.io/org/app:prod".into(),
+                old: digest('1'),
+                new: digest('2'),
+            },
+        ]);
+        assert_eq!(
+            message(&changed),
+            format!(
+                "configsum rolled the pod template: changed configmap/app, container app (ghcr.io/org/app:prod) from {} to {}",
+                digest('1'),
+                digest('2')
+            )
+        );
+    }
+
+    #[test]
+    fn messages_stay_within_1_kib_however_long_the_names() {
+        // 128 objects of 253 characters, and images with 384-character
+        // references and a hostile "digest" from the template's annotation.
+        let mut changed: BTreeSet<Trigger> = (0..128)
+            .map(|i| Trigger::from(ObjectRef::secret(format!("{i:03}{}", "s".repeat(250)))))
+            .collect();
+        for i in 0..3 {
+            changed.insert(Trigger::Image {
+                container: format!("c{i}"),
+                image: format!("r.example/{}:{}", "p".repeat(245), "t".repeat(128)),
+                old: "x".repeat(100_000),
+                new: digest('2'),
+            });
+        }
+        let sent = message(&changed);
+        assert!(sent.len() <= MAX_MESSAGE_BYTES, "{} bytes", sent.len());
+        // The first three are named whole, then counted with the rest.
+        assert!(sent.contains(&format!("secret/001{}, ", "s".repeat(250))), "{sent}");
+        assert!(sent.ends_with(&format!("secret/002{} and 128 more", "s".repeat(250))), "{sent}");
+
+        // One image alone: its reference shortened in the middle, both digests readable.
+        let image = format!("r.example/{}:prod", "p".repeat(400));
+        let one = BTreeSet::from([Trigger::Image {
+            container: "app".into(),
+            image: image.clone(),
+            old: "x".repeat(100_000),
+            new: digest('2'),
+        }]);
+        let sent = message(&one);
+        assert!(sent.len() <= MAX_MESSAGE_BYTES, "{} bytes", sent.len());
+        assert!(sent.contains("container app (r.example/ppp") && sent.contains("…"));
+        assert!(sent.contains("pp:prod) from xxx"), "{sent}");
+        assert!(sent.ends_with(&format!(" to {}", digest('2'))), "{sent}");
+
+        // Multibyte content is cut at a character boundary.
+        let cut = truncate_bytes("é".repeat(600), MAX_MESSAGE_BYTES);
+        assert!(cut.len() <= MAX_MESSAGE_BYTES && cut.ends_with('…'));
     }
 }

@@ -36,6 +36,9 @@ pub struct ImageSlot {
 pub struct Tracking {
     pub workload: WorkloadKey,
     pub container: String,
+    /// The image reference as the workload writes it, for its Event (two
+    /// workloads may spell one slot's reference differently: `nginx`, `nginx:latest`).
+    pub image: String,
     pub key: String,
 }
 
@@ -56,6 +59,7 @@ pub fn slots_of(key: &WorkloadKey, mutation: &Mutation) -> Vec<(ImageSlot, Track
             let tracking = Tracking {
                 workload: key.clone(),
                 container: target.container.clone(),
+                image: target.written.clone(),
                 key: target.key.clone(),
             };
             (slot, tracking)
@@ -264,6 +268,7 @@ mod tests {
         Tracking {
             workload: key(workload),
             container: container.into(),
+            image: format!("{container}:1"),
             key: format!("image.configsum.dev/{container}"),
         }
     }

@@ -428,6 +428,7 @@ impl State {
             if old != digest {
                 let trigger = Trigger::Image {
                     container: tracking.container.clone(),
+                    image: tracking.image.clone(),
                     old: old.to_owned(),
                     new: digest.to_owned(),
                 };

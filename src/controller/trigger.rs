@@ -4,13 +4,24 @@
 use std::fmt;
 
 use crate::core::ObjectRef;
+use crate::core::warnings::shorten_middle;
+
+/// An image reference is named whole up to this many characters (the
+/// grammar allows 255 for the name and 128 for the tag), then shortened in
+/// the middle, so that one trigger leaves room in its Event for others.
+const MAX_REFERENCE_CHARS: usize = 200;
+/// A `sha256:` digest has 71 characters; an existing annotation value is
+/// whatever the workload's author wrote, so it is bounded too.
+const MAX_DIGEST_CHARS: usize = 80;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Trigger {
     Object(ObjectRef),
-    /// The digest behind `container`'s tag is now `new`; the template records `old`.
+    /// The digest behind `container`'s tag is now `new`; the template records
+    /// `old`. `image` is the reference as the workload writes it.
     Image {
         container: String,
+        image: String,
         old: String,
         new: String,
     },
@@ -32,8 +43,12 @@ impl fmt::Display for Trigger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Trigger::Object(object) => write!(f, "{object}"),
-            Trigger::Image { container, old, new } => {
-                write!(f, "image/{container} from {old} to {new}")
+            // Named as warnings name a container (docs/behaviour.md, "Warnings").
+            Trigger::Image { container, image, old, new } => {
+                let image = shorten_middle(image, MAX_REFERENCE_CHARS);
+                let (old, new) =
+                    (shorten_middle(old, MAX_DIGEST_CHARS), shorten_middle(new, MAX_DIGEST_CHARS));
+                write!(f, "container {container} ({image}) from {old} to {new}")
             }
         }
     }

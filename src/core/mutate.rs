@@ -15,7 +15,7 @@ use super::patch::{
 };
 use super::refs::references;
 use super::selection::{Target, select};
-use super::warnings::Warnings;
+use super::warnings::{Subject, Warnings, kept_or_none};
 use super::workload::{Template, Workload, WorkloadKind};
 
 /// What to do when a ConfigMap or Secret cannot be read (`--on-lookup-error`).
@@ -133,8 +133,12 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// Allowed untouched with one warning about the workload as a whole,
+    /// within the same limits as every other warning.
     pub fn warn(message: String) -> Self {
-        Decision { warnings: vec![message], ..Decision::default() }
+        let mut warnings = Warnings::default();
+        warnings.push_plain(message);
+        Decision { warnings: warnings.into_response(), ..Decision::default() }
     }
 }
 
@@ -180,6 +184,7 @@ pub fn plan(
     let image_tracking = ImageTracking::parse(
         annotation(domain.images()),
         annotation(domain.image_policy()),
+        domain,
         &mut warnings,
     )
     .map(Box::new);
@@ -260,26 +265,24 @@ impl Mutation {
         let mut unreadable = Vec::new();
         let mut changed = Vec::new();
         for (target, observation) in targets.into_iter().zip(observations) {
-            let kind = target.object.kind.prefix();
             let value = match observation {
                 Observation::Digest(digest) => digest,
                 Observation::Absent => {
                     if !target.consumption.optional {
-                        warnings.push(
-                            &format!("{kind} "),
-                            &target.object.name,
-                            " not found; its digest is \"absent\"",
-                        );
+                        let subject = Subject::Object(&target.object);
+                        warnings.push(subject, "not found; its digest is \"absent\"");
                     }
                     ABSENT.to_owned()
                 }
                 Observation::Unreadable(reason) => {
-                    let after = format!(" could not be read ({reason}); its annotation was kept");
-                    warnings.push(&format!("{kind} "), &target.object.name, &after);
-                    unreadable.push(target.object);
-                    if let Some(value) = existing.get(&target.key) {
+                    let kept = existing.get(&target.key);
+                    let outcome = kept_or_none(kept.is_some());
+                    let subject = Subject::Object(&target.object);
+                    warnings.push(subject, format_args!("could not be read; {outcome} ({reason})"));
+                    if let Some(value) = kept {
                         desired.insert(target.key, value.clone());
                     }
+                    unreadable.push(target.object);
                     continue;
                 }
             };
@@ -323,7 +326,7 @@ impl Mutation {
             let others = current.iter().filter(|(k, _)| !settings.domain.owns(k));
             let size = annotations_size(others.chain(desired.iter()));
             if size > MAX_ANNOTATIONS_BYTES {
-                warnings.push_plain(format!(
+                warnings.push_plain(format_args!(
                     "configsum: no digests written: the annotations would total {size} bytes, over the 262144 limit"
                 ));
                 return Decision { warnings: warnings.into_response(), ..Decision::default() };

@@ -6,10 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::annotations::AnnotationDomain;
 use super::object_ref::{ObjectRef, is_valid_object_name};
 use super::refs::{ConsumedKeys, Consumption, References};
-use super::warnings::Warnings;
+use super::warnings::{Subject, Warnings};
 
 /// Most objects digested per review; more would crowd the annotations.
 pub const MAX_TRACKED: usize = 128;
+
+const KEY_TAKEN: &str = "its annotation key is already taken; skipped";
 
 /// One object to look up and digest, with the annotation key it gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +30,8 @@ pub struct Selection {
 }
 
 /// Applies `track` (default `*`) and `ignore` to the references of a pod spec.
+/// `ignore: "*"` ignores every ConfigMap and Secret, tracked or referenced;
+/// images are not its business (`<domain>/images`).
 pub fn select(
     refs: &References,
     track: Option<&str>,
@@ -35,9 +39,16 @@ pub fn select(
     domain: &AnnotationDomain,
     warnings: &mut Warnings,
 ) -> Selection {
-    let ignored: BTreeSet<ObjectRef> = tokens(ignore.unwrap_or(""), &domain.ignore(), warnings)
-        .filter_map(Token::into_ref)
-        .collect();
+    let mut ignore_all = false;
+    let mut ignored: BTreeSet<ObjectRef> = BTreeSet::new();
+    for token in tokens(ignore.unwrap_or(""), &domain.ignore(), warnings) {
+        match token {
+            Token::All => ignore_all = true,
+            Token::Ref(object) => {
+                ignored.insert(object);
+            }
+        }
+    }
 
     // Linear in the annotation: `*` counts once, however often it is
     // repeated, and a repeated reference is looked up and copied once (its
@@ -45,6 +56,10 @@ pub fn select(
     let mut named: BTreeMap<ObjectRef, Consumption> = BTreeMap::new();
     let mut all = false;
     for token in tokens(track.unwrap_or("*"), &domain.track(), warnings) {
+        if ignore_all {
+            // Read only for its warnings: `ignore: "*"` wins over every token.
+            continue;
+        }
         match token {
             Token::All => all = true,
             Token::Ref(object) => {
@@ -58,7 +73,7 @@ pub fn select(
     }
     // The references themselves are borrowed, never copied: a pod spec may
     // reference tens of thousands of objects, of which at most 128 are digested.
-    let referenced = all.then(|| refs.iter()).into_iter().flatten();
+    let referenced = (all && !ignore_all).then(|| refs.iter()).into_iter().flatten();
     let chosen = merge_sorted(referenced, named.iter());
 
     let mut selection = Selection::default();
@@ -69,22 +84,17 @@ pub fn select(
             continue;
         }
         if !is_valid_object_name(&object.name) {
-            let before = format!("skipped {}/", object.kind.prefix());
-            warnings.push(&before, format_args!("{:?}", object.name), ": not a valid object name");
+            warnings.push(Subject::InvalidObject(object), "not a valid object name; skipped");
             continue;
         }
         let key = domain.key_for(object);
         if target_keys.contains(&key) {
-            warnings.push("skipped ", object, ": its annotation key is taken by another object");
+            warnings.push(Subject::Object(object), KEY_TAKEN);
             continue;
         }
         if selection.targets.len() == MAX_TRACKED {
             if selection.kept_keys.contains(&key) {
-                warnings.push(
-                    "skipped ",
-                    object,
-                    ": its annotation key is taken by another object",
-                );
+                warnings.push(Subject::Object(object), KEY_TAKEN);
             } else {
                 beyond_limit += 1;
                 selection.kept_keys.insert(key);
@@ -96,7 +106,7 @@ pub fn select(
         selection.targets.push(Target { object, consumption, key });
     }
     if beyond_limit > 0 {
-        warnings.push_plain(format!(
+        warnings.push_plain(format_args!(
             "{beyond_limit} objects beyond the limit of {MAX_TRACKED} were not digested; they keep their annotations"
         ));
     }
@@ -129,15 +139,6 @@ enum Token {
     Ref(ObjectRef),
 }
 
-impl Token {
-    fn into_ref(self) -> Option<ObjectRef> {
-        match self {
-            Token::Ref(object) => Some(object),
-            Token::All => None,
-        }
-    }
-}
-
 /// Comma-separated tokens; blanks are skipped, unparseable ones warned about.
 fn tokens<'a>(
     list: &'a str,
@@ -150,11 +151,8 @@ fn tokens<'a>(
         }
         let parsed = ObjectRef::parse(token).map(Token::Ref);
         if parsed.is_none() {
-            warnings.push(
-                "ignored unparseable token ",
-                format_args!("{token:?}"),
-                format_args!(" in {annotation}"),
-            );
+            let subject = Subject::Written { text: token, annotation };
+            warnings.push(subject, "not configmap/<name> or secret/<name>; skipped");
         }
         parsed
     })
@@ -228,6 +226,19 @@ mod tests {
         assert_eq!(names(&s), ["configmap/a"]);
         let (s, _) = run(&r, Some("configmap/a"), Some("configmap/a"));
         assert!(s.targets.is_empty());
+    }
+
+    #[test]
+    fn ignore_star_ignores_every_object_tracked_or_referenced() {
+        let r = refs(&[("cm", "a"), ("secret", "s")]);
+        let (s, w) = run(&r, Some("*, secret/extra"), Some("*"));
+        assert!(s.targets.is_empty() && s.kept_keys.is_empty(), "{:?}", names(&s));
+        assert!(w.is_empty(), "{w:?}");
+        // Among other tokens, and with a bad one warned about.
+        let (s, w) = run(&r, None, Some("secret/s, *, cm/x"));
+        assert!(s.targets.is_empty(), "{:?}", names(&s));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("\"cm/x\""), "{w:?}");
     }
 
     #[test]
@@ -310,7 +321,13 @@ mod tests {
         let (s, w) = run(&refs(&[("cm", "Bad_Name"), ("cm", "good"), ("secret", "")]), None, None);
         assert_eq!(names(&s), ["configmap/good"]);
         assert_eq!(w.len(), 2, "{w:?}");
-        assert!(w[0].contains("Bad_Name") && w[1].contains("secret/\"\""), "{w:?}");
+        assert_eq!(
+            w,
+            [
+                r#"configmap/"Bad_Name": not a valid object name; skipped"#,
+                r#"secret/"": not a valid object name; skipped"#
+            ]
+        );
     }
 
     #[test]
@@ -338,6 +355,8 @@ mod tests {
         assert_eq!(s.targets.len(), 1);
         assert_eq!(s.targets[0].object.name, lookalike, "the earlier in name order wins");
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("taken by another object"));
+        // 80 characters of subject beside 44 of reason: the name is shortened.
+        assert!(w[0].starts_with("configmap/aaa") && w[0].contains("a…a"), "{w:?}");
+        assert!(w[0].ends_with("aaa: its annotation key is already taken; skipped"), "{w:?}");
     }
 }

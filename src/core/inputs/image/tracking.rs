@@ -7,7 +7,7 @@ use super::containers::{MAX_CONTAINERS_READ, PodImages};
 use super::reference::ImageName;
 use crate::core::annotations::AnnotationDomain;
 use crate::core::digest::ABSENT;
-use crate::core::warnings::Warnings;
+use crate::core::warnings::{Subject, Warnings, kept_or_none};
 
 /// At most this many containers' images are resolved per review: a pod
 /// rarely runs ten, and each is a registry request. The rest keep their
@@ -42,6 +42,7 @@ impl ImageTracking {
     pub fn parse(
         images: Option<&str>,
         policy: Option<&str>,
+        domain: &AnnotationDomain,
         warnings: &mut Warnings,
     ) -> Option<ImageTracking> {
         let mut tokens = images?.split(',').map(str::trim).filter(|t| !t.is_empty()).peekable();
@@ -55,11 +56,9 @@ impl ImageTracking {
             None | Some("record") => ImagePolicy::Record,
             Some("pin") => ImagePolicy::Pin,
             Some(other) => {
-                warnings.push(
-                    "image-policy ",
-                    format_args!("{other:?}"),
-                    " is not record or pin; recording only",
-                );
+                let annotation = domain.image_policy();
+                let subject = Subject::Written { text: other, annotation: &annotation };
+                warnings.push(subject, "not record or pin; recording only");
                 ImagePolicy::Record
             }
         };
@@ -82,6 +81,9 @@ pub struct ImageTarget {
     pub key: String,
     /// `<repository>:<tag>` as written: what the registry is asked about.
     pub reference: String,
+    /// The image reference as the author wrote it, for warnings and Events:
+    /// the spec's image, or the tagged reference behind configsum's own pin.
+    pub written: String,
     /// The image as the spec has it now, and where it sits.
     image: String,
     path: String,
@@ -154,7 +156,7 @@ impl ImagePlan {
     ) -> ImagePlan {
         if pod.unread > 0 {
             // An absurd pod: leave every image annotation and image as it is.
-            warnings.push_plain(format!(
+            warnings.push_plain(format_args!(
                 "the pod spec has over {MAX_CONTAINERS_READ} containers or pull secrets; images were not resolved"
             ));
             return ImagePlan::default();
@@ -168,14 +170,12 @@ impl ImagePlan {
             let annotation = existing(&key);
             let Some(name) = ImageName::parse(&container.image) else {
                 if tracking.is_some_and(|t| t.tracks(&container.name)) {
-                    warnings.push(
-                        "container ",
-                        &container.name,
-                        ": image is not a valid reference; not tracked",
-                    );
+                    let subject = Subject::ContainerName(&container.name);
+                    warnings.push(subject, "its image is not a valid reference; not tracked");
                 }
                 continue;
             };
+            let subject = Subject::Container { name: &container.name, image: &container.image };
             let pinned_by_us = name.digest.is_some() && name.digest == annotation.as_deref();
             let tracked = tracking.is_some_and(|t| t.tracks(&container.name));
             if !tracked {
@@ -187,11 +187,7 @@ impl ImagePlan {
             if name.digest.is_some() && !pinned_by_us {
                 // Pinned by its author: there is no tag to follow.
                 if matches!(tracking.map(|t| &t.containers), Some(Selected::Named(_))) {
-                    warnings.push(
-                        "container ",
-                        &container.name,
-                        ": image is pinned by digest; not tracked",
-                    );
+                    warnings.push(subject, "pinned by digest; not tracked");
                 }
                 continue;
             }
@@ -200,10 +196,13 @@ impl ImagePlan {
                 // The API server's default: Always for `latest` or no tag.
                 None => name.tag_or_default() == "latest",
             };
+            let reference = name.tagged();
+            let written = if pinned_by_us { reference.clone() } else { container.image.clone() };
             targets.push(ImageTarget {
                 container: container.name,
                 key,
-                reference: name.tagged(),
+                reference,
+                written,
                 image: container.image,
                 path: container.path,
                 pinned_by_us,
@@ -211,18 +210,16 @@ impl ImagePlan {
             });
         }
         if let Some(Selected::Named(names)) = tracking.map(|t| &t.containers) {
+            let annotation = domain.images();
             for missing in names.difference(&seen) {
-                warnings.push(
-                    "container ",
-                    missing,
-                    " is listed in images but not in the pod spec",
-                );
+                let subject = Subject::Written { text: missing, annotation: &annotation };
+                warnings.push(subject, "no container of that name in the pod spec");
             }
         }
         let mut kept = Vec::new();
         if targets.len() > MAX_TRACKED_IMAGES {
             let beyond = targets.split_off(MAX_TRACKED_IMAGES);
-            warnings.push_plain(format!(
+            warnings.push_plain(format_args!(
                 "{} containers beyond the first {MAX_TRACKED_IMAGES} track images; their annotations were kept",
                 beyond.len()
             ));
@@ -283,13 +280,13 @@ impl ImagePlan {
         for (target, observation) in read.targets.into_iter().zip(read.observations) {
             let old = existing(&target.key);
             let name = ImageName::parse(&target.image);
+            let subject = Subject::Container { name: &target.container, image: &target.written };
             let (value, image) = match observation {
                 ImageObservation::Digest(digest) => {
                     if read.policy == ImagePolicy::Record && !target.pull_always {
                         warnings.push(
-                            "container ",
-                            &target.container,
-                            ": imagePullPolicy is not Always; a node may run an older image it cached under the tag",
+                            subject,
+                            "imagePullPolicy is not Always: a node may run an older image it cached",
                         );
                     }
                     let image = name.map(|n| match read.policy {
@@ -305,16 +302,15 @@ impl ImagePlan {
                     (Some(digest), image)
                 }
                 ImageObservation::Unknown => {
-                    let before =
-                        format!("container {}: the registry does not know ", target.container);
-                    warnings.push(&before, &target.reference, "; its digest is \"absent\"");
+                    warnings.push(subject, "unknown to the registry; its digest is \"absent\"");
                     // No digest to pin to: back to the tag.
                     let image = name.filter(|_| target.pinned_by_us).map(|n| n.tagged());
                     (Some(ABSENT.to_owned()), image)
                 }
                 ImageObservation::Failed(reason) => {
-                    let after = format!(": image not resolved ({reason}); its annotation was kept");
-                    warnings.push("container ", &target.container, after);
+                    let outcome = kept_or_none(old.is_some());
+                    warnings
+                        .push(subject, format_args!("image not resolved; {outcome} ({reason})"));
                     (old.clone(), None)
                 }
                 ImageObservation::Keep => (old.clone(), None),
@@ -355,8 +351,13 @@ mod tests {
         PodImages { containers, ..PodImages::default() }
     }
 
+    fn domain() -> AnnotationDomain {
+        AnnotationDomain::default()
+    }
+
     fn tracking(images: &str, policy: &str) -> ImageTracking {
-        ImageTracking::parse(Some(images), Some(policy), &mut Warnings::default()).expect("tracks")
+        ImageTracking::parse(Some(images), Some(policy), &domain(), &mut Warnings::default())
+            .expect("tracks")
     }
 
     struct Run {
@@ -392,20 +393,21 @@ mod tests {
     #[test]
     fn parses_the_workload_annotations() {
         let mut warnings = Warnings::default();
-        assert_eq!(ImageTracking::parse(None, Some("pin"), &mut warnings), None);
-        assert_eq!(ImageTracking::parse(Some(" , "), None, &mut warnings), None);
-        let t = ImageTracking::parse(Some("app, *"), None, &mut warnings).expect("all");
+        assert_eq!(ImageTracking::parse(None, Some("pin"), &domain(), &mut warnings), None);
+        assert_eq!(ImageTracking::parse(Some(" , "), None, &domain(), &mut warnings), None);
+        let t = ImageTracking::parse(Some("app, *"), None, &domain(), &mut warnings).expect("all");
         assert_eq!((t.policy, t.containers), (ImagePolicy::Record, Selected::All));
-        let t =
-            ImageTracking::parse(Some("app,sidecar"), Some(" pin "), &mut warnings).expect("named");
+        let t = ImageTracking::parse(Some("app,sidecar"), Some(" pin "), &domain(), &mut warnings)
+            .expect("named");
         assert_eq!(t.policy, ImagePolicy::Pin);
         assert!(t.tracks("sidecar") && !t.tracks("other"));
         assert!(warnings.is_empty());
-        let t = ImageTracking::parse(Some("*"), Some("Pin"), &mut warnings).expect("tracks");
+        let t =
+            ImageTracking::parse(Some("*"), Some("Pin"), &domain(), &mut warnings).expect("tracks");
         assert_eq!(t.policy, ImagePolicy::Record);
         assert_eq!(
             warnings.into_response(),
-            vec![r#"image-policy "Pin" is not record or pin; recording only"#]
+            vec![r#""Pin" in configsum.dev/image-policy: not record or pin; recording only"#]
         );
     }
 
@@ -421,7 +423,12 @@ mod tests {
         );
         assert!(run.outcome.images.is_empty() && run.outcome.changed.is_empty());
         assert_eq!(run.warnings.len(), 1, "nginx defaults to Always: {:?}", run.warnings);
-        assert!(run.warnings[0].starts_with("container app: imagePullPolicy is not Always"));
+        assert_eq!(
+            run.warnings,
+            [
+                "container app (app:prod): imagePullPolicy is not Always: a node may run an older image it cached"
+            ]
+        );
     }
 
     #[test]
@@ -470,7 +477,15 @@ mod tests {
             panic!("not resolved")
         });
         assert!(run2.targets.is_empty() && annotations(&run2).is_empty());
-        assert_eq!(run2.warnings, vec!["container app: image is pinned by digest; not tracked"]);
+        // The subject (93 characters with the digest) leaves the reason its 32.
+        assert_eq!(
+            run2.warnings,
+            vec![format!(
+                "container app (app:1@sha256:{}…{}): pinned by digest; not tracked",
+                "2".repeat(23),
+                "2".repeat(35)
+            )]
+        );
         // No longer tracked at all: the annotation goes and our pin is undone.
         let run3 = run(None, pod(&[("app", &format!("app:1@{D1}"), None)]), &existing, |_| {
             panic!("not resolved")
@@ -500,12 +515,37 @@ mod tests {
         assert_eq!(
             run.warnings,
             vec![
-                "container ghost is listed in images but not in the pod spec",
-                "container a: image not resolved (HTTP 503); its annotation was kept",
-                "container b: the registry does not know b:1; its digest is \"absent\"",
-                "container c: image not resolved (timeout); its annotation was kept",
-            ]
+                r#""ghost" in configsum.dev/images: no container of that name in the pod spec"#,
+                "container a (a:1): image not resolved; no annotation written (HTTP 503)",
+                r#"container b (b:1): unknown to the registry; its digest is "absent""#,
+                "container c (c:1): image not resolved; its annotation was kept (timeout)",
+            ],
+            "b is named by its tag, not by configsum's pin"
         );
+    }
+
+    #[test]
+    fn warnings_name_the_image_as_written_and_fit_whole_references() {
+        // A 255-character reference as its author wrote it (no tag: `latest`).
+        let image = format!("registry.example.com/{}", "r".repeat(255 - 21));
+        let t = tracking("*", "record");
+        let run =
+            run(Some(&t), pod(&[("app", &image, None), ("bad", "Not A Ref", None)]), &[], |_| {
+                ImageObservation::Failed("timeout".into())
+            });
+        assert_eq!(run.targets, vec![format!("{image}:latest")], "resolved through its tag");
+        assert_eq!(run.warnings.len(), 2, "{:?}", run.warnings);
+        // Not a reference: not echoed back.
+        assert_eq!(
+            run.warnings[0],
+            "container bad: its image is not a valid reference; not tracked"
+        );
+        let failed = &run.warnings[1];
+        assert_eq!(failed.chars().count(), 119, "{failed}");
+        assert!(failed.starts_with("container app (registry.example.com/rrr"), "{failed}");
+        // The reason keeps 44 characters: what happened to the annotation first.
+        assert!(failed.ends_with("rrr): image not resolved; no annotation written (…"), "{failed}");
+        assert!(!failed.contains(":latest"), "as written: {failed}");
     }
 
     #[test]
