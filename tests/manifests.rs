@@ -743,6 +743,13 @@ fn chart_values_reach_the_arguments(m: &Manifests) {
         .iter()
         .map(|r| str_of(r).to_owned())
         .collect();
+    let allowed: Vec<String> = values["registry"]["allow"]
+        .as_array()
+        .expect("registry.allow")
+        .iter()
+        .map(|r| str_of(r).to_owned())
+        .collect();
+    assert!(!allowed.is_empty(), "the custom values move registry.allow");
     let ca = &values["registry"]["ca"];
     for (name, annotations, registries) in [
         ("configsum-webhook", &serve.annotations, &serve.registries),
@@ -750,6 +757,7 @@ fn chart_values_reach_the_arguments(m: &Manifests) {
     ] {
         assert_eq!(annotations.annotation_domain, domain, "{name}");
         assert_eq!(registries.insecure_registries, insecure, "{name}");
+        assert_eq!(registries.allowed_registries, allowed, "{name}");
         assert_eq!(registries.registry_timeout, Duration::from_secs(3), "{name}: extraArgs");
         // --registry-ca-file is the key of the named ConfigMap, mounted.
         let file = registries.registry_ca_file.as_ref().expect("--registry-ca-file");

@@ -86,6 +86,9 @@ set, so the defaults render the base's arguments exactly.
 {{- range .Values.registry.insecureRegistries }}
 - --insecure-registry={{ . }}
 {{- end }}
+{{- range .Values.registry.allow }}
+- --registry-allow={{ . }}
+{{- end }}
 {{- if include "configsum.registryCaEnabled" . }}
 - --registry-ca-file=/etc/configsum/registry-ca/{{ .Values.registry.ca.key }}
 {{- end }}
