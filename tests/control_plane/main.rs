@@ -1,0 +1,20 @@
+//! configsum against a real Kubernetes control plane: kube-apiserver, etcd and
+//! kube-controller-manager built from Go modules and started on loopback by
+//! scripts/control-plane.sh (docs/testing.md). The chart is installed with the real Helm; the
+//! real `configsum serve` and `configsum controller` run outside the cluster as the chart's
+//! ServiceAccounts (tokens from the TokenRequest API), and the API server calls the webhook by
+//! URL on loopback.
+//!
+//! One control plane and one installation serve every test of this binary; each test works in
+//! namespaces of its own.
+
+#[path = "../support/chart.rs"]
+mod chart;
+#[path = "../support/control_plane.rs"]
+mod control_plane;
+#[path = "../support/server.rs"]
+mod server;
+
+mod controller;
+mod install;
+mod webhook;

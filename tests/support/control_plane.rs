@@ -1,0 +1,182 @@
+//! A real Kubernetes control plane for tests: kube-apiserver, etcd and kube-controller-manager
+//! started by `scripts/control-plane.sh up` on loopback (docs/testing.md). One control plane
+//! serves every test of a test binary (each test works in namespaces of its own); the script's
+//! watchdog stops it when the test binary exits, however it exits.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// A running control plane. See the module docs.
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    /// An admin's kubeconfig (`system:masters`).
+    pub kubeconfig: PathBuf,
+    /// `https://127.0.0.1:<port>`.
+    pub server: String,
+    /// kubectl of the control plane's own version.
+    pub kubectl: PathBuf,
+}
+
+fn repository() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The control plane of this test binary, started on first use.
+pub fn shared() -> &'static ControlPlane {
+    static SHARED: OnceLock<ControlPlane> = OnceLock::new();
+    SHARED.get_or_init(|| ControlPlane::start(&[]))
+}
+
+impl ControlPlane {
+    /// Runs `scripts/control-plane.sh up` in a directory under target/, with `env` (such as
+    /// `CONTROL_PLANE_COMPACTION`). Panics with the script's output if it fails.
+    pub fn start(env: &[(&str, &str)]) -> ControlPlane {
+        let runs = repository().join("target/control-plane-runs");
+        remove_stale_runs(&runs);
+        let dir = runs.join(format!("run-{}-{}", std::process::id(), unique()));
+        std::fs::create_dir_all(&dir).expect("control plane directory");
+        let output = Command::new(repository().join("scripts/control-plane.sh"))
+            .arg("up")
+            .arg(&dir)
+            .env("CONTROL_PLANE_OWNER", std::process::id().to_string())
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/control-plane.sh");
+        assert!(
+            output.status.success(),
+            "scripts/control-plane.sh up failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let server = std::fs::read_to_string(dir.join("server")).expect("server address");
+        ControlPlane {
+            kubeconfig: dir.join("kubeconfig"),
+            kubectl: dir.join("kubectl"),
+            server: server.trim().to_owned(),
+            dir,
+        }
+    }
+
+    /// Stops it now (a shared one stops when the binary exits).
+    pub fn stop(&self) {
+        let _ = Command::new(repository().join("scripts/control-plane.sh"))
+            .arg("down")
+            .arg(&self.dir)
+            .output();
+    }
+
+    /// Makes `down` (and so the watchdog, when the test binary exits) stop process `pid` too:
+    /// processes shared by every test of a binary are never dropped.
+    pub fn adopt(&self, pid: u32, name: &str) {
+        use std::io::Write as _;
+        let mut pids = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.dir.join("pids"))
+            .expect("the control plane's pids file");
+        writeln!(pids, "{pid} {name}").expect("adopt a process");
+    }
+
+    /// `kubectl` as the admin.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_with_input(args, None)
+    }
+
+    pub fn kubectl_with_input(&self, args: &[&str], input: Option<&str>) -> Output {
+        use std::io::Write as _;
+        let mut child = Command::new(&self.kubectl)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+            stdin.write_all(input.as_bytes()).expect("kubectl stdin");
+        }
+        child.wait_with_output().expect("kubectl finishes")
+    }
+
+    /// `kubectl` that must succeed; its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let output = self.kubectl(args);
+        assert!(
+            output.status.success(),
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// `kubectl apply -f -` of `yaml`, which must succeed.
+    pub fn apply(&self, yaml: &str) -> String {
+        let output = self.kubectl_with_input(&["apply", "-f", "-"], Some(yaml));
+        assert!(
+            output.status.success(),
+            "kubectl apply: {}\n{yaml}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// An object as JSON (`kubectl get -o json`).
+    pub fn get_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["get", "-o", "json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&self.kubectl_ok(&all)).expect("kubectl JSON")
+    }
+
+    /// A namespace labelled for configsum (or not).
+    pub fn namespace(&self, name: &str, opted_in: bool) {
+        let label = if opted_in { "\n  labels: {configsum.dev/enabled: \"true\"}" } else { "" };
+        self.apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}{label}\n"));
+    }
+
+    /// A kubeconfig that authenticates as `namespace/service_account` with a token from the
+    /// TokenRequest API, written next to the admin's.
+    pub fn kubeconfig_as(&self, namespace: &str, service_account: &str) -> PathBuf {
+        let token = self.kubectl_ok(&[
+            "create",
+            "token",
+            service_account,
+            "-n",
+            namespace,
+            "--duration",
+            "1h",
+        ]);
+        let path = self.dir.join(format!("kubeconfig-{namespace}-{service_account}"));
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    \
+             certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {}\ncontexts:\n- \
+             name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\n",
+            self.server,
+            self.dir.join("pki/ca.crt").display(),
+            token.trim()
+        );
+        std::fs::write(&path, text).expect("write a kubeconfig");
+        path
+    }
+}
+
+fn unique() -> usize {
+    static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Removes the directories of earlier runs whose test binary is gone (their watchdog stopped
+/// the processes; the logs stay until the next run, for a failure to be read).
+fn remove_stale_runs(runs: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name.strip_prefix("run-").and_then(|rest| rest.split('-').next());
+        let alive = pid.is_some_and(|pid| Path::new("/proc").join(pid).exists());
+        if !alive && !entry.path().join("pids").exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
