@@ -40,9 +40,7 @@ async fn a_secret_change_patches_exactly_its_workloads_with_the_webhooks_digests
     let before = cluster.annotations(NS, "uses-secret");
     cluster.secret("db", &[("password", "two")]);
     let took = cluster
-        .wait_for("the patch", REACTION, |c| {
-            c.annotations(NS, "uses-secret") != before
-        })
+        .wait_for("the patch", REACTION, |c| c.annotations(NS, "uses-secret") != before)
         .await;
     eprintln!("reaction time with a 500 ms window: {took:?}");
     assert_eq!(
@@ -163,9 +161,7 @@ async fn first_observations_patch_nothing_until_a_tracked_object_changes() {
 
     cluster.secret("db", &[("password", "rotated")]);
     cluster
-        .wait_for("digests added", REACTION, |c| {
-            !c.annotations(NS, "no-digests").is_null()
-        })
+        .wait_for("digests added", REACTION, |c| !c.annotations(NS, "no-digests").is_null())
         .await;
     assert_eq!(cluster.annotations(NS, "no-digests"), cluster.webhook_digests(NS, "no-digests"));
     // team-b's "db" is another Secret (namespaced), which did not change.
@@ -335,9 +331,7 @@ async fn only_the_leader_patches_and_the_other_takes_over() {
     };
     assert_eq!(holder(&cluster).as_deref(), Some("a"));
     cluster.secret("db", &[("password", "led")]);
-    cluster
-        .wait_for("patched once", REACTION, |c| c.patches(NS, "web") == 1)
-        .await;
+    cluster.wait_for("patched once", REACTION, |c| c.patches(NS, "web") == 1).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(cluster.patches(NS, "web"), 1, "the follower did not patch too");
 
@@ -348,11 +342,7 @@ async fn only_the_leader_patches_and_the_other_takes_over() {
         .await;
     eprintln!("takeover after the leader stopped: {:?}", stopped.elapsed());
     cluster.secret("db", &[("password", "after-takeover")]);
-    cluster
-        .wait_for("the new leader patches", REACTION, |c| {
-            c.patches(NS, "web") == 2
-        })
-        .await;
+    cluster.wait_for("the new leader patches", REACTION, |c| c.patches(NS, "web") == 2).await;
     assert_eq!(cluster.annotations(NS, "web"), cluster.webhook_digests(NS, "web"));
     assert_eq!(b.stop().await, Some(0));
 }
