@@ -70,14 +70,29 @@ build() {
   echo "$bin"
 }
 
-# Whether a process runs (a zombie does not: a PID 1 that does not reap leaves them behind).
+# Whether any thread of a process runs. A zombie has none (a PID 1 that does not reap leaves
+# zombies behind), but a killed multi-threaded process shows as a zombie for a second or two
+# while its last threads exit and still hold its sockets.
 alive() {
-  local state
-  state=$(ps -o stat= -p "$1" 2>/dev/null) && [ -n "$state" ] && [ "${state:0:1}" != Z ]
+  [ -n "$(ls "/proc/$1/task" 2>/dev/null)" ]
 }
 
+# A free port below Linux's ephemeral range (32768-60999): while kube-apiserver restarts, its
+# clients retry connecting to its port, and a retry whose own ephemeral port happens to be that
+# port connects to itself (TCP simultaneous open) and holds it.
 free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+  python3 -c '
+import random, socket
+for _ in range(1000):
+    port = random.randrange(20000, 32000)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    print(port)
+    break
+'
 }
 
 # A CA, the API server's serving certificate, the service-account key pair, and client
@@ -168,15 +183,15 @@ wait_apiserver() {
     --key "$pki/admin.key" "$server/readyz"
 }
 
-# Stops kube-apiserver and starts it again with the same arguments: every watch ends, and a
+# Kills kube-apiserver and starts it again with the same arguments: every watch ends, and a
 # client that resumes from an older resourceVersion than the new watch cache holds gets 410.
 restart_apiserver() {
   local pid
   pid=$(awk '$2 == "kube-apiserver" { print $1 }' "$dir/pids")
   [ -n "$pid" ] || { log "no kube-apiserver in $dir/pids"; exit 1; }
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid"
+  # Killed, as in a crash: a graceful shutdown waits for long requests to drain (14 s here).
+  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
   for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
-  kill -KILL -- "-$pid" 2>/dev/null || true
   grep -v "^$pid kube-apiserver\$" "$dir/pids" > "$dir/pids.tmp" || true
   mv "$dir/pids.tmp" "$dir/pids"
   start_apiserver

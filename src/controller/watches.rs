@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+use super::backoff::WatchBackoff;
 use super::images::ImageSlot;
 use super::index::ObjectSlot;
 use super::objects::Reading;
@@ -150,7 +151,7 @@ where
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
 {
     tokio::spawn(async move {
-        let stream = stream.default_backoff();
+        let stream = stream.backoff(WatchBackoff::default());
         tokio::pin!(stream);
         while let Some(event) = stream.next().await {
             match event {

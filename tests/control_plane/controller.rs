@@ -7,12 +7,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::control_plane::ControlPlane;
 use crate::install::{ConsumeAs, Installation, KEY, SYSTEM, deployment, installation, run, secret};
-use crate::server::{http_get, spawn};
+use crate::server::{TempDir, http_get, spawn};
 
 /// The v1 digest of a Secret consuming every key, keyed with [`KEY`] (docs/behaviour.md,
 /// "Digest"), computed here from the format rather than by the code under test.
-fn secret_digest(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
+pub fn secret_digest(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
     use hmac::Mac as _;
     let mut input = b"configsum/v1\nSecret\n".to_vec();
     for part in [namespace, name] {
@@ -37,17 +38,29 @@ fn secret_digest(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
 }
 
 /// A running `configsum controller`, as the chart's ServiceAccount.
-struct Controller {
+pub struct Controller {
     child: tokio::process::Child,
     metrics: String,
+    logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Controller {
     async fn start(install: &Installation, identity: &str) -> Controller {
-        let kubeconfig = install.cp.kubeconfig_as(SYSTEM, "configsum-controller");
+        Controller::start_as(install.cp, &install.dir, "configsum-controller", identity, &[]).await
+    }
+
+    /// As `service_account` of configsum-system, with the digest key in `dir`.
+    pub async fn start_as(
+        cp: &ControlPlane,
+        dir: &TempDir,
+        service_account: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> Controller {
+        let kubeconfig = cp.kubeconfig_as(SYSTEM, service_account);
         let kubeconfig = kubeconfig.display().to_string();
-        let key = install.path("digest.key").display().to_string();
-        let args = [
+        let key = dir.path("digest.key").display().to_string();
+        let mut args = vec![
             "controller",
             "--digest-key-file",
             &key,
@@ -59,24 +72,30 @@ impl Controller {
             SYSTEM,
             "--identity",
             identity,
-            "--lease-duration",
-            "3s",
             "--log-format",
             "json",
         ];
+        if !extra.contains(&"--lease-duration") {
+            args.extend(["--lease-duration", "3s"]);
+        }
+        args.extend_from_slice(extra);
         let env = [("KUBECONFIG", kubeconfig.as_str()), ("POD_NAMESPACE", SYSTEM)];
         let (child, logs, line) = spawn(&args, &env, "configsum controller started").await;
-        install.cp.adopt(child.id().expect("running"), &format!("configsum-controller-{identity}"));
+        cp.adopt(child.id().expect("running"), &format!("configsum-controller-{identity}"));
         let metrics = line["metrics_listen"].as_str().expect("metrics_listen").to_owned();
         let deadline = Instant::now() + Duration::from_secs(30);
         while http_get(&metrics, "/readyz").await.0 != 200 {
             assert!(Instant::now() < deadline, "not ready: {:?}", logs.lock().map(|l| l.clone()));
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Controller { child, metrics }
+        Controller { child, metrics, logs }
     }
 
-    async fn patches(&self) -> f64 {
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    pub async fn patches(&self) -> f64 {
         let text = http_get(&self.metrics, "/metrics").await.1;
         text.lines()
             .filter(|l| l.starts_with("configsum_controller_patches_total{outcome=\"patched\"}"))
@@ -84,7 +103,7 @@ impl Controller {
             .sum()
     }
 
-    async fn stop(mut self) {
+    pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
             let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
         }
@@ -92,7 +111,7 @@ impl Controller {
     }
 }
 
-async fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
+pub async fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
     let deadline = Instant::now() + within;
     while !check() {
         assert!(Instant::now() < deadline, "{what}: not within {within:?}");

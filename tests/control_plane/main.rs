@@ -17,4 +17,5 @@ mod server;
 
 mod controller;
 mod install;
+mod relist;
 mod webhook;

@@ -79,6 +79,28 @@ impl ControlPlane {
         writeln!(pids, "{pid} {name}").expect("adopt a process");
     }
 
+    /// Stops kube-apiserver and starts it again with the same flags (etcd keeps its data): every
+    /// watch ends; a client resuming from a resourceVersion older than the new watch cache gets
+    /// 410 Gone.
+    pub fn restart_apiserver(&self) {
+        let output = Command::new(repository().join("scripts/control-plane.sh"))
+            .arg("restart-apiserver")
+            .arg(&self.dir)
+            .output()
+            .expect("run scripts/control-plane.sh");
+        assert!(
+            output.status.success(),
+            "restart-apiserver: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// The API server's audit events so far (metadata of every request), oldest first.
+    pub fn audit_events(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(self.dir.join("logs/audit.log")).unwrap_or_default();
+        text.lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
+    }
+
     /// `kubectl` as the admin.
     pub fn kubectl(&self, args: &[&str]) -> Output {
         self.kubectl_with_input(args, None)
