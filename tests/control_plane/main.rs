@@ -18,4 +18,6 @@ mod server;
 mod controller;
 mod install;
 mod relist;
+mod render;
+mod undo;
 mod webhook;
