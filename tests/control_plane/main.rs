@@ -16,5 +16,6 @@ mod control_plane;
 mod server;
 
 mod controller;
+mod gitops;
 mod install;
 mod webhook;
