@@ -36,14 +36,21 @@ fn secret_digest(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
     format!("hmac-sha256:{hex}")
 }
 
+/// Held by a test while its `configsum controller` runs: the controllers of two tests would share
+/// the Lease (and the workloads), and one test's controller would do the other's work.
+pub async fn one_controller_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
 /// A running `configsum controller`, as the chart's ServiceAccount.
-struct Controller {
+pub struct Controller {
     child: tokio::process::Child,
     metrics: String,
 }
 
 impl Controller {
-    async fn start(install: &Installation, identity: &str) -> Controller {
+    pub async fn start(install: &Installation, identity: &str) -> Controller {
         let kubeconfig = install.cp.kubeconfig_as(SYSTEM, "configsum-controller");
         let kubeconfig = kubeconfig.display().to_string();
         let key = install.path("digest.key").display().to_string();
@@ -84,7 +91,7 @@ impl Controller {
             .sum()
     }
 
-    async fn stop(mut self) {
+    pub async fn stop(mut self) {
         if let Some(pid) = self.child.id() {
             let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
         }
@@ -92,7 +99,7 @@ impl Controller {
     }
 }
 
-async fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
+pub async fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
     let deadline = Instant::now() + within;
     while !check() {
         assert!(Instant::now() < deadline, "{what}: not within {within:?}");
@@ -120,6 +127,7 @@ fn generation(install: &Installation, namespace: &str, name: &str) -> i64 {
 #[test]
 fn the_controller_rolls_deployments_on_a_real_api_server() {
     run(async {
+        let _one = one_controller_at_a_time().await;
         let install = installation().await;
         let cp = install.cp;
         let ns = "rolls";

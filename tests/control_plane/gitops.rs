@@ -12,12 +12,16 @@
 //!   configsum's own ownership rule) and, for the pin snippet, exactly the tracked containers'
 //!   images; `managedFieldsManagers` names the controller's field manager; Flux's JSON pointers
 //!   resolve to configsum's fields ([`meaning`]).
+//! - the page's account of field ownership and dry runs, on the real API server with the real
+//!   webhook and controller ([`ownership`]).
 //!
 //! Argo CD and Flux themselves are not run: what they do with these settings is taken from
 //! their documentation and source, cited in the page.
 
 mod meaning;
+mod ownership;
 mod page;
+mod pin;
 
 use std::path::PathBuf;
 use std::process::Command;
