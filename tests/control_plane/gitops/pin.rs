@@ -121,6 +121,21 @@ fn under_pin_a_sync_writes_the_tag_back_and_the_webhook_pins_it_again() {
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert!(!refused.status.success(), "the Job's template changed");
         assert!(stderr.contains("field is immutable"), "{stderr}");
+        // Flux's dry run of the Job is refused the same way.
+        let args = [
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--force-conflicts",
+            "--field-manager",
+            "kustomize-controller",
+            "-f",
+            "-",
+        ];
+        let refused = cp.kubectl_with_input(&args, Some(&job.to_string()));
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(!refused.status.success(), "the Job's dry run passed");
+        assert!(stderr.contains("field is immutable"), "{stderr}");
 
         // Once the tag has moved, the dry run has the new digest: a difference until the
         // controller (or a sync) re-pins. The webhook reuses a tag's answer for up to 10 s.
