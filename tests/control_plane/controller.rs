@@ -37,6 +37,13 @@ pub fn secret_digest(namespace: &str, name: &str, data: &[(&str, &str)]) -> Stri
     format!("hmac-sha256:{hex}")
 }
 
+/// Held by a test while its `configsum controller` runs: the controllers of two tests would share
+/// the Lease (and the workloads), and one test's controller would do the other's work.
+pub async fn one_controller_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    LOCK.lock().await
+}
+
 /// A running `configsum controller`, as the chart's ServiceAccount.
 pub struct Controller {
     child: tokio::process::Child,
@@ -45,7 +52,7 @@ pub struct Controller {
 }
 
 impl Controller {
-    async fn start(install: &Installation, identity: &str) -> Controller {
+    pub async fn start(install: &Installation, identity: &str) -> Controller {
         Controller::start_as(install.cp, &install.dir, "configsum-controller", identity, &[]).await
     }
 
@@ -139,6 +146,7 @@ fn generation(install: &Installation, namespace: &str, name: &str) -> i64 {
 #[test]
 fn the_controller_rolls_deployments_on_a_real_api_server() {
     run(async {
+        let _one = one_controller_at_a_time().await;
         let install = installation().await;
         let cp = install.cp;
         let ns = "rolls";

@@ -91,13 +91,24 @@ async fn install() -> Installation {
 
 /// `configsum serve` on loopback, authenticated as `service_account` of configsum-system.
 pub async fn start_serve(cp: &ControlPlane, dir: &TempDir, service_account: &str) -> Server {
+    start_serve_with(cp, dir, service_account, &[]).await
+}
+
+/// The same with `extra` arguments (registry flags, say).
+pub async fn start_serve_with(
+    cp: &ControlPlane,
+    dir: &TempDir,
+    service_account: &str,
+    extra: &[&str],
+) -> Server {
     let kubeconfig = cp.kubeconfig_as(SYSTEM, service_account).display().to_string();
     let (cert, key, digest_key) = (
         dir.path("tls.crt").display().to_string(),
         dir.path("tls.key").display().to_string(),
         dir.path("digest.key").display().to_string(),
     );
-    let args = ["--tls-cert", &cert, "--tls-key", &key, "--digest-key-file", &digest_key];
+    let mut args = vec!["--tls-cert", &cert, "--tls-key", &key, "--digest-key-file", &digest_key];
+    args.extend_from_slice(extra);
     let env = [("KUBECONFIG", kubeconfig.as_str()), ("POD_NAMESPACE", SYSTEM)];
     let server = Server::start(&args, &env, &dir.path("ca.crt")).await;
     cp.adopt(server.child.id().expect("running"), &format!("configsum-serve-{service_account}"));

@@ -12,10 +12,13 @@
 mod chart;
 #[path = "../support/control_plane.rs"]
 mod control_plane;
+#[path = "../support/registry.rs"]
+mod registry;
 #[path = "../support/server.rs"]
 mod server;
 
 mod controller;
+mod gitops;
 mod install;
 mod relist;
 mod render;

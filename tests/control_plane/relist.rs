@@ -53,12 +53,15 @@ fn a_relist_after_410_reads_no_unchanged_object_again() {
         let controller =
             Controller::start_as(&cp, &dir, "controller", "relist", &["--lease-duration", "60s"])
                 .await;
+        let secret_reads = || {
+            requests_of(&cp, &user, 0)
+                .into_iter()
+                .filter(|e| e["verb"] == "get" && e["objectRef"]["resource"] == "secrets")
+                .count()
+        };
+        wait_until("the start-up read", Duration::from_secs(15), || secret_reads() >= 1).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let reads_at_start: Vec<Value> = requests_of(&cp, &user, 0)
-            .into_iter()
-            .filter(|e| e["verb"] == "get" && e["objectRef"]["resource"] == "secrets")
-            .collect();
-        assert_eq!(reads_at_start.len(), 1, "one read of the Secret at start-up");
+        assert_eq!(secret_reads(), 1, "one read of the Secret at start-up");
 
         // A write the controller does not watch moves etcd's revision past what it last saw;
         // a restarted API server's watch cache starts there, so the resumed watches get 410.

@@ -133,7 +133,7 @@ fn namespaces_without_the_label_and_configsums_own_are_never_sent() {
 /// A copy of the chart's webhook configuration named `name`, sent only for namespaces labelled
 /// `configsum-test/<name>=true` and pointed at `addr`: a test changes where its own reviews go
 /// without touching the shared configuration the other tests use.
-fn scoped_copy(install: &Installation, name: &str, addr: &str) {
+pub fn scoped_copy(install: &Installation, name: &str, addr: &str) {
     let mut copy = install.cp.get_json(&["mutatingwebhookconfiguration", "configsum"]);
     copy["metadata"] = json!({"name": name});
     copy["webhooks"][0]["name"] = json!(format!("{name}.configsum.dev"));
