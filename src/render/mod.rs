@@ -4,10 +4,12 @@
 //! CREATE, against the ConfigMaps and Secrets of the stream and of
 //! `--objects-from` files, so a rendered workload is admitted with no patch.
 //!
-//! - [`tree`]: the YAML tree that keeps each scalar's string-ness;
+//! - [`tree`]: the YAML tree that keeps what every reader reads;
+//! - [`scalar`]: how a string is written so that every reader reads it back;
 //! - [`stream`]: documents, `kind: List` items and KRM `ResourceList`s.
 
 pub mod command;
+pub mod scalar;
 pub mod stream;
 pub mod tree;
 

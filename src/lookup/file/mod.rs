@@ -15,8 +15,8 @@ use serde_saphyr::Spanned;
 
 mod yaml;
 
-use self::yaml::{Fields, Node, yaml_error};
-pub(crate) use self::yaml::{Node as YamlNode, yaml_options, yaml_reason};
+pub(crate) use self::yaml::scan_reason;
+use self::yaml::{Fields, Node, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
 use crate::core::inputs::Encoding;
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};

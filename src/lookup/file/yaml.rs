@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
+use serde_saphyr::granit_parser::{ErrorKind, ScanError};
 
 use super::FileSourceError;
 
@@ -106,18 +107,10 @@ pub fn yaml_error(path: &Path, error: &serde_saphyr::Error) -> FileSourceError {
 /// What is wrong, in words that cannot quote the file: the parser's fixed
 /// messages, or ours. Anything else the library says might carry a value.
 pub fn yaml_reason(error: &serde_saphyr::Error) -> String {
-    use serde_saphyr::granit_parser::ErrorKind;
     use serde_saphyr::{Error, ExternalMessageSource};
     match error {
-        Error::ExternalMessage { source, msg, .. } => match &**source {
-            ExternalMessageSource::Parser(scan) => match scan.kind() {
-                // These quote the input.
-                ErrorKind::UnexpectedCharacter { .. }
-                | ErrorKind::Custom(_)
-                | ErrorKind::InputDecoding { .. }
-                | ErrorKind::InputIo { .. } => "unexpected character".into(),
-                _ => msg.clone(),
-            },
+        Error::ExternalMessage { source, .. } => match &**source {
+            ExternalMessageSource::Parser(scan) => scan_reason(scan),
             _ => "invalid".into(),
         },
         Error::AliasError { error, .. } | Error::WithSnippet { error, .. } => yaml_reason(error),
@@ -133,5 +126,18 @@ pub fn yaml_reason(error: &serde_saphyr::Error) -> String {
             "too deeply nested, too large or too many aliases".into()
         }
         _ => "unsupported YAML".into(),
+    }
+}
+
+/// The parser's fixed message for a syntax error; the few that would quote
+/// the input are replaced.
+pub fn scan_reason(scan: &ScanError) -> String {
+    match scan.kind() {
+        ErrorKind::UnexpectedCharacter { .. }
+        | ErrorKind::Custom(_)
+        | ErrorKind::InputDecoding { .. }
+        | ErrorKind::InputIo { .. } => "unexpected character".into(),
+        ErrorKind::RecursionLimitExceeded => "too deeply nested".into(),
+        kind => kind.to_string(),
     }
 }
