@@ -459,3 +459,48 @@ fn hostile_streams_are_refused_at_once_with_nothing_written() {
         assert!(took < Duration::from_secs(1), "{what} took {took:?}");
     }
 }
+
+#[test]
+fn errors_name_the_document_the_object_and_the_line_and_never_a_value() {
+    let dir = setup("render-errors");
+    let secret =
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ndata:\n  k: \"{MARKER}!\"\n");
+    std::fs::write(dir.path("objects.yaml"), &secret).expect("objects");
+    let objects = dir.path("objects.yaml").display().to_string();
+    let cases = [
+        (
+            vec![],
+            format!(
+                "a: 1\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: db, namespace: shop}}\n\
+                 stringData:\n  password: x\n  password: {MARKER}\n"
+            ),
+            "document 2: Secret shop/db: not valid YAML at line 8, column 3: duplicate key \"password\""
+                .to_owned(),
+        ),
+        (
+            vec![],
+            format!("a: 1\n---\nkind: ConfigMap\nmetadata:\n  name: c\ndata: {{k: '{MARKER}\n"),
+            "document 2: ConfigMap c: not valid YAML at line 6, column 11: unclosed quote".to_owned(),
+        ),
+        (
+            vec![],
+            secret.clone(),
+            "document 1: Secret default/s: data.k is not valid base64".to_owned(),
+        ),
+        (
+            vec!["--objects-from", objects.as_str()],
+            "a: 1\n".to_owned(),
+            format!(
+                "{objects}: document 1 (Secret default/s): data.k is not valid base64 (line 5, column 6)"
+            ),
+        ),
+    ];
+    for (args, input, expected) in cases {
+        let mut args = args;
+        args.push("--allow-plain-secret-digests");
+        let run = render(&args, &input);
+        assert_eq!((run.code, run.stdout.as_str()), (Some(1), ""), "{}", run.stderr);
+        assert_eq!(run.stderr, format!("configsum render: {expected}\n"));
+        assert!(!run.stderr.contains(MARKER));
+    }
+}

@@ -17,8 +17,8 @@ use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Tar
 use crate::metrics::Metrics;
 use crate::registry::PullCredential;
 
-pub(crate) use file::scan_reason;
 pub use file::{FileSource, FileSourceError};
+pub(crate) use file::{describe_before, scan_reason, split_documents};
 pub use images::resolve_all;
 pub use kube::{
     KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with, webhook_permissions,

@@ -20,7 +20,7 @@ use json_patch::PatchOperation;
 use self::stream::{Document, Stream};
 use self::tree::Node;
 use crate::core::{Digester, ObjectRef, Settings};
-use crate::lookup::FileSource;
+use crate::lookup::{FileSource, FileSourceError};
 use crate::webhook::review::{Request, review};
 
 /// What a render needs besides the stream.
@@ -56,8 +56,15 @@ pub enum RenderError {
 pub fn render(mut stream: Stream, options: &Options) -> Result<Rendered, RenderError> {
     let mut objects = FileSource::default();
     for (number, text) in stream.object_texts() {
-        let path = format!("document {number}");
-        objects.add_first_wins(&text, Path::new(&path), &options.namespace)?;
+        // The text is render's own writing of one object: the stream's
+        // document number says where it is, not a line of that text.
+        objects.add_first_wins(&text, Path::new("-"), &options.namespace).map_err(|e| match e {
+            FileSourceError::Object { object, field, problem, .. } => RenderError::Input {
+                document: number,
+                reason: format!("{object}: {field} {problem}"),
+            },
+            other => RenderError::Objects(other),
+        })?;
     }
     for (path, text) in &options.objects_from {
         objects.add_first_wins(text, path, &options.namespace)?;

@@ -27,15 +27,22 @@ const RESOURCE_LIST_API_VERSION: &str = "config.kubernetes.io/v1";
 impl Stream {
     pub fn parse(text: &str) -> Result<Stream, RenderError> {
         let mut documents = Vec::new();
-        for (index, (first_line, chunk)) in split_documents(text).into_iter().enumerate() {
-            let node = tree::parse(chunk).map_err(|e| RenderError::Input {
-                document: index + 1,
-                reason: format!(
-                    "not valid YAML at line {}, column {}: {}",
-                    first_line + e.line - 1,
-                    e.column,
-                    e.reason
-                ),
+        for (index, (first_line, chunk)) in
+            crate::lookup::split_documents(text).into_iter().enumerate()
+        {
+            let node = tree::parse(chunk).map_err(|e| {
+                // The object, from the document's lines before the error.
+                let object = crate::lookup::describe_before(chunk, e.line);
+                let object = if object.is_empty() { object } else { format!("{object}: ") };
+                RenderError::Input {
+                    document: index + 1,
+                    reason: format!(
+                        "{object}not valid YAML at line {}, column {}: {}",
+                        first_line + e.line - 1,
+                        e.column,
+                        e.reason
+                    ),
+                }
             })?;
             documents.push(match node {
                 // An empty document (or one that is only a null) stays one.
@@ -123,73 +130,10 @@ impl Stream {
     }
 }
 
-/// The texts of the stream's documents, each with the line it starts on. A
-/// line starting `---` opens a new document (a leading one opens the first); a
-/// line `...` closes one. Comments and blank lines before the first marker are
-/// not a document.
-fn split_documents(text: &str) -> Vec<(usize, &str)> {
-    let mut documents = Vec::new();
-    let mut start = 0;
-    let mut start_line = 1;
-    let mut offset = 0;
-    let mut seen_marker = false;
-    for (number, line) in text.split_inclusive('\n').enumerate() {
-        let bare = line.trim_end_matches(['\n', '\r']);
-        let is_marker = bare == "---" || bare.starts_with("--- ") || bare == "...";
-        if is_marker {
-            let chunk = &text[start..offset];
-            if seen_marker || has_content(chunk) {
-                documents.push((start_line, chunk));
-            }
-            seen_marker = bare != "...";
-            // `--- {a: b}`: the content after the marker belongs to the new document.
-            (start, start_line) = if bare.starts_with("--- ") {
-                (offset + 4, number + 1)
-            } else {
-                (offset + line.len(), number + 2)
-            };
-            if bare == "..." {
-                seen_marker = false;
-            }
-        }
-        offset += line.len();
-    }
-    let last = &text[start..];
-    if seen_marker || has_content(last) {
-        documents.push((start_line, last));
-    }
-    documents
-}
-
 fn is_mapping(node: &Node) -> bool {
     match node {
         Node::Map(_) => true,
         Node::Tagged(tagged) => tagged.0 == "!!map" && matches!(tagged.1, Node::Map(_)),
         _ => false,
-    }
-}
-
-fn has_content(text: &str) -> bool {
-    text.lines().any(|l| {
-        let l = l.trim();
-        !l.is_empty() && !l.starts_with('#')
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn splits_streams_as_yaml_does() {
-        assert_eq!(split_documents("a: 1\n---\nb: 2\n"), vec![(1, "a: 1\n"), (3, "b: 2\n")]);
-        assert_eq!(
-            split_documents("---\n# Source: x\na: 1\n---\n---\nb: 2"),
-            vec![(2, "# Source: x\na: 1\n"), (5, ""), (6, "b: 2")]
-        );
-        assert_eq!(split_documents("# only a comment\n---\na: 1\n"), vec![(3, "a: 1\n")]);
-        assert_eq!(split_documents("--- {a: 1}\n"), vec![(1, "{a: 1}\n")]);
-        assert_eq!(split_documents("a: 1\n...\n"), vec![(1, "a: 1\n")]);
-        assert_eq!(split_documents("a: |\n  ---\n  x\n"), vec![(1, "a: |\n  ---\n  x\n")]);
     }
 }

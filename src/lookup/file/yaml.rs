@@ -8,7 +8,7 @@ use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 use serde_saphyr::granit_parser::{ErrorKind, ScanError};
 
-use super::FileSourceError;
+use super::{FileSourceError, documents};
 
 /// A YAML node as parsed, before we know which object it belongs to: the kind
 /// may come after `data`, and only the kind says whether `data` holds strings.
@@ -99,9 +99,33 @@ pub fn yaml_options() -> serde_saphyr::Options {
     options
 }
 
-pub fn yaml_error(path: &Path, error: &serde_saphyr::Error) -> FileSourceError {
+/// A syntax error in `text`, with the document it is in and the object that
+/// document describes (objects naming no namespace are in `namespace`).
+pub fn yaml_error(
+    path: &Path,
+    text: &str,
+    namespace: &str,
+    error: &serde_saphyr::Error,
+) -> FileSourceError {
     let (line, column) = error.location().map_or((0, 0), |at| (at.line(), at.column()));
-    FileSourceError::Yaml { path: path.to_owned(), line, column, reason: yaml_reason(error) }
+    let found = usize::try_from(line).ok().and_then(|line| documents::object_at(text, line));
+    let (document, object) = match found {
+        Some((document, mut object)) => {
+            if object.name.is_some() && object.namespace.is_none() {
+                object.namespace = Some(namespace.to_owned());
+            }
+            (u32::try_from(document).unwrap_or(u32::MAX), object.describe())
+        }
+        None => (0, String::new()),
+    };
+    FileSourceError::Yaml {
+        path: path.to_owned(),
+        document,
+        object,
+        line,
+        column,
+        reason: yaml_reason(error),
+    }
 }
 
 /// What is wrong, in words that cannot quote the file: the parser's fixed
@@ -114,6 +138,14 @@ pub fn yaml_reason(error: &serde_saphyr::Error) -> String {
             _ => "invalid".into(),
         },
         Error::AliasError { error, .. } | Error::WithSnippet { error, .. } => yaml_reason(error),
+        // A key names something; it is shown (escaped, cut short), values never are.
+        Error::DuplicateMappingKey { key: Some(key), .. } => {
+            let mut shown: String = key.chars().take(64).collect();
+            if shown.len() < key.len() {
+                shown.push('…');
+            }
+            format!("duplicate key \"{}\"", shown.escape_debug())
+        }
         Error::DuplicateMappingKey { .. } => "duplicate key".into(),
         Error::UnknownAnchor { .. } => "alias to an unknown anchor".into(),
         Error::NullIntoString { .. } => "null where a string is needed".into(),
