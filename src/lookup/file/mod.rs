@@ -113,7 +113,8 @@ impl FileSource {
         let documents: Vec<Spanned<Node>> =
             serde_saphyr::from_multiple_with_options(text, yaml_options())
                 .map_err(|error| yaml_error(path, text, namespace, &error))?;
-        let reader = Reader { text, path, first_wins, namespace };
+        let block_at_end = yaml::block_scalar_at_end(text);
+        let reader = Reader { text, path, first_wins, namespace, block_at_end };
         let mut source = FileSource::default();
         for (index, document) in documents.iter().enumerate() {
             let place = Place { document: count(index + 1), item: None, object: String::new() };
@@ -222,6 +223,8 @@ struct Reader<'a> {
     first_wins: bool,
     /// Of objects that name none.
     namespace: &'a str,
+    /// Where a block scalar that ends the text with no line break starts.
+    block_at_end: Option<u64>,
 }
 
 impl Reader<'_> {
@@ -359,6 +362,14 @@ impl Reader<'_> {
     ) -> Result<Option<&'n str>, FileSourceError> {
         match &node.value {
             Node::Null => Ok(None),
+            // The parser gives this block scalar a final line break the text
+            // does not have; YAML, kubectl and the API server keep none.
+            Node::Text(text)
+                if self.block_at_end.is_some()
+                    && node.defined.span().byte_offset() == self.block_at_end =>
+            {
+                Ok(Some(text.strip_suffix('\n').unwrap_or(text)))
+            }
             Node::Text(text) => Ok(Some(text)),
             Node::Typed => match self.source_of(node) {
                 Some(text) => Ok(Some(text)),
@@ -580,6 +591,23 @@ stringData: {user: null}
             digest(&source, "default", c.clone()),
             digest_of("default", c, &[("b", "\0\u{1}")])
         );
+    }
+
+    #[test]
+    fn a_block_scalar_that_ends_the_file_gains_no_line_break() {
+        for (block, value) in [("|", "foo"), ("|+", "foo"), (">", "foo bar"), ("|", "foo\n  ")] {
+            let lines = if value == "foo bar" { "foo\n    bar" } else { value };
+            let yaml =
+                format!("kind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  k: {block}\n    {lines}");
+            let source = FileSource::parse(&yaml, Path::new("t.yaml")).expect("parses");
+            let expected = if value == "foo\n  " { "foo\n" } else { value };
+            let c = ObjectRef::config_map("c");
+            assert_eq!(
+                digest(&source, "default", c.clone()),
+                digest_of("default", c, &[("k", expected)]),
+                "{yaml:?}"
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
-use serde_saphyr::granit_parser::{ErrorKind, ScanError};
+use serde_saphyr::granit_parser::{ErrorKind, Event, Parser, ScalarStyle, ScanError};
 
 use super::{FileSourceError, documents};
 
@@ -172,4 +172,26 @@ pub fn scan_reason(scan: &ScanError) -> String {
         ErrorKind::RecursionLimitExceeded => "too deeply nested".into(),
         kind => kind.to_string(),
     }
+}
+
+/// Where a block scalar (`|`, `>`) that ends `text` on a line with content
+/// and no line break starts (its byte offset), if one does. The parser gives
+/// such a scalar a final line break; YAML (and PyYAML, ruamel, go-yaml) has
+/// none to keep. Parses again only for a text that ends that way.
+pub fn block_scalar_at_end(text: &str) -> Option<u64> {
+    let last_line = text.rsplit(['\n', '\r']).next()?;
+    if !last_line.chars().any(|c| c != ' ' && c != '\t') {
+        return None;
+    }
+    let chars = text.chars().count();
+    let mut found = None;
+    let mut parser = Parser::new_from_str(text);
+    while let Some(Ok((event, span))) = parser.next_event() {
+        if matches!(event, Event::Scalar(_, ScalarStyle::Literal | ScalarStyle::Folded, ..))
+            && span.end.index() == chars
+        {
+            found = span.start.byte_offset().and_then(|at| u64::try_from(at).ok());
+        }
+    }
+    found
 }
