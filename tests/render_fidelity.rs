@@ -305,3 +305,26 @@ fn plain_numbers_booleans_nulls_and_timestamps_stay_what_they_were() {
     let of = inputs.len();
     assert_none(same_before_and_after(inputs), of);
 }
+
+#[test]
+fn explicitly_tagged_scalars_keep_their_meaning() {
+    const TAGS: &[&str] =
+        &["!!str", "!!int", "!!float", "!!bool", "!!null", "!!timestamp", "!!binary", "!"];
+    let inputs: Vec<String> = sample((
+        prop::sample::select(TAGS),
+        prop_oneof![typed_spelling(), any_string(), "[A-Za-z0-9+/]{4,12}={0,2}"],
+        any::<bool>(),
+    ))
+    .into_iter()
+    .map(|(tag, value, quoted)| {
+        // Plain only where the spelling is a plain scalar (a typed one, or base64).
+        let plain = !value.is_empty()
+            && (value.chars().all(|c| c.is_ascii_alphanumeric() || "+/=-_.:".contains(c)))
+            && !value.starts_with(['-', ':']);
+        let spelled = if quoted || !plain { double_quoted(&value) } else { value };
+        format!("v: {tag} {spelled}\nl:\n- {tag} {spelled}\n")
+    })
+    .collect();
+    let of = inputs.len();
+    assert_none(same_before_and_after(inputs), of);
+}
