@@ -1,5 +1,6 @@
 //! The YAML side of `--objects-from`: a node tree that keeps where every
-//! scalar was written, and parse errors that never quote the file.
+//! scalar was written, and parse errors that never quote a value (a
+//! duplicate key is named).
 
 use std::fmt;
 use std::path::Path;
