@@ -90,8 +90,10 @@ pub fn parse(text: &str) -> Result<Node, ParseError> {
 /// Builds the tree from parser events without recursion.
 struct Builder<'a> {
     text: &'a str,
-    /// The text ends in a line with content and no line break (see [`Builder::scalar`]).
+    /// The text's length in characters when it ends in a line with content
+    /// and no line break (see [`Builder::scalar`]), counted on first need.
     ends_without_break: bool,
+    chars: Option<usize>,
     frames: Vec<Frame>,
     root: Option<Node>,
     /// Anchored nodes by the parser's anchor id, with their node counts.
@@ -141,6 +143,7 @@ impl<'a> Builder<'a> {
         Builder {
             text,
             ends_without_break: last_line.chars().any(|c| c != ' ' && c != '\t'),
+            chars: None,
             frames: Vec::new(),
             root: None,
             anchors: HashMap::new(),
@@ -172,7 +175,7 @@ impl<'a> Builder<'a> {
         if matches!(style, ScalarStyle::Literal | ScalarStyle::Folded)
             && self.ends_without_break
             && value.ends_with('\n')
-            && span.end.index() == self.text.chars().count()
+            && span.end.index() == *self.chars.get_or_insert_with(|| self.text.chars().count())
         {
             value.pop();
         }
