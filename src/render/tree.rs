@@ -90,9 +90,9 @@ pub fn parse(text: &str) -> Result<Node, ParseError> {
 /// Builds the tree from parser events without recursion.
 struct Builder<'a> {
     text: &'a str,
-    /// The text's length in characters when it ends in a line with content
-    /// and no line break (see [`Builder::scalar`]), counted on first need.
+    /// The text ends in a line with content and no line break (see [`Builder::scalar`]).
     ends_without_break: bool,
+    /// The text's length in characters, counted on first need.
     chars: Option<usize>,
     frames: Vec<Frame>,
     root: Option<Node>,
@@ -186,7 +186,7 @@ impl<'a> Builder<'a> {
         };
         let node = tagged(node, tag.map(tag_spelling));
         if anchor != 0 {
-            self.anchors.insert(anchor, (node.clone(), 1));
+            self.anchor(anchor, &node, 1, &span.start)?;
         }
         self.attach(node, 1, &span.start)
     }
@@ -216,9 +216,24 @@ impl<'a> Builder<'a> {
         };
         let node = tagged(node, frame.tag);
         if frame.anchor != 0 {
-            self.anchors.insert(frame.anchor, (node.clone(), frame.count));
+            self.anchor(frame.anchor, &node, frame.count, &frame.start)?;
         }
         self.attach(node, frame.count, &frame.start)
+    }
+
+    /// Keeps a copy of an anchored node for its aliases. The copy counts
+    /// against the budget too: anchors nested over a large node would
+    /// otherwise copy it once per level.
+    fn anchor(
+        &mut self,
+        id: usize,
+        node: &Node,
+        count: usize,
+        at: &Marker,
+    ) -> Result<(), ParseError> {
+        self.count(count, at)?;
+        self.anchors.insert(id, (node.clone(), count));
+        Ok(())
     }
 
     fn alias(&mut self, id: usize, span: &Span) -> Result<(), ParseError> {
@@ -836,6 +851,12 @@ empty-list: []
             bomb.push_str(&format!("a{i}: &a{i} [{aliases}]\n"));
         }
         assert_eq!(error(&bomb), "too deeply nested, too large or too many aliases");
+        // Anchors nested over a large node: each one's copy counts.
+        let items = vec!["x"; 20_000].join(", ");
+        let nested = format!("{}[{items}]{}", "&a [".repeat(100), "]".repeat(100));
+        let started = std::time::Instant::now();
+        assert_eq!(error(&nested), "too deeply nested, too large or too many aliases");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
     }
 
     #[test]
