@@ -19,7 +19,7 @@ use json_patch::PatchOperation;
 
 use self::stream::{Document, Stream};
 use self::tree::Node;
-use crate::core::{Digester, ObjectRef, Settings};
+use crate::core::{Digester, ObjectRef, Settings, WorkloadKind};
 use crate::lookup::{FileSource, FileSourceError};
 use crate::webhook::review::{Request, review};
 
@@ -88,6 +88,11 @@ fn render_document(
     };
     let (group, version) = split_api_version(&api_version);
     let Some(kind) = node.get("kind").and_then(Node::as_str).map(str::to_owned) else { return };
+    // The core's first question, asked before the document is turned into
+    // JSON: most of a stream (CRDs, Services, RBAC) is not a workload.
+    if WorkloadKind::from_gvk(group, version, &kind).is_none() {
+        return;
+    }
     let metadata = node.get("metadata");
     let namespace = metadata
         .and_then(|m| m.get("namespace"))
