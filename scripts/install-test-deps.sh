@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs beyond cargo: rustfmt and clippy, openssl
 # (certs/make-dev-certs.sh makes the certificates the end-to-end tests use),
-# python3 with venv (scripts/validate-manifests.sh installs kubernetes-validate
-# into target/tools-venv from PyPI), and
+# python3 with venv (scripts/install-python-tools.sh installs PyYAML, ruamel.yaml
+# and kubernetes-validate into target/tools-venv from PyPI), and
 # for tests/registry_fixture.rs the CNCF distribution registry (Debian's
 # docker-registry, v2.8) plus apache2-utils for `htpasswd -B` (the registry's
 # htpasswd auth accepts bcrypt only), and Helm 3, Helm 4 and kubectl in
@@ -58,6 +58,9 @@ rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup com
 rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 # Real Helm 3, Helm 4 and kubectl in target/tools, for the chart and post-renderer tests.
 "$(dirname "$0")/install-helm.sh"
+# PyYAML and ruamel.yaml (the render tests' YAML 1.1 and 1.2 readers) and
+# kubernetes-validate in target/tools-venv.
+"$(dirname "$0")/install-python-tools.sh"
 # The control plane the tests start (minutes when cold, nothing when cached).
 "$(dirname "$0")/control-plane.sh" build >/dev/null
 # The Argo CD and Flux CRDs docs/gitops.md's snippets are checked against (seconds; cached).

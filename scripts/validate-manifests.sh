@@ -10,10 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/tools-venv
-if ! "$venv/bin/kubernetes-validate" --version >/dev/null 2>&1; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet kubernetes-validate==1.37.0
-fi
+# kubernetes-validate, pinned, in the venv the tests' YAML readers share.
+scripts/install-python-tools.sh >/dev/null
 # The pinned kubectl (its built-in kustomize renders the kustomizations) and
 # Helm 4 (renders the chart), from scripts/install-helm.sh: nothing when present.
 scripts/install-helm.sh >/dev/null

@@ -7,6 +7,7 @@ mod server;
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use server::*;
@@ -101,7 +102,8 @@ fn render(args: &[&str], input: &str) -> Run {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn configsum render");
-    // A render that refuses its flags may exit before reading: a broken pipe is its answer.
+    // A render that refuses its flags, or an input too large, may exit before
+    // reading it all: a broken pipe is its answer.
     if let Err(error) = child.stdin.take().expect("stdin").write_all(input.as_bytes()) {
         assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe, "write stdin: {error}");
     }
@@ -343,4 +345,162 @@ fn objects_from_files_come_after_the_stream_and_the_first_definition_wins() {
     assert!(
         digest_of(&workload("only-in-file"))["configmap.configsum.dev/only-in-file"].is_string()
     );
+}
+
+/// A Deployment that reads every key of the ConfigMap `c`.
+const READS_C: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w}\nspec:\n  \
+    selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    \
+    spec: {containers: [{name: c, image: x, envFrom: [{configMapRef: {name: c}}]}]}\n";
+
+fn digest_of_c(stream: &str) -> (String, String) {
+    let run = render(&["--allow-plain-secret-digests"], stream);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let docs = documents(&run.stdout);
+    let workload = docs.iter().find(|d| d["kind"] == "Deployment").expect("the Deployment");
+    let digest =
+        workload["spec"]["template"]["metadata"]["annotations"]["configmap.configsum.dev/c"]
+            .as_str()
+            .expect("a digest")
+            .to_owned();
+    (digest, run.stdout)
+}
+
+#[test]
+fn a_block_scalar_that_ends_the_input_keeps_its_value_and_its_digest() {
+    // The value is `echo hi` with no line break: YAML has none to keep at the
+    // end of the input, and kubectl sends none to the API server.
+    for header in ["|", "|+", ">"] {
+        let at_end = format!(
+            "{READS_C}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  script: {header}\n    echo hi"
+        );
+        let quoted = format!(
+            "{READS_C}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  script: \"echo hi\"\n"
+        );
+        let (digest, out) = digest_of_c(&at_end);
+        assert_eq!(digest, digest_of_c(&quoted).0, "{header}: the digest of `echo hi`");
+        assert_eq!(documents(&out)[1]["data"]["script"], "echo hi", "{header}: {out}");
+    }
+}
+
+#[test]
+fn strings_stay_strings_numbers_stay_numbers_and_tags_stay() {
+    let input = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: c
+  labels: {since: "2001-12-14", "2001-12-15": key}
+data:
+  date: "2001-12-14"
+  underscores: "1__0"
+  hex: "0x_1F"
+  octal: "0755_1"
+  sexagesimal: '12:30:45'
+  yes: "yes"
+  merge: "<<"
+  value: "="
+  padded: "  a  "
+  tab: "a	b"
+  control: "\u0007\u0085\u2028\uFEFF"
+extra:
+  int: !!int "12"
+  str: !!str 12
+  plain-int: 0755
+  plain-date: 2001-12-14
+  plain-bool: on
+  plain-null: ~
+"#;
+    let run = render(&["--allow-plain-secret-digests"], input);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    for line in [
+        "  labels:\n    since: \"2001-12-14\"\n    \"2001-12-15\": key\n",
+        "  date: \"2001-12-14\"\n",
+        "  underscores: \"1__0\"\n",
+        "  hex: \"0x_1F\"\n",
+        "  octal: \"0755_1\"\n",
+        "  sexagesimal: \"12:30:45\"\n",
+        "  yes: \"yes\"\n",
+        "  merge: \"<<\"\n",
+        "  value: \"=\"\n",
+        "  padded: \"  a  \"\n",
+        "  tab: \"a\\tb\"\n",
+        "  control: \"\\x07\\x85\\u2028\\uFEFF\"\n",
+        "  int: !!int \"12\"\n",
+        "  str: !!str 12\n",
+        "  plain-int: 0755\n",
+        "  plain-date: 2001-12-14\n",
+        "  plain-bool: on\n",
+        "  plain-null: ~\n",
+    ] {
+        assert!(run.stdout.contains(line), "{line:?} in:\n{}", run.stdout);
+    }
+}
+
+#[test]
+fn hostile_streams_are_refused_at_once_with_nothing_written() {
+    let mut bomb =
+        String::from("apiVersion: v1\nkind: ConfigMap\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..12 {
+        bomb.push_str(&format!("a{i}: &a{i} [{}]\n", vec![format!("*a{}", i - 1); 10].join(", ")));
+    }
+    let cases = [
+        ("an alias bomb", bomb),
+        ("10,000-deep flow nesting", format!("a: {}1{}\n", "[".repeat(10_000), "]".repeat(10_000))),
+        ("10,000-deep block nesting", format!("a:\n{}x\n", "- ".repeat(10_000))),
+        ("a 200 MB document", format!("a: \"{}\"\n", "x".repeat(200 << 20))),
+    ];
+    for (what, input) in cases {
+        let started = Instant::now();
+        let run = render(&["--allow-plain-secret-digests"], &input);
+        let took = started.elapsed();
+        assert_eq!(run.code, Some(1), "{what}: {}", run.stderr);
+        assert_eq!(run.stdout, "", "{what}: never a partial stream");
+        assert!(run.stderr.starts_with("configsum render: "), "{what}: {}", run.stderr);
+        assert!(!run.stderr.contains("xxxx"), "{what}: quotes no value: {}", run.stderr);
+        assert!(took < Duration::from_secs(1), "{what} took {took:?}");
+    }
+}
+
+#[test]
+fn errors_name_the_document_the_object_and_the_line_and_never_a_value() {
+    let dir = setup("render-errors");
+    let secret =
+        format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: s}}\ndata:\n  k: \"{MARKER}!\"\n");
+    std::fs::write(dir.path("objects.yaml"), &secret).expect("objects");
+    let objects = dir.path("objects.yaml").display().to_string();
+    let cases = [
+        (
+            vec![],
+            format!(
+                "a: 1\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: db, namespace: shop}}\n\
+                 stringData:\n  password: x\n  password: {MARKER}\n"
+            ),
+            "document 2: Secret shop/db: not valid YAML at line 8, column 3: duplicate key \"password\""
+                .to_owned(),
+        ),
+        (
+            vec![],
+            format!("a: 1\n---\nkind: ConfigMap\nmetadata:\n  name: c\ndata: {{k: '{MARKER}\n"),
+            "document 2: ConfigMap c: not valid YAML at line 6, column 11: unclosed quote".to_owned(),
+        ),
+        (
+            vec![],
+            secret.clone(),
+            "document 1: Secret default/s: data.k is not valid base64".to_owned(),
+        ),
+        (
+            vec!["--objects-from", objects.as_str()],
+            "a: 1\n".to_owned(),
+            format!(
+                "{objects}: document 1 (Secret default/s): data.k is not valid base64 (line 5, column 6)"
+            ),
+        ),
+    ];
+    for (args, input, expected) in cases {
+        let mut args = args;
+        args.push("--allow-plain-secret-digests");
+        let run = render(&args, &input);
+        assert_eq!((run.code, run.stdout.as_str()), (Some(1), ""), "{}", run.stderr);
+        assert_eq!(run.stderr, format!("configsum render: {expected}\n"));
+        assert!(!run.stderr.contains(MARKER));
+    }
 }

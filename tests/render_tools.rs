@@ -149,9 +149,13 @@ fn kustomize_runs_the_shipped_exec_transformer() {
     let dir = TempDir::new("kustomize-render");
     std::fs::write(dir.path("key"), KEY).expect("key");
     let key = dir.path("key").display().to_string();
-    let app = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {mode: \"0755\"}\n---\n\
+    // Strings kustomize's YAML 1.1 reader would take for dates and numbers if
+    // render wrote them plain: it failed on the key and wrote the values as
+    // `2001-12-14T00:00:00Z`.
+    let app = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app}\ndata: {mode: \"0755\", \"2001-12-15\": date-like key}\n---\n\
         apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web}}\n\
-        \x20 template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: c, image: x, envFrom: [{configMapRef: {name: app}}]}]}\n";
+        \x20 template:\n    metadata: {labels: {app: web, since: \"2001-12-14\"}}\n    spec: {containers: [{name: c, image: x, \
+        env: [{name: SINCE, value: \"2001-12-14\"}, {name: N, value: \"1__0\"}], envFrom: [{configMapRef: {name: app}}]}]}\n";
     std::fs::write(dir.path("app.yaml"), app).expect("app");
     std::fs::write(
         dir.path("kustomization.yaml"),
@@ -177,6 +181,14 @@ fn kustomize_runs_the_shipped_exec_transformer() {
             .expect("kubectl kustomize"),
         "kubectl kustomize with the transformer",
     );
+    for line in [
+        "  \"2001-12-15\": date-like key\n",
+        "        since: \"2001-12-14\"\n",
+        "          value: \"2001-12-14\"\n",
+        "          value: \"1__0\"\n",
+    ] {
+        assert!(out.contains(line), "{line:?} in:\n{out}");
+    }
     let annotations = deployment_annotations(&out);
     let digest = annotations["configmap.configsum.dev/app"].as_str().expect("a digest").to_owned();
     // The same as configsum render on the stream kustomize built without it.

@@ -18,7 +18,7 @@ use crate::metrics::Metrics;
 use crate::registry::PullCredential;
 
 pub use file::{FileSource, FileSourceError};
-pub(crate) use file::{YamlNode, yaml_options, yaml_reason};
+pub(crate) use file::{describe_before, scan_reason, split_documents};
 pub use images::resolve_all;
 pub use kube::{
     KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with, webhook_permissions,

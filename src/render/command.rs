@@ -16,11 +16,16 @@ use crate::process::load_digest_keys;
 pub const EXIT_INPUT: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
+/// Largest input render reads: far above any rendered chart or kustomize build
+/// (the API server stores objects of at most about 1.5 MiB), and small enough
+/// that a hostile stream is refused before it is parsed.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
 /// Runs the command; notes and errors go to stderr. Returns the exit code.
 pub fn run(mut args: RenderArgs) -> u8 {
     let input = match read_input(&args.file) {
         Ok(input) => input,
-        Err(e) => return fail(EXIT_USAGE, &e),
+        Err((code, e)) => return fail(code, &e),
     };
     // Parsed once; a parse error is reported after the usage checks.
     let stream = Stream::parse(&input);
@@ -74,16 +79,27 @@ fn fail(code: u8, message: &str) -> u8 {
     code
 }
 
-fn read_input(file: &Path) -> Result<String, String> {
-    if file == Path::new("-") {
-        let mut input = String::new();
-        std::io::stdin()
-            .read_to_string(&mut input)
-            .map_err(|e| format!("cannot read stdin: {e}"))?;
-        Ok(input)
+/// Reads the whole input, refusing (exit 1) more than [`MAX_INPUT_BYTES`]
+/// without reading further; a file or stdin that cannot be read is a usage error.
+fn read_input(file: &Path) -> Result<String, (u8, String)> {
+    let (name, reader): (String, Box<dyn std::io::Read>) = if file == Path::new("-") {
+        ("stdin".to_owned(), Box::new(std::io::stdin().lock()))
     } else {
-        std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+        let opened = std::fs::File::open(file)
+            .map_err(|e| (EXIT_USAGE, format!("cannot read {}: {e}", file.display())))?;
+        (file.display().to_string(), Box::new(opened))
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| (EXIT_USAGE, format!("cannot read {name}: {e}")))?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        let mib = MAX_INPUT_BYTES >> 20;
+        return Err((EXIT_INPUT, format!("{name} is larger than {mib} MiB")));
     }
+    String::from_utf8(bytes)
+        .map_err(|_| (EXIT_USAGE, format!("cannot read {name}: it is not UTF-8 text")))
 }
 
 /// Options from `functionConfig.data` (a ConfigMap), which win over flags.

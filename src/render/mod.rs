@@ -4,10 +4,12 @@
 //! CREATE, against the ConfigMaps and Secrets of the stream and of
 //! `--objects-from` files, so a rendered workload is admitted with no patch.
 //!
-//! - [`tree`]: the YAML tree that keeps each scalar's string-ness;
+//! - [`tree`]: the YAML tree that keeps what every reader reads;
+//! - [`scalar`]: how a string is written so that every reader reads it back;
 //! - [`stream`]: documents, `kind: List` items and KRM `ResourceList`s.
 
 pub mod command;
+pub mod scalar;
 pub mod stream;
 pub mod tree;
 
@@ -17,8 +19,8 @@ use json_patch::PatchOperation;
 
 use self::stream::{Document, Stream};
 use self::tree::Node;
-use crate::core::{Digester, ObjectRef, Settings};
-use crate::lookup::FileSource;
+use crate::core::{Digester, ObjectRef, Settings, WorkloadKind};
+use crate::lookup::{FileSource, FileSourceError};
 use crate::webhook::review::{Request, review};
 
 /// What a render needs besides the stream.
@@ -54,8 +56,15 @@ pub enum RenderError {
 pub fn render(mut stream: Stream, options: &Options) -> Result<Rendered, RenderError> {
     let mut objects = FileSource::default();
     for (number, text) in stream.object_texts() {
-        let path = format!("document {number}");
-        objects.add_first_wins(&text, Path::new(&path), &options.namespace)?;
+        // The text is render's own writing of one object: the stream's
+        // document number says where it is, not a line of that text.
+        objects.add_first_wins(&text, Path::new("-"), &options.namespace).map_err(|e| match e {
+            FileSourceError::Object { object, field, problem, .. } => RenderError::Input {
+                document: number,
+                reason: format!("{object}: {field} {problem}"),
+            },
+            other => RenderError::Objects(other),
+        })?;
     }
     for (path, text) in &options.objects_from {
         objects.add_first_wins(text, path, &options.namespace)?;
@@ -79,6 +88,11 @@ fn render_document(
     };
     let (group, version) = split_api_version(&api_version);
     let Some(kind) = node.get("kind").and_then(Node::as_str).map(str::to_owned) else { return };
+    // The core's first question, asked before the document is turned into
+    // JSON: most of a stream (CRDs, Services, RBAC) is not a workload.
+    if WorkloadKind::from_gvk(group, version, &kind).is_none() {
+        return;
+    }
     let metadata = node.get("metadata");
     let namespace = metadata
         .and_then(|m| m.get("namespace"))

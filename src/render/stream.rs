@@ -5,6 +5,7 @@
 
 use super::RenderError;
 use super::tree::{self, Node};
+use crate::core::ObjectKind;
 
 /// The parsed input, written back in the same order.
 pub struct Stream {
@@ -26,14 +27,27 @@ const RESOURCE_LIST_API_VERSION: &str = "config.kubernetes.io/v1";
 impl Stream {
     pub fn parse(text: &str) -> Result<Stream, RenderError> {
         let mut documents = Vec::new();
-        for (index, chunk) in split_documents(text).into_iter().enumerate() {
-            let node = tree::parse(chunk).map_err(|e| RenderError::Input {
-                document: index + 1,
-                reason: format!("not valid YAML: {}", crate::lookup::yaml_reason(&e)),
+        for (index, (first_line, chunk)) in
+            crate::lookup::split_documents(text).into_iter().enumerate()
+        {
+            let node = tree::parse(chunk).map_err(|e| {
+                // The object, from the document's lines before the error.
+                let object = crate::lookup::describe_before(chunk, e.line);
+                let object = if object.is_empty() { object } else { format!("{object}: ") };
+                RenderError::Input {
+                    document: index + 1,
+                    reason: format!(
+                        "{object}not valid YAML at line {}, column {}: {}",
+                        first_line + e.line - 1,
+                        e.column,
+                        e.reason
+                    ),
+                }
             })?;
             documents.push(match node {
-                Node::Null => None,
-                Node::Map(_) => Some(node),
+                // An empty document (or one that is only a null) stays one.
+                Node::Plain(s) if matches!(s.as_str(), "" | "~" | "null" | "Null" | "NULL") => None,
+                node if is_mapping(&node) => Some(node),
                 _ => {
                     return Err(RenderError::Input {
                         document: index + 1,
@@ -77,18 +91,26 @@ impl Stream {
         out
     }
 
-    /// The documents as YAML texts, each with its number, for reading the
-    /// ConfigMaps and Secrets they hold.
+    /// The ConfigMaps and Secrets of the stream (a List's or ResourceList's
+    /// items included) as YAML texts, each with its document's number, for
+    /// reading their data.
     pub fn object_texts(&self) -> Vec<(usize, String)> {
         let mut out = Vec::new();
         for (index, document) in self.documents.iter().enumerate() {
             let Some(node) = document else { continue };
-            let items = match (self.resource_list, node.get("items")) {
+            let is_list = node.get("kind").and_then(Node::as_str) == Some("List");
+            let items: Vec<&Node> = match (self.resource_list || is_list, node.get("items")) {
                 (true, Some(Node::List(items))) => items.iter().collect(),
                 (true, _) => Vec::new(),
                 (false, _) => vec![node],
             };
-            out.extend(items.into_iter().map(|item| (index + 1, item.to_yaml())));
+            let objects = items.into_iter().filter(|item| {
+                item.get("kind")
+                    .and_then(Node::as_str)
+                    .and_then(ObjectKind::from_api_kind)
+                    .is_some()
+            });
+            out.extend(objects.map(|item| (index + 1, item.to_yaml())));
         }
         out
     }
@@ -108,59 +130,10 @@ impl Stream {
     }
 }
 
-/// The texts of the stream's documents. A line starting `---` opens a new
-/// document (a leading one opens the first); a line `...` closes one.
-/// Comments and blank lines before the first marker are not a document.
-fn split_documents(text: &str) -> Vec<&str> {
-    let mut documents = Vec::new();
-    let mut start = 0;
-    let mut offset = 0;
-    let mut seen_marker = false;
-    for line in text.split_inclusive('\n') {
-        let bare = line.trim_end_matches(['\n', '\r']);
-        let is_marker = bare == "---" || bare.starts_with("--- ") || bare == "...";
-        if is_marker {
-            let chunk = &text[start..offset];
-            if seen_marker || has_content(chunk) {
-                documents.push(chunk);
-            }
-            seen_marker = bare != "...";
-            // `--- {a: b}`: the content after the marker belongs to the new document.
-            start = if bare.starts_with("--- ") { offset + 4 } else { offset + line.len() };
-            if bare == "..." {
-                seen_marker = false;
-            }
-        }
-        offset += line.len();
-    }
-    let last = &text[start..];
-    if seen_marker || has_content(last) {
-        documents.push(last);
-    }
-    documents
-}
-
-fn has_content(text: &str) -> bool {
-    text.lines().any(|l| {
-        let l = l.trim();
-        !l.is_empty() && !l.starts_with('#')
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn splits_streams_as_yaml_does() {
-        assert_eq!(split_documents("a: 1\n---\nb: 2\n"), vec!["a: 1\n", "b: 2\n"]);
-        assert_eq!(
-            split_documents("---\n# Source: x\na: 1\n---\n---\nb: 2"),
-            vec!["# Source: x\na: 1\n", "", "b: 2"]
-        );
-        assert_eq!(split_documents("# only a comment\n---\na: 1\n"), vec!["a: 1\n"]);
-        assert_eq!(split_documents("--- {a: 1}\n"), vec!["{a: 1}\n"]);
-        assert_eq!(split_documents("a: 1\n...\n"), vec!["a: 1\n"]);
-        assert_eq!(split_documents("a: |\n  ---\n  x\n"), vec!["a: |\n  ---\n  x\n"]);
+fn is_mapping(node: &Node) -> bool {
+    match node {
+        Node::Map(_) => true,
+        Node::Tagged(tagged) => tagged.0 == "!!map" && matches!(tagged.1, Node::Map(_)),
+        _ => false,
     }
 }

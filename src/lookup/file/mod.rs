@@ -13,10 +13,12 @@ use std::sync::Arc;
 
 use serde_saphyr::Spanned;
 
+mod documents;
 mod yaml;
 
-use self::yaml::{Fields, Node, yaml_error};
-pub(crate) use self::yaml::{Node as YamlNode, yaml_options, yaml_reason};
+pub(crate) use self::documents::{describe_before, split as split_documents};
+pub(crate) use self::yaml::scan_reason;
+use self::yaml::{Fields, Node, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
 use crate::core::inputs::Encoding;
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
@@ -30,26 +32,55 @@ pub struct FileSource {
     objects: HashMap<(String, ObjectRef), Arc<ObjectContent>>,
 }
 
-/// Why `--objects-from` cannot be served. No variant carries a value from the file.
+/// Why `--objects-from` cannot be served. No variant carries a value from the
+/// file; each names the document (1-based, counting every document of the
+/// stream) and, where it can be read, the object (`Kind namespace/name`).
 #[derive(Debug, thiserror::Error)]
 pub enum FileSourceError {
     #[error("cannot read {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("{path}: not valid YAML{}: {reason}", at(*line, *column))]
-    Yaml { path: PathBuf, line: u64, column: u64, reason: String },
-    #[error("{path}: the document at line {line}, column {column} is not a mapping")]
-    NotAnObject { path: PathBuf, line: u64, column: u64 },
-    /// `object` is `Kind namespace/name`, or `Kind at line N` while the name is
-    /// unknown; `field` is a path such as `data.password` or `items[2]`.
-    #[error("{path}: {object}: {field} {problem} (line {line}, column {column})")]
+    /// Not YAML. The object is read from the document's lines before the
+    /// error (its kind, namespace and name, when shaped like ones), as a
+    /// broken document cannot be parsed; a duplicate key is named.
+    #[error("{path}: {}not valid YAML{}: {reason}", label(*document, None, object), at(*line, *column))]
+    Yaml { path: PathBuf, document: u32, object: String, line: u64, column: u64, reason: String },
+    #[error("{path}: {}not a mapping (line {line}, column {column})", label(*document, None, ""))]
+    NotAnObject { path: PathBuf, document: u32, line: u64, column: u64 },
+    /// `object` is `Kind namespace/name`, or `Kind` while the name is unknown,
+    /// or empty; `item` is its index in a List; `field` is a path such as
+    /// `data.password` or `items[2]`.
+    #[error("{path}: {}{field} {problem} (line {line}, column {column})", label(*document, *item, object))]
     Object {
         path: PathBuf,
+        document: u32,
+        item: Option<u32>,
         object: String,
         field: String,
         problem: &'static str,
         line: u64,
         column: u64,
     },
+}
+
+/// `document 2, items[0] (ConfigMap team-a/c): `; nothing when the document is unknown (0).
+fn label(document: u32, item: Option<u32>, object: &str) -> String {
+    if document == 0 {
+        return String::new();
+    }
+    let mut label = format!("document {document}");
+    if let Some(item) = item {
+        label.push_str(&format!(", items[{item}]"));
+    }
+    if !object.is_empty() {
+        label.push_str(&format!(" ({object})"));
+    }
+    label.push_str(": ");
+    label
+}
+
+/// A document or item number as errors carry it (saturating; a file never has that many).
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Where a YAML error is; line 0 means the parser could not say.
@@ -81,16 +112,19 @@ impl FileSource {
     ) -> Result<Self, FileSourceError> {
         let documents: Vec<Spanned<Node>> =
             serde_saphyr::from_multiple_with_options(text, yaml_options())
-                .map_err(|error| yaml_error(path, &error))?;
-        let reader = Reader { text, path, first_wins, namespace };
+                .map_err(|error| yaml_error(path, text, namespace, &error))?;
+        let block_at_end = yaml::block_scalar_at_end(text);
+        let reader = Reader { text, path, first_wins, namespace, block_at_end };
         let mut source = FileSource::default();
-        for document in &documents {
+        for (index, document) in documents.iter().enumerate() {
+            let place = Place { document: count(index + 1), item: None, object: String::new() };
             match &document.value {
                 Node::Null => {}
-                Node::Map(fields) => reader.object(document, fields, &mut source)?,
+                Node::Map(fields) => reader.object(&place, document, fields, &mut source)?,
                 _ => {
                     return Err(FileSourceError::NotAnObject {
                         path: path.to_owned(),
+                        document: place.document,
                         line: document.referenced.line(),
                         column: document.referenced.column(),
                     });
@@ -168,6 +202,20 @@ impl ObjectSource for FileSource {
     }
 }
 
+/// Which object an error is about: the document, the List item, and `Kind
+/// namespace/name` as far as known.
+struct Place {
+    document: u32,
+    item: Option<u32>,
+    object: String,
+}
+
+impl Place {
+    fn named(&self, object: String) -> Place {
+        Place { object, ..*self }
+    }
+}
+
 /// Reads the objects out of the parsed documents of `text`.
 struct Reader<'a> {
     text: &'a str,
@@ -175,24 +223,26 @@ struct Reader<'a> {
     first_wins: bool,
     /// Of objects that name none.
     namespace: &'a str,
+    /// Where a block scalar that ends the text with no line break starts.
+    block_at_end: Option<u64>,
 }
 
 impl Reader<'_> {
     /// Adds a ConfigMap or Secret, reads the items of a List, ignores other kinds.
     fn object(
         &self,
+        place: &Place,
         node: &Spanned<Node>,
         fields: &Fields,
         into: &mut FileSource,
     ) -> Result<(), FileSourceError> {
-        let line = node.referenced.line();
-        let kind = self.text_of(&format!("object at line {line}"), fields, "kind", "kind")?;
+        let kind = self.text_of(place, fields, "kind", "kind")?;
         let kind = kind.unwrap_or_default();
         if kind == "List" {
-            return self.items(&format!("List at line {line}"), fields, into);
+            return self.items(&place.named("List".to_owned()), fields, into);
         }
         let Some(object_kind) = ObjectKind::from_api_kind(kind) else { return Ok(()) };
-        let unnamed = format!("{kind} at line {line}");
+        let unnamed = place.named(kind.to_owned());
         let metadata = self.mapping_of(&unnamed, fields, "metadata", "metadata")?;
         let name = self.text_of(&unnamed, metadata, "name", "metadata.name")?;
         let Some(name) = name.filter(|name| !name.is_empty()) else {
@@ -201,7 +251,8 @@ impl Reader<'_> {
         let namespace = self.text_of(&unnamed, metadata, "namespace", "metadata.namespace")?;
         let namespace =
             namespace.filter(|namespace| !namespace.is_empty()).unwrap_or(self.namespace);
-        let object = format!("{kind} {}/{}", namespace.escape_debug(), name.escape_debug());
+        let object =
+            place.named(format!("{kind} {}/{}", namespace.escape_debug(), name.escape_debug()));
         let mut entries = BTreeMap::new();
         // In the declared order: a Secret's `stringData` wins over `data`, as
         // the API server folds it in on write.
@@ -221,7 +272,7 @@ impl Reader<'_> {
 
     fn items(
         &self,
-        list: &str,
+        list: &Place,
         fields: &Fields,
         into: &mut FileSource,
     ) -> Result<(), FileSourceError> {
@@ -236,7 +287,10 @@ impl Reader<'_> {
         for (index, item) in items.iter().enumerate() {
             match &item.value {
                 Node::Null => {}
-                Node::Map(fields) => self.object(item, fields, into)?,
+                Node::Map(fields) => {
+                    let place = Place { item: Some(count(index)), object: String::new(), ..*list };
+                    self.object(&place, item, fields, into)?;
+                }
                 _ => {
                     let field = format!("items[{index}]");
                     return Err(self.error(list, &field, "is not a mapping", item));
@@ -249,7 +303,7 @@ impl Reader<'_> {
     /// Adds every value of the string map `fields[key]` (`data`, `binaryData`, `stringData`).
     fn add_entries(
         &self,
-        object: &str,
+        object: &Place,
         fields: &Fields,
         key: &str,
         encoding: Encoding,
@@ -275,7 +329,7 @@ impl Reader<'_> {
     /// The entries of the mapping `fields[key]`; none if it is absent or null.
     fn mapping_of<'n>(
         &self,
-        object: &str,
+        object: &Place,
         fields: &'n Fields,
         key: &str,
         field: &str,
@@ -291,7 +345,7 @@ impl Reader<'_> {
     /// The text of the scalar `fields[key]`; `None` if it is absent or null.
     fn text_of<'n>(
         &'n self,
-        object: &str,
+        object: &Place,
         fields: &'n Fields,
         key: &str,
         field: &str,
@@ -302,12 +356,20 @@ impl Reader<'_> {
     /// The text of a scalar as written; `None` for null.
     fn text<'n>(
         &'n self,
-        object: &str,
+        object: &Place,
         field: &str,
         node: &'n Spanned<Node>,
     ) -> Result<Option<&'n str>, FileSourceError> {
         match &node.value {
             Node::Null => Ok(None),
+            // The parser gives this block scalar a final line break the text
+            // does not have; YAML, kubectl and the API server keep none.
+            Node::Text(text)
+                if self.block_at_end.is_some()
+                    && node.defined.span().byte_offset() == self.block_at_end =>
+            {
+                Ok(Some(text.strip_suffix('\n').unwrap_or(text)))
+            }
             Node::Text(text) => Ok(Some(text)),
             Node::Typed => match self.source_of(node) {
                 Some(text) => Ok(Some(text)),
@@ -327,14 +389,16 @@ impl Reader<'_> {
 
     fn error(
         &self,
-        object: &str,
+        object: &Place,
         field: &str,
         problem: &'static str,
         node: &Spanned<Node>,
     ) -> FileSourceError {
         FileSourceError::Object {
             path: self.path.to_owned(),
-            object: object.to_owned(),
+            document: object.document,
+            item: object.item,
+            object: object.object.clone(),
             field: field.to_owned(),
             problem,
             line: node.referenced.line(),
@@ -416,7 +480,7 @@ items:
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-        assert!(err.contains("Secret default/s: data.k") && !err.contains("notbase64"), "{err}");
+        assert!(err.contains("(Secret default/s): data.k") && !err.contains("notbase64"), "{err}");
         assert!(FileSource::parse("a: [unclosed", Path::new("f")).is_err());
         assert!(FileSource::load(Path::new("/nonexistent/objects.yaml")).is_err());
     }
@@ -530,6 +594,23 @@ stringData: {user: null}
     }
 
     #[test]
+    fn a_block_scalar_that_ends_the_file_gains_no_line_break() {
+        for (block, value) in [("|", "foo"), ("|+", "foo"), (">", "foo bar"), ("|", "foo\n  ")] {
+            let lines = if value == "foo bar" { "foo\n    bar" } else { value };
+            let yaml =
+                format!("kind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  k: {block}\n    {lines}");
+            let source = FileSource::parse(&yaml, Path::new("t.yaml")).expect("parses");
+            let expected = if value == "foo\n  " { "foo\n" } else { value };
+            let c = ObjectRef::config_map("c");
+            assert_eq!(
+                digest(&source, "default", c.clone()),
+                digest_of("default", c, &[("k", expected)]),
+                "{yaml:?}"
+            );
+        }
+    }
+
+    #[test]
     fn a_later_object_replaces_an_earlier_one() {
         let yaml = "kind: ConfigMap\nmetadata: {name: c}\ndata: {k: first}\n---\n\
                     kind: List\nitems:\n- {kind: ConfigMap, metadata: {name: c}, data: {k: last}}\n";
@@ -546,55 +627,55 @@ stringData: {user: null}
         let cases = [
             (
                 "kind: Secret\nmetadata: {name: db, namespace: team-a}\ndata:\n  password: S3CR3T!!\n",
-                "objects.yaml: Secret team-a/db: data.password is not valid base64 (line 4, column 13)",
+                "objects.yaml: document 1 (Secret team-a/db): data.password is not valid base64 (line 4, column 13)",
             ),
             (
                 "kind: ConfigMap\nmetadata: {name: c}\nbinaryData: {blob: 'S3CR3T'}\n",
-                "objects.yaml: ConfigMap default/c: binaryData.blob is not valid base64 (line 3, column 20)",
+                "objects.yaml: document 1 (ConfigMap default/c): binaryData.blob is not valid base64 (line 3, column 20)",
             ),
             (
                 "kind: ConfigMap\nmetadata: {name: c}\ndata: {k: {nested: S3CR3T}}\n",
-                "objects.yaml: ConfigMap default/c: data.k is not a string (line 3, column 11)",
+                "objects.yaml: document 1 (ConfigMap default/c): data.k is not a string (line 3, column 11)",
             ),
             (
                 "kind: Secret\nmetadata: {name: s}\nstringData: {k: [S3CR3T]}\n",
-                "objects.yaml: Secret default/s: stringData.k is not a string (line 3, column 17)",
+                "objects.yaml: document 1 (Secret default/s): stringData.k is not a string (line 3, column 17)",
             ),
             (
                 "kind: ConfigMap\nmetadata: {name: c}\ndata: [S3CR3T]\n",
-                "objects.yaml: ConfigMap default/c: data is not a mapping (line 3, column 7)",
+                "objects.yaml: document 1 (ConfigMap default/c): data is not a mapping (line 3, column 7)",
             ),
             (
                 "kind: Secret\nmetadata: S3CR3T\n",
-                "objects.yaml: Secret at line 1: metadata is not a mapping (line 2, column 11)",
+                "objects.yaml: document 1 (Secret): metadata is not a mapping (line 2, column 11)",
             ),
             (
                 "kind: Secret\nmetadata: {name: [S3CR3T]}\n",
-                "objects.yaml: Secret at line 1: metadata.name is not a string (line 2, column 18)",
+                "objects.yaml: document 1 (Secret): metadata.name is not a string (line 2, column 18)",
             ),
             (
                 "kind: Secret\nmetadata: {namespace: a}\ndata: {k: S3CR3T}\n",
-                "objects.yaml: Secret at line 1: metadata.name is missing (line 1, column 1)",
+                "objects.yaml: document 1 (Secret): metadata.name is missing (line 1, column 1)",
             ),
             (
                 "kind: [S3CR3T]\n",
-                "objects.yaml: object at line 1: kind is not a string (line 1, column 7)",
+                "objects.yaml: document 1: kind is not a string (line 1, column 7)",
             ),
             (
                 "kind: List\nitems: S3CR3T\n",
-                "objects.yaml: List at line 1: items is not a list (line 2, column 8)",
+                "objects.yaml: document 1 (List): items is not a list (line 2, column 8)",
             ),
             (
                 "---\nkind: List\nitems:\n- S3CR3T\n",
-                "objects.yaml: List at line 2: items[0] is not a mapping (line 4, column 3)",
+                "objects.yaml: document 1 (List): items[0] is not a mapping (line 4, column 3)",
             ),
             (
                 "kind: List\nitems:\n- kind: ConfigMap\n  data: {k: S3CR3T}\n",
-                "objects.yaml: ConfigMap at line 3: metadata.name is missing (line 3, column 3)",
+                "objects.yaml: document 1, items[0] (ConfigMap): metadata.name is missing (line 3, column 3)",
             ),
             (
                 "kind: ConfigMap\nmetadata: {name: c}\n---\nS3CR3T\n",
-                "objects.yaml: the document at line 4, column 1 is not a mapping",
+                "objects.yaml: document 2: not a mapping (line 4, column 1)",
             ),
         ];
         for (yaml, expected) in cases {
@@ -605,32 +686,38 @@ stringData: {user: null}
     }
 
     #[test]
-    fn yaml_errors_give_a_position_and_no_source() {
+    fn yaml_errors_name_the_document_the_object_and_the_line_and_no_value() {
         let cases = [
             (
                 "kind: Secret\nmetadata: {name: s}\nstringData: {password: 'S3CR3T\n",
-                "objects.yaml: not valid YAML at line 3, column 24: unclosed quote",
+                "objects.yaml: document 1 (Secret default/s): not valid YAML at line 3, column 24: \
+                 unclosed quote",
             ),
             (
                 "kind: Secret\nstringData: {a: b\n  password: S3CR3T\n",
-                "objects.yaml: not valid YAML at line 3, column 11: \
+                "objects.yaml: document 1 (Secret): not valid YAML at line 3, column 11: \
                  while parsing a flow mapping, did not find expected ',' or '}'",
             ),
             (
-                "kind: Secret\nstringData:\n  password: x\n  password: S3CR3T\n",
-                "objects.yaml: not valid YAML at line 4, column 3: duplicate key",
+                "kind: Secret\nmetadata:\n  name: db\n  namespace: team-a\nstringData:\n  \
+                 password: x\n  password: S3CR3T\n",
+                "objects.yaml: document 1 (Secret team-a/db): not valid YAML at line 7, column 3: \
+                 duplicate key \"password\"",
             ),
             (
-                "kind: Secret\nstringData:\n  password: `S3CR3T\n",
-                "objects.yaml: not valid YAML at line 3, column 13: unexpected character",
+                "kind: ConfigMap\nmetadata: {name: c}\n---\nkind: Secret\nmetadata:\n  name: db\n\
+                 stringData:\n  password: `S3CR3T\n",
+                "objects.yaml: document 2 (Secret default/db): not valid YAML at line 8, column 13: \
+                 unexpected character",
             ),
             (
-                "kind: Secret\nstringData:\n  password: *S3CR3T\n",
-                "objects.yaml: not valid YAML at line 3, column 13: alias to an unknown anchor",
+                "---\n# Source: x\n---\nkind: Secret\nstringData:\n  password: *S3CR3T\n",
+                "objects.yaml: document 2 (Secret): not valid YAML at line 6, column 13: \
+                 alias to an unknown anchor",
             ),
             (
                 "a: [unclosed",
-                "objects.yaml: not valid YAML at line 1, column 4: unclosed bracket '['",
+                "objects.yaml: document 1: not valid YAML at line 1, column 4: unclosed bracket '['",
             ),
         ];
         for (yaml, expected) in cases {
@@ -638,5 +725,28 @@ stringData: {user: null}
             assert_eq!(err, expected, "for {yaml:?}");
             assert!(!err.contains(MARKER) && !err.contains('`'), "{err}");
         }
+    }
+
+    /// Every way a character can break the file, at every position: whatever
+    /// the error, it quotes none of the values.
+    #[test]
+    fn no_error_quotes_a_value_wherever_the_file_breaks() {
+        let yaml = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\n  namespace: team-a\n  \
+                    labels: {tier: S3CR3T-label}\n  annotations:\n    note: \"S3CR3T note\"\n\
+                    stringData:\n  password: S3CR3T-password\n  script: |\n    echo S3CR3T\n\
+                    data: {token: S3CR3Tbase64==}\n---\nkind: List\nitems:\n- kind: ConfigMap\n  \
+                    metadata: {name: c}\n  data: {k: 'S3CR3T-value', n: [S3CR3T]}\n";
+        let mut errors = 0;
+        for (at, _) in yaml.char_indices() {
+            for broken in ["`", "'", "\"", "[", "{", "]", "}", "\t", "*", "!", "&", "%", "@", "|"] {
+                let text = format!("{}{broken}{}", &yaml[..at], &yaml[at..]);
+                if let Err(e) = FileSource::parse(&text, Path::new("objects.yaml")) {
+                    let e = e.to_string();
+                    assert!(!e.contains(MARKER), "{e}\nfor:\n{text}");
+                    errors += 1;
+                }
+            }
+        }
+        assert!(errors > 1000, "only {errors} of the broken files were refused");
     }
 }

@@ -1,13 +1,15 @@
 //! The YAML side of `--objects-from`: a node tree that keeps where every
-//! scalar was written, and parse errors that never quote the file.
+//! scalar was written, and parse errors that never quote a value (a
+//! duplicate key is named).
 
 use std::fmt;
 use std::path::Path;
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
+use serde_saphyr::granit_parser::{ErrorKind, Event, Parser, ScalarStyle, ScanError};
 
-use super::FileSourceError;
+use super::{FileSourceError, documents};
 
 /// A YAML node as parsed, before we know which object it belongs to: the kind
 /// may come after `data`, and only the kind says whether `data` holds strings.
@@ -98,29 +100,53 @@ pub fn yaml_options() -> serde_saphyr::Options {
     options
 }
 
-pub fn yaml_error(path: &Path, error: &serde_saphyr::Error) -> FileSourceError {
+/// A syntax error in `text`, with the document it is in and the object that
+/// document describes (objects naming no namespace are in `namespace`).
+pub fn yaml_error(
+    path: &Path,
+    text: &str,
+    namespace: &str,
+    error: &serde_saphyr::Error,
+) -> FileSourceError {
     let (line, column) = error.location().map_or((0, 0), |at| (at.line(), at.column()));
-    FileSourceError::Yaml { path: path.to_owned(), line, column, reason: yaml_reason(error) }
+    let found = usize::try_from(line).ok().and_then(|line| documents::object_at(text, line));
+    let (document, object) = match found {
+        Some((document, mut object)) => {
+            if object.name.is_some() && object.namespace.is_none() {
+                object.namespace = Some(namespace.to_owned());
+            }
+            (u32::try_from(document).unwrap_or(u32::MAX), object.describe())
+        }
+        None => (0, String::new()),
+    };
+    FileSourceError::Yaml {
+        path: path.to_owned(),
+        document,
+        object,
+        line,
+        column,
+        reason: yaml_reason(error),
+    }
 }
 
 /// What is wrong, in words that cannot quote the file: the parser's fixed
 /// messages, or ours. Anything else the library says might carry a value.
 pub fn yaml_reason(error: &serde_saphyr::Error) -> String {
-    use serde_saphyr::granit_parser::ErrorKind;
     use serde_saphyr::{Error, ExternalMessageSource};
     match error {
-        Error::ExternalMessage { source, msg, .. } => match &**source {
-            ExternalMessageSource::Parser(scan) => match scan.kind() {
-                // These quote the input.
-                ErrorKind::UnexpectedCharacter { .. }
-                | ErrorKind::Custom(_)
-                | ErrorKind::InputDecoding { .. }
-                | ErrorKind::InputIo { .. } => "unexpected character".into(),
-                _ => msg.clone(),
-            },
+        Error::ExternalMessage { source, .. } => match &**source {
+            ExternalMessageSource::Parser(scan) => scan_reason(scan),
             _ => "invalid".into(),
         },
         Error::AliasError { error, .. } | Error::WithSnippet { error, .. } => yaml_reason(error),
+        // A key names something; it is shown (escaped, cut short), values never are.
+        Error::DuplicateMappingKey { key: Some(key), .. } => {
+            let mut shown: String = key.chars().take(64).collect();
+            if shown.len() < key.len() {
+                shown.push('…');
+            }
+            format!("duplicate key \"{}\"", shown.escape_debug())
+        }
         Error::DuplicateMappingKey { .. } => "duplicate key".into(),
         Error::UnknownAnchor { .. } => "alias to an unknown anchor".into(),
         Error::NullIntoString { .. } => "null where a string is needed".into(),
@@ -134,4 +160,39 @@ pub fn yaml_reason(error: &serde_saphyr::Error) -> String {
         }
         _ => "unsupported YAML".into(),
     }
+}
+
+/// The parser's fixed message for a syntax error; the few that would quote
+/// the input are replaced.
+pub fn scan_reason(scan: &ScanError) -> String {
+    match scan.kind() {
+        ErrorKind::UnexpectedCharacter { .. }
+        | ErrorKind::Custom(_)
+        | ErrorKind::InputDecoding { .. }
+        | ErrorKind::InputIo { .. } => "unexpected character".into(),
+        ErrorKind::RecursionLimitExceeded => "too deeply nested".into(),
+        kind => kind.to_string(),
+    }
+}
+
+/// Where a block scalar (`|`, `>`) that ends `text` on a line with content
+/// and no line break starts (its byte offset), if one does. The parser gives
+/// such a scalar a final line break; YAML (and PyYAML, ruamel, go-yaml) has
+/// none to keep. Parses again only for a text that ends that way.
+pub fn block_scalar_at_end(text: &str) -> Option<u64> {
+    let last_line = text.rsplit(['\n', '\r']).next()?;
+    if !last_line.chars().any(|c| c != ' ' && c != '\t') {
+        return None;
+    }
+    let chars = text.chars().count();
+    let mut found = None;
+    let mut parser = Parser::new_from_str(text);
+    while let Some(Ok((event, span))) = parser.next_event() {
+        if matches!(event, Event::Scalar(_, ScalarStyle::Literal | ScalarStyle::Folded, ..))
+            && span.end.index() == chars
+        {
+            found = span.start.byte_offset().and_then(|at| u64::try_from(at).ok());
+        }
+    }
+    found
 }
