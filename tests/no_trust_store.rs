@@ -11,6 +11,8 @@
 //!   no `/etc` at all, entered with `chroot` (needs root, as CI runs; skipped with a notice
 //!   otherwise): `serve` answers a review over TLS, `controller` turns ready, `render` renders.
 
+#[path = "support/digests.rs"]
+mod digests;
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/registry.rs"]
@@ -30,19 +32,9 @@ const KEY: &str = "0123456789abcdef0123456789abcdef\n";
 const OBJECTS: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: team-a}\n\
                        data: {k: v}\n";
 
-/// The digest of ConfigMap `team-a/app` with `data: {k: v}`, all keys, by the v1 format
-/// (docs/behaviour.md, "Digest").
+/// The digest of ConfigMap `team-a/app` with `data: {k: v}`.
 fn app_digest() -> String {
-    use sha2::Digest as _;
-    let mut input = b"configsum/v1\nConfigMap\n".to_vec();
-    for part in ["team-a", "app", "k"] {
-        input.extend((part.len() as u32).to_be_bytes());
-        input.extend(part.as_bytes());
-    }
-    input.push(1);
-    input.extend(1u64.to_be_bytes());
-    input.push(b'v');
-    format!("sha256:{:x}", sha2::Sha256::digest(&input))
+    digests::config_map("team-a", "app", &[("k", "v")])
 }
 
 fn web(image: &str, track_images: bool) -> Value {

@@ -4,6 +4,8 @@
 //! exec transformer in plugins/kustomize. Each must give the digests
 //! `configsum render` gives on its own.
 
+#[path = "support/chart.rs"]
+mod chart;
 #[path = "support/server.rs"]
 mod server;
 
@@ -21,29 +23,10 @@ fn tool(path: &str) -> PathBuf {
     tool
 }
 
-/// A chart whose templates set no namespace, as most charts do.
+/// The shop chart (tests/support/chart.rs) in `dir`.
 fn chart(dir: &TempDir) -> PathBuf {
     let chart = dir.path("chart");
-    std::fs::create_dir_all(chart.join("templates")).expect("chart dir");
-    std::fs::write(chart.join("Chart.yaml"), "apiVersion: v2\nname: shop\nversion: 0.1.0\n")
-        .expect("Chart.yaml");
-    std::fs::write(
-        chart.join("templates/config.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\n\
-         data:\n  log-level: {{ .Values.logLevel | default \"info\" | quote }}\n  mode: \"0755\"\n\
-         ---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-db\n\
-         stringData:\n  password: hunter2\n",
-    )
-    .expect("config template");
-    std::fs::write(
-        chart.join("templates/deployment.yaml"),
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-web\n\
-         spec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n\
-         \x20   spec:\n      containers:\n        - name: app\n          image: web:1\n\
-         \x20         envFrom:\n            - configMapRef: {name: {{ .Release.Name }}-config}\n\
-         \x20           - secretRef: {name: {{ .Release.Name }}-db}\n",
-    )
-    .expect("deployment template");
+    chart::write_shop_chart(&chart);
     chart
 }
 

@@ -11,30 +11,9 @@ use crate::control_plane::ControlPlane;
 use crate::install::{ConsumeAs, Installation, KEY, SYSTEM, deployment, installation, run, secret};
 use crate::server::{TempDir, http_get, spawn};
 
-/// The v1 digest of a Secret consuming every key, keyed with [`KEY`] (docs/behaviour.md,
-/// "Digest"), computed here from the format rather than by the code under test.
+/// The digest of a Secret consuming every key, keyed with [`KEY`].
 pub fn secret_digest(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
-    use hmac::Mac as _;
-    let mut input = b"configsum/v1\nSecret\n".to_vec();
-    for part in [namespace, name] {
-        input.extend((part.len() as u32).to_be_bytes());
-        input.extend(part.as_bytes());
-    }
-    let mut data = data.to_vec();
-    data.sort();
-    for (key, value) in data {
-        input.extend((key.len() as u32).to_be_bytes());
-        input.extend(key.as_bytes());
-        input.push(1);
-        input.extend((value.len() as u64).to_be_bytes());
-        input.extend(value.as_bytes());
-    }
-    let mut mac =
-        hmac::Hmac::<sha2::Sha256>::new_from_slice(KEY.trim().as_bytes()).expect("an HMAC key");
-    mac.update(&input);
-    let bytes = mac.finalize().into_bytes();
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("hmac-sha256:{hex}")
+    crate::digests::secret(KEY, namespace, name, data)
 }
 
 /// Held by a test while its `configsum controller` runs: the controllers of two tests would share

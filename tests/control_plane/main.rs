@@ -12,6 +12,8 @@
 mod chart;
 #[path = "../support/control_plane.rs"]
 mod control_plane;
+#[path = "../support/digests.rs"]
+mod digests;
 #[path = "../support/registry.rs"]
 mod registry;
 #[path = "../support/server.rs"]

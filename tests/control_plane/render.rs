@@ -4,33 +4,8 @@
 
 use std::process::Command;
 
-use crate::chart::Helm;
+use crate::chart::{Helm, write_shop_chart};
 use crate::install::{installation, run};
-
-/// A chart whose templates set no namespace, as most charts do.
-fn write_chart(dir: &std::path::Path) {
-    std::fs::create_dir_all(dir.join("templates")).expect("chart dir");
-    std::fs::write(dir.join("Chart.yaml"), "apiVersion: v2\nname: shop\nversion: 0.1.0\n")
-        .expect("Chart.yaml");
-    std::fs::write(
-        dir.join("templates/config.yaml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\n\
-         data:\n  log-level: info\n  mode: \"0755\"\n  day: \"2001-12-14\"\n\
-         ---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-db\n\
-         stringData:\n  password: hunter2\n",
-    )
-    .expect("config template");
-    std::fs::write(
-        dir.join("templates/deployment.yaml"),
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-web\n\
-         spec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n\
-         \x20   spec:\n      containers:\n        - name: app\n          image: web:1\n\
-         \x20         env:\n            - {name: DAY, value: \"2001-12-14\"}\n\
-         \x20         envFrom:\n            - configMapRef: {name: {{ .Release.Name }}-config}\n\
-         \x20           - secretRef: {name: {{ .Release.Name }}-db}\n",
-    )
-    .expect("deployment template");
-}
 
 #[test]
 fn a_helm_install_post_rendered_by_configsum_is_admitted_with_no_patch() {
@@ -39,7 +14,7 @@ fn a_helm_install_post_rendered_by_configsum_is_admitted_with_no_patch() {
         let ns = "shop";
         install.cp.namespace(ns, true);
         let chart = install.path("shop-chart");
-        write_chart(&chart);
+        write_shop_chart(&chart);
         let key = install.path("digest.key").display().to_string();
         let mut helm: Command = Helm::V3.command();
         helm.env("KUBECONFIG", &install.cp.kubeconfig)

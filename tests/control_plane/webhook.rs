@@ -9,26 +9,7 @@ use crate::install::{
     point_webhook_at, run, start_serve,
 };
 
-/// The v1 digest of a ConfigMap consuming every key (docs/behaviour.md, "Digest"), computed
-/// here from the format rather than by the code under test.
-pub fn config_map_digest(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
-    use sha2::Digest as _;
-    let mut input = b"configsum/v1\nConfigMap\n".to_vec();
-    for part in [namespace, name] {
-        input.extend((part.len() as u32).to_be_bytes());
-        input.extend(part.as_bytes());
-    }
-    let mut data = data.to_vec();
-    data.sort();
-    for (key, value) in data {
-        input.extend((key.len() as u32).to_be_bytes());
-        input.extend(key.as_bytes());
-        input.push(1);
-        input.extend((value.len() as u64).to_be_bytes());
-        input.extend(value.as_bytes());
-    }
-    format!("sha256:{:x}", sha2::Sha256::digest(&input))
-}
+use crate::digests::config_map as config_map_digest;
 
 #[test]
 fn helm_installs_every_object_of_the_chart() {

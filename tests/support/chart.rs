@@ -124,3 +124,30 @@ pub fn by_identity(objects: Vec<Value>) -> BTreeMap<(String, String, String), Va
     }
     out
 }
+
+/// A small chart of an application whose templates set no namespace, as most charts do: a
+/// ConfigMap (with date- and octal-like strings), a Secret and a Deployment consuming both.
+pub fn write_shop_chart(dir: &Path) {
+    std::fs::create_dir_all(dir.join("templates")).expect("chart dir");
+    std::fs::write(dir.join("Chart.yaml"), "apiVersion: v2\nname: shop\nversion: 0.1.0\n")
+        .expect("Chart.yaml");
+    std::fs::write(
+        dir.join("templates/config.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\n\
+         data:\n  log-level: {{ .Values.logLevel | default \"info\" | quote }}\n  mode: \"0755\"\n\
+         \x20 day: \"2001-12-14\"\n\
+         ---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: {{ .Release.Name }}-db\n\
+         stringData:\n  password: hunter2\n",
+    )
+    .expect("config template");
+    std::fs::write(
+        dir.join("templates/deployment.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}-web\n\
+         spec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n\
+         \x20   spec:\n      containers:\n        - name: app\n          image: web:1\n\
+         \x20         env:\n            - {name: DAY, value: \"2001-12-14\"}\n\
+         \x20         envFrom:\n            - configMapRef: {name: {{ .Release.Name }}-config}\n\
+         \x20           - secretRef: {name: {{ .Release.Name }}-db}\n",
+    )
+    .expect("deployment template");
+}

@@ -17,8 +17,8 @@ use super::meaning::{
 use super::page::snippet;
 use crate::control_plane::ControlPlane;
 use crate::controller::{Controller, one_controller_at_a_time, wait_until};
+use crate::digests::config_map as config_map_digest;
 use crate::install::{ConsumeAs, config_map, deployment_with_image, installation, run, secret};
-use crate::webhook::config_map_digest;
 
 const KEY: &str = "configmap.configsum.dev/app";
 
