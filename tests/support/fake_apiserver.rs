@@ -220,6 +220,44 @@ impl Resource {
         }
         details
     }
+
+    /// `ConfigMap`, `Deployment.apps`: how Invalid errors and failed delete preconditions name
+    /// the type (a GroupKind where other errors have a GroupResource).
+    fn qualified_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.to_owned()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
+    /// The details of an error that names the type by kind: `name` left out when empty.
+    fn kind_details(&self, name: &str) -> Value {
+        let mut details = json!({"kind": self.kind});
+        if !name.is_empty() {
+            details["name"] = json!(name);
+        }
+        if !self.group.is_empty() {
+            details["group"] = json!(self.group);
+        }
+        details
+    }
+
+    /// The Go type the real server names in a 406 for the wrong metadata-only form:
+    /// `*core.ConfigMapList`, `*apps.Deployment`, `*unstructured.UnstructuredList`.
+    fn go_type(&self, list: bool) -> String {
+        let suffix = if list { "List" } else { "" };
+        if self.custom {
+            return format!("*unstructured.Unstructured{suffix}");
+        }
+        // events.k8s.io is served from the core Event storage.
+        let package = match self.group {
+            "" | "events.k8s.io" => "core",
+            "coordination.k8s.io" => "coordination",
+            group => group,
+        };
+        format!("*{package}.{}{suffix}", self.kind)
+    }
 }
 
 const fn resource(
@@ -316,6 +354,94 @@ fn parse_target(path: &str) -> Option<Target> {
         return None;
     }
     Some(Target { res, namespace, name })
+}
+
+/// What the real server's `RequestInfoFactory.NewRequestInfo`
+/// (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`) makes of a request, as
+/// far as authorization messages need it.
+#[derive(Debug)]
+struct RequestInfo {
+    path: String,
+    verb: String,
+    /// `(group, resource)`; `None` for a non-resource request (`/version`, `/api`, `/apis/apps`).
+    resource: Option<ResourceInfo>,
+    subresource: Option<String>,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+#[derive(Debug)]
+struct ResourceInfo {
+    group: String,
+    name: String,
+}
+
+fn request_info(method: &str, path: &str, query: &HashMap<String, String>) -> RequestInfo {
+    let mut info = RequestInfo {
+        path: path.to_owned(),
+        verb: method.to_ascii_lowercase(),
+        resource: None,
+        subresource: None,
+        namespace: None,
+        name: None,
+    };
+    let trimmed = path.trim_matches('/');
+    let parts: Vec<&str> = if trimmed.is_empty() { Vec::new() } else { trimmed.split('/').collect() };
+    let (group, rest) = match parts.as_slice() {
+        ["api", rest @ ..] if rest.len() >= 2 => ("", rest),
+        ["apis", group, rest @ ..] if rest.len() >= 2 => (*group, rest),
+        _ => return info,
+    };
+    // rest[0] is the version.
+    let mut rest = &rest[1..];
+    if let [verb @ ("watch" | "proxy"), more @ ..] = rest {
+        if more.is_empty() {
+            return info;
+        }
+        info.verb = (*verb).to_owned();
+        rest = more;
+    } else {
+        info.verb = match method {
+            "POST" => "create",
+            "GET" | "HEAD" => "get",
+            "PUT" => "update",
+            "PATCH" => "patch",
+            "DELETE" => "delete",
+            _ => "",
+        }
+        .to_owned();
+    }
+    if let ["namespaces", namespace, more @ ..] = rest {
+        info.namespace = Some((*namespace).to_owned());
+        if !more.is_empty() && !matches!(more[0], "status" | "finalize") {
+            rest = more;
+        }
+    }
+    if rest.len() >= 3 && info.verb != "proxy" {
+        info.subresource = Some(rest[2].to_owned());
+    }
+    if rest.len() >= 2 {
+        info.name = Some(rest[1].to_owned());
+    }
+    info.resource = Some(ResourceInfo { group: group.to_owned(), name: rest[0].to_owned() });
+    if info.name.is_none() && info.verb == "get" {
+        let watching = query.get("watch").is_some_and(|w| !matches!(w.as_str(), "false" | "0"));
+        info.verb = if watching { "watch" } else { "list" }.to_owned();
+        // A list or watch of one object by name is authorized as for that object.
+        let exact = query.get("fieldSelector").and_then(|selector| {
+            selector.split(',').find_map(|term| {
+                let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
+                (field.trim() == "metadata.name").then(|| value.trim())
+            })
+        });
+        if let Some(name) = exact.filter(|n| !matches!(*n, "" | "." | "..") && !n.contains(['/', '%'])) {
+            info.name = Some(name.to_owned());
+        }
+    }
+    if info.name.is_none() && info.verb == "delete" {
+        info.verb = "deletecollection".to_owned();
+    }
+    info
 }
 
 /// `(namespace or "", name)`.
@@ -882,7 +1008,7 @@ impl FakeApiServer {
         self.shared.most_in_flight.fetch_max(now, Ordering::SeqCst);
         let _guard = Decrement(self.shared.clone());
         let response = match (&token, fault) {
-            (None, _) => Ok(ApiError::unauthorized().response()),
+            (None, _) => Ok(self.anonymous(&method, &path, &raw_query)),
             (Some(_), Some(Fault::Status(code))) => Ok(ApiError::injected(code).response()),
             // An error from the service makes hyper close the connection unanswered.
             (Some(_), Some(Fault::Drop)) => Err(std::io::Error::other("injected connection drop")),
@@ -909,6 +1035,18 @@ impl FakeApiServer {
         response
     }
 
+    /// A request without a bearer token: the real server's default `--anonymous-auth` makes it
+    /// `system:anonymous`, whom RBAC's `system:public-info-viewer` lets read `/version` (and the
+    /// health paths, which this fake does not serve) and nothing else.
+    fn anonymous(&self, method: &str, path: &str, raw_query: &str) -> Response<Body> {
+        if matches!(method, "GET" | "HEAD") && matches!(path, "/version" | "/version/") {
+            if let Some(Ok(version)) = self.discovery("/version") {
+                return version;
+            }
+        }
+        ApiError::forbidden(&request_info(method, path, &parse_query(raw_query))).response()
+    }
+
     async fn route(
         &self,
         request: Request<Incoming>,
@@ -919,30 +1057,36 @@ impl FakeApiServer {
         if let Some(discovery) = self.discovery(path) {
             return if method == Method::GET { discovery } else { Err(ApiError::method()) };
         }
-        let target = parse_target(path).ok_or_else(ApiError::no_resource)?;
+        let Some(target) = parse_target(path) else {
+            return Err(self.not_served(path));
+        };
         let resource = target.resource();
         if resource.custom && !self.shared.state().rollouts {
-            return Err(ApiError::no_resource());
+            return Err(ApiError::page_not_found());
         }
+        // `watch` on an object's path is a plain GET on the real server (1.37): single objects
+        // are watched with a `metadata.name` field selector on their collection.
         let watching = query.get("watch").is_some_and(|w| w == "true" || w == "1");
         match (method, &target.name) {
-            (Method::GET, _) if watching => {
-                let shape = negotiate(request.headers())?.single()?;
+            (Method::GET, None) if watching => {
+                let shape = negotiate(request.headers(), resource)?.single(resource)?;
                 self.watch(&target, query, shape).await
             }
             (Method::GET, Some(_)) => {
-                let shape = negotiate(request.headers())?.single()?;
+                let shape = negotiate(request.headers(), resource)?.single(resource)?;
                 self.get(&target, shape)
             }
             (Method::GET, None) => {
-                let shape = negotiate(request.headers())?.list()?;
+                let shape = negotiate(request.headers(), resource)?.list(resource)?;
                 self.list_collection(&target, query, shape).await
             }
             (Method::POST, None) if target.namespace.is_some() || !resource.namespaced => {
+                json_body_type(request.headers())?;
                 let body = read_body(request).await?;
                 self.create(&target, &body)
             }
             (Method::PUT, Some(_)) => {
+                json_body_type(request.headers())?;
                 let body = read_body(request).await?;
                 self.replace(&target, &body)
             }
@@ -962,6 +1106,24 @@ impl FakeApiServer {
             }
             _ => Err(ApiError::method()),
         }
+    }
+
+    /// The 404 for a path that names no served resource: Go's plain-text one when the group or
+    /// version is not served at all (no handler is registered for it), a Status otherwise.
+    fn not_served(&self, path: &str) -> ApiError {
+        match split_api_path(path) {
+            Some((group, version, _)) if !group.is_empty() && !self.serves(group, version) => {
+                ApiError::page_not_found()
+            }
+            _ => ApiError::no_resource(),
+        }
+    }
+
+    fn serves(&self, group: &str, version: &str) -> bool {
+        let rollouts = self.shared.state().rollouts;
+        RESOURCES
+            .iter()
+            .any(|r| r.group == group && r.version == version && (!r.custom || rollouts))
     }
 
     /// `/version` and the discovery documents, or `None` for other paths.
@@ -1012,18 +1174,17 @@ impl FakeApiServer {
                     })
                     .collect();
                 if resources.is_empty() {
-                    return Some(Err(ApiError::no_resource()));
+                    return Some(Err(self.not_served(path)));
                 }
-                let group_version = if group.is_empty() {
-                    version.to_owned()
+                // The core group's list has no apiVersion; the named groups' lists do.
+                let body = if group.is_empty() {
+                    json!({"kind": "APIResourceList", "groupVersion": version,
+                        "resources": resources})
                 } else {
-                    format!("{group}/{version}")
+                    json!({"kind": "APIResourceList", "apiVersion": "v1",
+                        "groupVersion": format!("{group}/{version}"), "resources": resources})
                 };
-                json_response(
-                    StatusCode::OK,
-                    &json!({"kind": "APIResourceList", "apiVersion": "v1",
-                        "groupVersion": group_version, "resources": resources}),
-                )
+                json_response(StatusCode::OK, &body)
             }
         }))
     }
@@ -1054,26 +1215,16 @@ impl FakeApiServer {
                 .map_err(|_| ApiError::bad_request(&format!("invalid limit {limit:?}")))?,
             None => 0,
         };
-        let rv = query.get("resourceVersion").filter(|v| !v.is_empty());
-        let rv_match = query.get("resourceVersionMatch").filter(|v| !v.is_empty());
-        if rv_match.is_some() && rv.is_none() {
-            return Err(ApiError::bad_request(
-                "resourceVersionMatch is forbidden unless resourceVersion is provided",
-            ));
-        }
-        if let Some(m) = rv_match.filter(|m| *m != "NotOlderThan" && *m != "Exact") {
-            return Err(ApiError::bad_request(&format!(
-                "resourceVersionMatch: Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\""
-            )));
-        }
-        let continued = match query.get("continue").filter(|c| !c.is_empty()) {
+        let options = ListOptions::parse(query, false)?;
+        let rv = options.resource_version.as_deref();
+        let continued = match &options.continue_token {
             Some(token) => {
                 if rv.is_some() {
                     return Err(ApiError::bad_request(
                         "specifying resource version is not allowed when using continue",
                     ));
                 }
-                Some(decode_continue(token, resource)?)
+                Some(decode_continue(token, target)?)
             }
             None => None,
         };
@@ -1086,12 +1237,7 @@ impl FakeApiServer {
                 return Err(ApiError::too_large(wanted, self.resource_version()));
             }
         }
-        let exact = rv_match.is_some_and(|m| m == "Exact");
-        if exact && requested == Some(0) {
-            return Err(ApiError::bad_request(
-                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-            ));
-        }
+        let exact = options.resource_version_match.as_deref() == Some("Exact");
         let (items, more, snapshot) = {
             let state = self.shared.state();
             let snapshot = match (&continued, exact, requested) {
@@ -1124,7 +1270,7 @@ impl FakeApiServer {
         let mut metadata = json!({"resourceVersion": snapshot.to_string()});
         if more {
             if let Some(last) = items.last() {
-                metadata["continue"] = json!(encode_continue(snapshot, last, resource));
+                metadata["continue"] = json!(encode_continue(snapshot, last, target));
             }
         }
         let (kind, api_version) = match &shape {
@@ -1165,39 +1311,29 @@ impl FakeApiServer {
         query: &HashMap<String, String>,
         shape: Shape,
     ) -> Result<Response<Body>, ApiError> {
-        let mut selector = Selector::parse(
+        let selector = Selector::parse(
             query.get("labelSelector").map(String::as_str),
             query.get("fieldSelector").map(String::as_str),
         )?;
-        if let Some(name) = &target.name {
-            selector.fields.push(FieldReq { field: Field::Name, value: name.clone(), equal: true });
-        }
-        let flag = |name: &str| query.get(name).is_some_and(|v| v == "true" || v == "1");
-        let bookmarks = flag("allowWatchBookmarks");
-        let initial_events = flag("sendInitialEvents");
-        let rv_match = query.get("resourceVersionMatch").filter(|v| !v.is_empty());
-        if initial_events && (!bookmarks || rv_match.is_none_or(|m| m != "NotOlderThan")) {
-            return Err(ApiError::invalid(
-                "sendInitialEvents requires allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan",
-            ));
-        }
-        if rv_match.is_some() && !initial_events {
-            return Err(ApiError::invalid(
-                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-            ));
-        }
-        let start = match query.get("resourceVersion").filter(|v| !v.is_empty()) {
-            None => Start::Current,
-            Some(rv) => match parse_rv(rv)? {
-                0 => Start::Current,
-                _ if initial_events => Start::Current,
-                n => Start::From(n),
-            },
+        let options = ListOptions::parse(query, true)?;
+        let bookmarks = flag(query, "allowWatchBookmarks")?.unwrap_or(false);
+        let initial_events = options.send_initial_events == Some(true);
+        let from = match options.resource_version.as_deref() {
+            Some(rv) => parse_rv(rv)?,
+            None => 0,
+        };
+        let start = match (options.send_initial_events, from) {
+            // The initial events of the objects as they are now (for `NotOlderThan` N, N or
+            // later): watch-list, the default for a watch from "" or "0".
+            (Some(true), _) => Start::Current,
+            // sendInitialEvents=false: no initial events, changes after N (or after now).
+            (Some(false), 0) => Start::Now,
+            (_, n) => Start::From(n),
         };
         let timeout = match query.get("timeoutSeconds").filter(|v| !v.is_empty()) {
-            Some(t) => Duration::from_secs(
-                t.parse().map_err(|_| ApiError::bad_request("invalid timeoutSeconds"))?,
-            ),
+            Some(t) => Duration::from_secs(t.parse().map_err(|e: std::num::ParseIntError| {
+                ApiError::bad_request(&format!("strconv.ParseInt: parsing {t:?}: {e}"))
+            })?),
             None => DEFAULT_WATCH_TIMEOUT,
         };
         let spec = WatchSpec {
@@ -1236,10 +1372,11 @@ impl FakeApiServer {
             }
         }
         if meta["resourceVersion"].as_str().is_some_and(|rv| !rv.is_empty()) {
+            // The real server's storage error, passed through as a reason-less 500.
             return Err(ApiError::new(
                 500,
-                "InternalError",
-                "Internal error occurred: resourceVersion should not be set on objects to be created",
+                "",
+                "resourceVersion should not be set on objects to be created",
             ));
         }
         let name = meta["name"].as_str().filter(|n| !n.is_empty()).map(str::to_owned);
@@ -1260,10 +1397,11 @@ impl FakeApiServer {
                 }
             },
             (None, None) => {
-                return Err(ApiError::invalid_object(
+                return Err(ApiError::required_field(
                     resource,
                     "",
-                    "metadata.name: Required value: name or generateName is required",
+                    "metadata.name",
+                    "name or generateName is required",
                 ));
             }
         };
@@ -1317,7 +1455,14 @@ impl FakeApiServer {
             "application/json-patch+json" => Kind::Json(
                 serde_json::from_slice(body).map_err(|e| ApiError::bad_request(&e.to_string()))?,
             ),
-            _ => return Err(ApiError::unsupported_media(resource)),
+            "application/apply-patch+yaml" if !resource.custom => {
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    "server-side apply (application/apply-patch+yaml) is not implemented by the fake API server",
+                ));
+            }
+            _ => return Err(ApiError::unsupported_patch(resource)),
         };
         let mut state = self.shared.state();
         if let Some(concurrent) = state.interleaved.remove(path) {
@@ -1334,8 +1479,15 @@ impl FakeApiServer {
         let mut patched = (*current).clone();
         match &patch {
             Kind::Merge(patch) => json_patch::merge(&mut patched, patch),
-            Kind::Json(patch) => json_patch::patch(&mut patched, patch)
-                .map_err(|e| ApiError::invalid_object(resource, &name, &e.to_string()))?,
+            // The real server says no more than this about a failing operation.
+            Kind::Json(patch) => json_patch::patch(&mut patched, patch).map_err(|_| {
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                )
+                .with_details(json!({}))
+            })?,
         }
         check_name(&patched, target)?;
         let sent = patched["metadata"]["resourceVersion"].as_str().filter(|rv| !rv.is_empty());
@@ -1357,21 +1509,26 @@ impl FakeApiServer {
             .get(&target.key())
             .cloned()
             .ok_or_else(|| ApiError::not_found(resource, &name))?;
-        for field in ["resourceVersion", "uid"] {
+        // `BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`): the UID
+        // first, then the resourceVersion; the Conflict names the kind.
+        for (field, label, consequence) in [
+            ("uid", "UID", "deleted and then recreated"),
+            ("resourceVersion", "ResourceVersion", "modified"),
+        ] {
             if let Some(wanted) = options["preconditions"][field].as_str() {
                 let actual = current["metadata"][field].as_str().unwrap_or("");
                 if wanted != actual {
-                    let label = if field == "uid" { "UID" } else { "ResourceVersion" };
                     return Err(ApiError::new(
                         409,
                         "Conflict",
                         &format!(
-                            "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: \
-                             {label} in precondition: {wanted}, {label} in object meta: {actual}",
-                            resource.qualified()
+                            "Operation cannot be fulfilled on {} \"{name}\": the {label} in the \
+                             precondition ({wanted}) does not match the {label} in record ({actual}). \
+                             The object might have been {consequence}",
+                            resource.qualified_kind()
                         ),
                     )
-                    .with_details(resource.details(&name)));
+                    .with_details(resource.kind_details(&name)));
                 }
             }
         }
@@ -1391,8 +1548,118 @@ impl FakeApiServer {
 enum Start {
     /// Synthetic ADDED events for the current objects, then changes.
     Current,
-    /// Every change after this resourceVersion.
+    /// Changes from now on.
+    Now,
+    /// Every change after this resourceVersion (waiting for it if the server is not there yet).
     From(u64),
+}
+
+/// The list and watch options that `SetListOptionsDefaults` and `ValidateListOptions` see
+/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/`), with the WatchList
+/// feature on, as it is by default in 1.37: a watch from `resourceVersion` "" or "0" without
+/// `sendInitialEvents` or `resourceVersionMatch` is a watch-list (`sendInitialEvents=true`,
+/// `resourceVersionMatch=NotOlderThan`).
+#[derive(Debug)]
+struct ListOptions {
+    resource_version: Option<String>,
+    resource_version_match: Option<String>,
+    send_initial_events: Option<bool>,
+    continue_token: Option<String>,
+}
+
+impl ListOptions {
+    fn parse(query: &HashMap<String, String>, watch: bool) -> Result<ListOptions, ApiError> {
+        let text = |name: &str| query.get(name).filter(|v| !v.is_empty()).cloned();
+        let mut options = ListOptions {
+            resource_version: text("resourceVersion"),
+            resource_version_match: text("resourceVersionMatch"),
+            send_initial_events: flag(query, "sendInitialEvents")?,
+            continue_token: text("continue"),
+        };
+        let legacy = options.resource_version.as_deref().is_none_or(|rv| rv == "0");
+        if watch
+            && legacy
+            && options.send_initial_events.is_none()
+            && options.resource_version_match.is_none()
+        {
+            options.send_initial_events = Some(true);
+            options.resource_version_match = Some("NotOlderThan".to_owned());
+        }
+        let forbidden = |field: &'static str, detail: &str| {
+            (field, "FieldValueForbidden", format!("Forbidden: {detail}"))
+        };
+        let not_supported = |value: &str, supported: &str| {
+            let body = format!("Unsupported value: {value:?}: supported values: {supported}");
+            ("resourceVersionMatch", "FieldValueNotSupported", body)
+        };
+        let mut errors = Vec::new();
+        let matching = options.resource_version_match.as_deref();
+        if watch {
+            if options.send_initial_events.is_some() && matching != Some("NotOlderThan") {
+                errors.push(forbidden(
+                    "resourceVersionMatch",
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
+            }
+            if let Some(m) = matching {
+                if options.send_initial_events.is_none() {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    ));
+                }
+                if m != "NotOlderThan" {
+                    errors.push(not_supported(m, "\"NotOlderThan\""));
+                }
+                if options.continue_token.is_some() {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+            }
+        } else {
+            if let Some(m) = matching {
+                if options.resource_version.is_none() {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
+                }
+                if options.continue_token.is_some() {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+                if m != "Exact" && m != "NotOlderThan" {
+                    errors.push(not_supported(m, "\"Exact\", \"NotOlderThan\", \"\""));
+                }
+                if m == "Exact" && options.resource_version.as_deref() == Some("0") {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    ));
+                }
+            }
+            if options.send_initial_events.is_some() {
+                errors.push(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+            }
+        }
+        if errors.is_empty() { Ok(options) } else { Err(ApiError::invalid_list_options(&errors)) }
+    }
+}
+
+/// A boolean query parameter as Go's `strconv.ParseBool` reads it; `None` if absent.
+fn flag(query: &HashMap<String, String>, name: &str) -> Result<Option<bool>, ApiError> {
+    match query.get(name).map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(Some(true)),
+        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(Some(false)),
+        Some(other) => Err(ApiError::bad_request(&format!(
+            "strconv.ParseBool: parsing {other:?}: invalid syntax"
+        ))),
+    }
 }
 
 struct WatchSpec {
@@ -1484,29 +1751,22 @@ async fn run_watch(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>
                     return;
                 }
             }
-            if spec.initial_events && tx.send(spec.bookmark(rv, true)).await.is_err() {
+            // The end of the initial events is marked only for a client that takes bookmarks.
+            if spec.initial_events
+                && spec.bookmarks
+                && tx.send(spec.bookmark(rv, true)).await.is_err()
+            {
                 return;
             }
             rv
         }
-        Start::From(n) => {
-            let current = shared.state().resource_version;
-            if n > current {
-                let wait = tokio::time::timeout(TOO_LARGE_WAIT, async {
-                    while *changes.borrow_and_update() < n {
-                        if changes.changed().await.is_err() {
-                            break;
-                        }
-                    }
-                });
-                if wait.await.is_err() {
-                    let current = shared.state().resource_version;
-                    let _ = tx.send(error(&ApiError::too_large(n, current))).await;
-                    return;
-                }
-            }
-            n
+        Start::Now => {
+            changes.borrow_and_update();
+            shared.state().resource_version
         }
+        // From a resourceVersion the server has not reached: no error (1.37's watch cache
+        // registers the watcher and sends what comes after it).
+        Start::From(n) => n,
     };
     let mut ticker =
         tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
@@ -1536,7 +1796,7 @@ async fn run_watch(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>
                         }
                     }
                 }
-                cursor = rv;
+                cursor = cursor.max(rv);
             }
         }
         if bookmark_due {
@@ -1575,28 +1835,43 @@ enum Shape {
 }
 
 impl Shape {
-    /// For a single object (GET, WATCH).
-    fn single(self) -> Result<Shape, ApiError> {
+    /// For a single object (GET, WATCH). The real server answers a custom resource's GET in
+    /// the list form with 500 "content is not a list"; this fake answers 406 for every kind.
+    fn single(self, resource: &Resource) -> Result<Shape, ApiError> {
         match self {
-            Shape::MetaList(_) => Err(ApiError::not_acceptable(
-                "you requested PartialObjectMetadataList, but the requested object is not a list",
-            )),
+            Shape::MetaList(_) => Err(ApiError::not_acceptable(&format!(
+                "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+                resource.go_type(false)
+            ))),
             shape => Ok(shape),
         }
     }
 
     /// For a LIST.
-    fn list(self) -> Result<Shape, ApiError> {
+    fn list(self, resource: &Resource) -> Result<Shape, ApiError> {
         match self {
-            Shape::Meta(_) => Err(ApiError::not_acceptable(
-                "you requested PartialObjectMetadata, but the requested object is a list",
-            )),
+            Shape::Meta(_) => Err(ApiError::not_acceptable(&format!(
+                "you requested PartialObjectMetadata, but the requested object is a list ({})",
+                resource.go_type(true)
+            ))),
             shape => Ok(shape),
         }
     }
 }
 
-fn negotiate(headers: &HeaderMap) -> Result<Shape, ApiError> {
+/// POST and PUT bodies: JSON, or no Content-Type (which the real server takes as its first
+/// serializer, JSON).
+fn json_body_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get("content-type") else { return Ok(()) };
+    let media = value.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if media.is_empty() || media == "application/json" {
+        Ok(())
+    } else {
+        Err(ApiError::unsupported_body())
+    }
+}
+
+fn negotiate(headers: &HeaderMap, resource: &Resource) -> Result<Shape, ApiError> {
     let Some(accept) = headers.get("accept").and_then(|v| v.to_str().ok()) else {
         return Ok(Shape::Full);
     };
@@ -1625,11 +1900,20 @@ fn negotiate(headers: &HeaderMap) -> Result<Shape, ApiError> {
             _ => continue,
         }
     }
-    Err(ApiError::not_acceptable(
-        "only the following media types are accepted: application/json, \
-         application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, \
-         application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-    ))
+    // The real messages: go-restful's for built-in kinds, the CRD handler's for custom ones
+    // (both name YAML and protobuf, which this fake does not serve).
+    Err(if resource.custom {
+        ApiError::not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml, \
+             application/vnd.kubernetes.protobuf",
+        )
+    } else {
+        ApiError::not_acceptable(
+            "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, \
+             application/vnd.kubernetes.protobuf",
+        )
+        .with_details(json!({}))
+    })
 }
 
 #[derive(Clone, Debug)]
@@ -1749,7 +2033,9 @@ fn field_requirement(term: &str) -> Result<FieldReq, ApiError> {
         "metadata.name" => Field::Name,
         "metadata.namespace" => Field::Namespace,
         other => {
-            return Err(ApiError::bad_request(&format!("field label not supported: {other}")));
+            return Err(ApiError::bad_request(&format!(
+                "{other:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+            )));
         }
     };
     Ok(FieldReq { field, value: value.trim().to_owned(), equal })
@@ -1793,20 +2079,24 @@ impl Selector {
     }
 }
 
-/// The real (etcd3) continue token: base64 of the snapshot and the last key.
-fn encode_continue(snapshot: u64, last: &Value, resource: &Resource) -> String {
+/// The real continue token: base64 of the snapshot and the key after the last item, relative
+/// to the listed prefix (`storage.EncodeContinue`): `/<name>\u0000` in one namespace or for a
+/// cluster-scoped kind, `/<namespace>/<name>\u0000` across all namespaces.
+fn encode_continue(snapshot: u64, last: &Value, target: &Target) -> String {
     let name = last["metadata"]["name"].as_str().unwrap_or("");
-    let start = if resource.namespaced {
-        format!("{}/{name}\u{0}", last["metadata"]["namespace"].as_str().unwrap_or(""))
+    let start = if target.resource().namespaced && target.namespace.is_none() {
+        format!("/{}/{name}\u{0}", last["metadata"]["namespace"].as_str().unwrap_or(""))
     } else {
-        format!("{name}\u{0}")
+        format!("/{name}\u{0}")
     };
     let token = json!({"v": "meta.k8s.io/v1", "rv": snapshot, "start": start});
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
 }
 
-fn decode_continue(token: &str, resource: &Resource) -> Result<(u64, ObjKey), ApiError> {
-    let invalid = |why: &str| ApiError::bad_request(&format!("continue key is not valid: {why}"));
+fn decode_continue(token: &str, target: &Target) -> Result<(u64, ObjKey), ApiError> {
+    let invalid = |why: &str| {
+        ApiError::bad_request(&format!("invalid continue token: continue key is not valid: {why}"))
+    };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
         .map_err(|e| invalid(&e.to_string()))?;
@@ -1817,11 +2107,14 @@ fn decode_continue(token: &str, resource: &Resource) -> Result<(u64, ObjKey), Ap
     let rv = token["rv"].as_u64().ok_or_else(|| invalid("no resourceVersion"))?;
     let start = token["start"].as_str().ok_or_else(|| invalid("no start key"))?;
     let start = start.trim_end_matches('\u{0}');
-    let key = if resource.namespaced {
-        let (ns, name) = start.split_once('/').ok_or_else(|| invalid("no namespace"))?;
-        (ns.to_owned(), name.to_owned())
-    } else {
-        (String::new(), start.to_owned())
+    let start = start.strip_prefix('/').ok_or_else(|| invalid("the start key is not a path"))?;
+    let key = match &target.namespace {
+        Some(ns) => (ns.clone(), start.to_owned()),
+        None if target.resource().namespaced => {
+            let (ns, name) = start.split_once('/').ok_or_else(|| invalid("no namespace"))?;
+            (ns.to_owned(), name.to_owned())
+        }
+        None => (String::new(), start.to_owned()),
     };
     Ok((rv, key))
 }
@@ -2045,18 +2338,22 @@ fn json_response(code: StatusCode, body: &Value) -> Response<Body> {
     bytes_response(code, to_json(body))
 }
 
-/// An error answered as a `Status` body.
+/// An error answered as a `Status` body (or, for `page_not_found`, as Go's plain-text 404).
 #[derive(Debug)]
 struct ApiError {
     code: u16,
+    /// Empty: the Status has no `reason` (as for the real server's "resourceVersion should not
+    /// be set" 500).
     reason: &'static str,
     message: String,
     details: Option<Value>,
+    /// Answered as `text/plain` "404 page not found", not as a Status.
+    plain: bool,
 }
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: &str) -> ApiError {
-        ApiError { code, reason, message: message.to_owned(), details: None }
+        ApiError { code, reason, message: message.to_owned(), details: None, plain: false }
     }
 
     fn with_details(mut self, details: Value) -> ApiError {
@@ -2064,8 +2361,68 @@ impl ApiError {
         self
     }
 
-    fn unauthorized() -> ApiError {
-        ApiError::new(401, "Unauthorized", "Unauthorized")
+    /// The real server's answer to `system:anonymous` (a request without a bearer token) for
+    /// anything but the public paths: RBAC's denial, worded by `forbiddenMessage` and
+    /// `NewForbidden` (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go`).
+    fn forbidden(request: &RequestInfo) -> ApiError {
+        let user = "system:anonymous";
+        let Some(resource) = &request.resource else {
+            return ApiError::new(
+                403,
+                "Forbidden",
+                &format!("forbidden: User \"{user}\" cannot {} path \"{}\"", request.verb, request.path),
+            )
+            .with_details(json!({}));
+        };
+        let full = match &request.subresource {
+            Some(sub) => format!("{}/{sub}", resource.name),
+            None => resource.name.clone(),
+        };
+        let scope = match &request.namespace {
+            Some(ns) => format!("in the namespace \"{ns}\""),
+            None => "at the cluster scope".to_owned(),
+        };
+        let why = format!(
+            "User \"{user}\" cannot {} resource \"{full}\" in API group \"{}\" {scope}",
+            request.verb, resource.group
+        );
+        let qualified = if resource.group.is_empty() {
+            resource.name.clone()
+        } else {
+            format!("{}.{}", resource.name, resource.group)
+        };
+        let mut details = json!({"kind": resource.name});
+        if !resource.group.is_empty() {
+            details["group"] = json!(resource.group);
+        }
+        let message = match &request.name {
+            Some(name) => {
+                details["name"] = json!(name);
+                format!("{qualified} \"{name}\" is forbidden: {why}")
+            }
+            None => format!("{qualified} is forbidden: {why}"),
+        };
+        ApiError::new(403, "Forbidden", &message).with_details(details)
+    }
+
+    /// What Go's `http.NotFound` answers: the real server's answer for a group or version it
+    /// does not serve (no Status).
+    fn page_not_found() -> ApiError {
+        ApiError { plain: true, ..ApiError::new(404, "NotFound", "404 page not found") }
+    }
+
+    /// 422 for query parameters that `ValidateListOptions` refuses: `(field, error)` pairs,
+    /// each error already worded as `field.Error.ErrorBody()` ("Forbidden: ...").
+    fn invalid_list_options(errors: &[(&str, &str, String)]) -> ApiError {
+        let bodies: Vec<String> =
+            errors.iter().map(|(field, _, body)| format!("{field}: {body}")).collect();
+        let joined = if bodies.len() == 1 { bodies[0].clone() } else { format!("[{}]", bodies.join(", ")) };
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|(field, reason, body)| json!({"reason": reason, "message": body, "field": field}))
+            .collect();
+        ApiError::new(422, "Invalid", &format!("ListOptions.meta.k8s.io \"\" is invalid: {joined}"))
+            .with_details(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}))
     }
 
     fn no_resource() -> ApiError {
@@ -2117,13 +2474,18 @@ impl ApiError {
         ApiError::new(422, "Invalid", message)
     }
 
-    fn invalid_object(resource: &Resource, name: &str, message: &str) -> ApiError {
+    /// A field the object must have: `ConfigMap "" is invalid: metadata.name: Required value:
+    /// ...` (`NewInvalid` names the kind, not the resource).
+    fn required_field(resource: &Resource, name: &str, field: &str, detail: &str) -> ApiError {
+        let body = format!("Required value: {detail}");
+        let mut details = resource.kind_details(name);
+        details["causes"] = json!([{"reason": "FieldValueRequired", "message": body, "field": field}]);
         ApiError::new(
             422,
             "Invalid",
-            &format!("{} \"{name}\" is invalid: {message}", resource.qualified()),
+            &format!("{} \"{name}\" is invalid: {field}: {body}", resource.qualified_kind()),
         )
-        .with_details(resource.details(name))
+        .with_details(details)
     }
 
     fn expired(message: &str) -> ApiError {
@@ -2134,7 +2496,7 @@ impl ApiError {
         ApiError::new(
             504,
             "Timeout",
-            &format!("Too large resource version: {wanted}, current: {current}"),
+            &format!("Timeout: Too large resource version: {wanted}, current: {current}"),
         )
         .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge",
             "message": "Too large resource version"}], "retryAfterSeconds": 1}))
@@ -2144,19 +2506,32 @@ impl ApiError {
         ApiError::new(406, "NotAcceptable", message)
     }
 
-    fn unsupported_media(resource: &Resource) -> ApiError {
-        let accepted = if resource.custom {
-            "application/json-patch+json, application/merge-patch+json"
+    /// A PATCH whose content type is not a patch type of this resource. Built-in kinds are
+    /// served by go-restful, which refuses a type outside the route's `Consumes` itself
+    /// ("415: Unsupported Media Type"); custom resources reach the patch handler, which lists
+    /// the types (server-side apply among them).
+    fn unsupported_patch(resource: &Resource) -> ApiError {
+        if resource.custom {
+            ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: \
+                 application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            )
         } else {
-            "application/json-patch+json, application/merge-patch+json, \
-             application/strategic-merge-patch+json"
-        };
+            ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+                .with_details(json!({}))
+        }
+    }
+
+    /// A POST or PUT body in a format other than JSON (the real server also takes YAML and
+    /// protobuf; this fake refuses them).
+    fn unsupported_body() -> ApiError {
         ApiError::new(
             415,
             "UnsupportedMediaType",
-            &format!(
-                "the body of the request was in an unknown format - accepted media types include: {accepted}"
-            ),
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json, application/yaml, application/vnd.kubernetes.protobuf",
         )
     }
 
@@ -2183,7 +2558,10 @@ impl ApiError {
 
     fn body(&self) -> Value {
         let mut body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-            "status": "Failure", "message": self.message, "reason": self.reason, "code": self.code});
+            "status": "Failure", "message": self.message, "code": self.code});
+        if !self.reason.is_empty() {
+            body["reason"] = json!(self.reason);
+        }
         if let Some(details) = &self.details {
             body["details"] = details.clone();
         }
@@ -2192,6 +2570,16 @@ impl ApiError {
 
     fn response(&self) -> Response<Body> {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if self.plain {
+            let full = Full::new(Bytes::from(format!("{}\n", self.message)))
+                .map_err(|never| match never {});
+            let mut response = Response::new(full.boxed());
+            *response.status_mut() = code;
+            let headers = response.headers_mut();
+            headers.insert("content-type", "text/plain; charset=utf-8".parse().expect("header"));
+            headers.insert("x-content-type-options", "nosniff".parse().expect("header"));
+            return response;
+        }
         let mut response = json_response(code, &self.body());
         if self.code == 429 {
             response.headers_mut().insert("retry-after", "1".parse().expect("header"));
