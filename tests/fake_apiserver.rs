@@ -497,9 +497,12 @@ async fn streaming_lists_end_their_initial_events_with_an_annotated_bookmark() {
 
     // A watch from "" or "0" is a watch-list by default (the WatchList feature, on in 1.37).
     for rv in ["", "&resourceVersion=0"] {
-        let mut watch =
-            Watch::open(&api, &format!("/api/v1/secrets?watch=1&allowWatchBookmarks=true{rv}"), None)
-                .await;
+        let mut watch = Watch::open(
+            &api,
+            &format!("/api/v1/secrets?watch=1&allowWatchBookmarks=true{rv}"),
+            None,
+        )
+        .await;
         assert_eq!(watch.next().await["type"], "ADDED");
         let end = watch.next().await;
         assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
@@ -714,7 +717,10 @@ async fn other_patch_types_are_415_unsupported_media_type() {
     let collection = format!("/api/v1/namespaces/{NS}/secrets");
     let body = json!({"metadata": {"name": "other"}});
     let reply = send_json(&api, "POST", &collection, "application/yaml", &body).await;
-    assert_eq!((reply.status, reply.json()["reason"].clone()), (415, json!("UnsupportedMediaType")));
+    assert_eq!(
+        (reply.status, reply.json()["reason"].clone()),
+        (415, json!("UnsupportedMediaType"))
+    );
     let bytes = serde_json::to_vec(&body).expect("json");
     let reply = request(&api, "POST", &collection, Some(TOKEN), &[], &bytes).await;
     assert_eq!(reply.status, 201, "no Content-Type: JSON");
@@ -799,35 +805,50 @@ async fn requests_without_a_bearer_token_are_anonymous_and_forbidden_but_for_the
         (
             "GET",
             "/api/v1/secrets".to_owned(),
-            format!("secrets is forbidden: {anonymous} list resource \"secrets\" in API group \"\" at the cluster scope"),
+            format!(
+                "secrets is forbidden: {anonymous} list resource \"secrets\" in API group \"\" at the cluster scope"
+            ),
             json!({"kind": "secrets"}),
         ),
         (
             "GET",
             FakeApiServer::deployment_path(NS, "web"),
-            format!("deployments.apps \"web\" is forbidden: {anonymous} get resource \"deployments\" in API group \"apps\" in the namespace \"{NS}\""),
+            format!(
+                "deployments.apps \"web\" is forbidden: {anonymous} get resource \"deployments\" in API group \"apps\" in the namespace \"{NS}\""
+            ),
             json!({"name": "web", "group": "apps", "kind": "deployments"}),
         ),
         (
             "GET",
             format!("/api/v1/namespaces/{NS}/configmaps?watch=1&fieldSelector=metadata.name%3Dapp"),
-            format!("configmaps \"app\" is forbidden: {anonymous} watch resource \"configmaps\" in API group \"\" in the namespace \"{NS}\""),
+            format!(
+                "configmaps \"app\" is forbidden: {anonymous} watch resource \"configmaps\" in API group \"\" in the namespace \"{NS}\""
+            ),
             json!({"name": "app", "kind": "configmaps"}),
         ),
         (
             "DELETE",
             format!("/api/v1/namespaces/{NS}/configmaps"),
-            format!("configmaps is forbidden: {anonymous} deletecollection resource \"configmaps\" in API group \"\" in the namespace \"{NS}\""),
+            format!(
+                "configmaps is forbidden: {anonymous} deletecollection resource \"configmaps\" in API group \"\" in the namespace \"{NS}\""
+            ),
             json!({"kind": "configmaps"}),
         ),
         (
             "GET",
             "/apis/apps/v1/namespaces/x/deployments/web/status".to_owned(),
-            format!("deployments.apps \"web\" is forbidden: {anonymous} get resource \"deployments/status\" in API group \"apps\" in the namespace \"x\""),
+            format!(
+                "deployments.apps \"web\" is forbidden: {anonymous} get resource \"deployments/status\" in API group \"apps\" in the namespace \"x\""
+            ),
             json!({"name": "web", "group": "apps", "kind": "deployments"}),
         ),
         ("GET", "/api".to_owned(), format!("forbidden: {anonymous} get path \"/api\""), json!({})),
-        ("POST", "/version".to_owned(), format!("forbidden: {anonymous} post path \"/version\""), json!({})),
+        (
+            "POST",
+            "/version".to_owned(),
+            format!("forbidden: {anonymous} post path \"/version\""),
+            json!({}),
+        ),
     ] {
         let reply = request(&api, method, &path, None, &[], b"").await;
         assert_eq!(reply.json(), forbidden(&message, details), "{method} {path}");

@@ -12,10 +12,13 @@
 mod chart;
 #[path = "../support/control_plane.rs"]
 mod control_plane;
+#[path = "../support/fake_apiserver.rs"]
+mod fake_apiserver;
 #[path = "../support/server.rs"]
 mod server;
 
 mod controller;
+mod differential;
 mod install;
 mod relist;
 mod render;

@@ -386,7 +386,8 @@ fn request_info(method: &str, path: &str, query: &HashMap<String, String>) -> Re
         name: None,
     };
     let trimmed = path.trim_matches('/');
-    let parts: Vec<&str> = if trimmed.is_empty() { Vec::new() } else { trimmed.split('/').collect() };
+    let parts: Vec<&str> =
+        if trimmed.is_empty() { Vec::new() } else { trimmed.split('/').collect() };
     let (group, rest) = match parts.as_slice() {
         ["api", rest @ ..] if rest.len() >= 2 => ("", rest),
         ["apis", group, rest @ ..] if rest.len() >= 2 => (*group, rest),
@@ -434,7 +435,9 @@ fn request_info(method: &str, path: &str, query: &HashMap<String, String>) -> Re
                 (field.trim() == "metadata.name").then(|| value.trim())
             })
         });
-        if let Some(name) = exact.filter(|n| !matches!(*n, "" | "." | "..") && !n.contains(['/', '%'])) {
+        if let Some(name) =
+            exact.filter(|n| !matches!(*n, "" | "." | "..") && !n.contains(['/', '%']))
+        {
             info.name = Some(name.to_owned());
         }
     }
@@ -529,6 +532,7 @@ impl State {
         if !object["metadata"].is_object() {
             object["metadata"] = json!({});
         }
+        omit_empty(&mut object, resource);
         let previous = self.objects[res].get(&key).cloned();
         let uid = match &previous {
             Some(prev) => prev["metadata"]["uid"].clone(),
@@ -1272,6 +1276,10 @@ impl FakeApiServer {
             if let Some(last) = items.last() {
                 metadata["continue"] = json!(encode_continue(snapshot, last, target));
             }
+        } else if resource.custom {
+            // A custom resource's list is unstructured on the real server: its last page
+            // carries an empty continue rather than none.
+            metadata["continue"] = json!("");
         }
         let (kind, api_version) = match &shape {
             Shape::MetaList(version) => {
@@ -1643,7 +1651,10 @@ impl ListOptions {
                 }
             }
             if options.send_initial_events.is_some() {
-                errors.push(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+                errors.push(forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                ));
             }
         }
         if errors.is_empty() { Ok(options) } else { Err(ApiError::invalid_list_options(&errors)) }
@@ -1863,7 +1874,8 @@ impl Shape {
 /// serializer, JSON).
 fn json_body_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(value) = headers.get("content-type") else { return Ok(()) };
-    let media = value.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let media =
+        value.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     if media.is_empty() || media == "application/json" {
         Ok(())
     } else {
@@ -2196,6 +2208,27 @@ fn check_name(object: &Value, target: &Target) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// What Go's `omitempty` leaves out when the real server stores and serves an object: empty or
+/// null metadata fields (`labels: {}`, `annotations: null`, `generateName: ""`, ...), and the
+/// empty `data`/`binaryData` of a ConfigMap or Secret.
+fn omit_empty(object: &mut Value, resource: &Resource) {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    };
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        meta.retain(|_, v| !empty(v));
+    }
+    if resource.group.is_empty() && matches!(resource.kind, "ConfigMap" | "Secret") {
+        if let Some(fields) = object.as_object_mut() {
+            fields.retain(|k, v| !(matches!(k.as_str(), "data" | "binaryData") && empty(v)));
+        }
+    }
+}
+
 /// Five characters from the API server's `generateName` alphabet.
 fn random_suffix(seed: u64) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
@@ -2370,7 +2403,10 @@ impl ApiError {
             return ApiError::new(
                 403,
                 "Forbidden",
-                &format!("forbidden: User \"{user}\" cannot {} path \"{}\"", request.verb, request.path),
+                &format!(
+                    "forbidden: User \"{user}\" cannot {} path \"{}\"",
+                    request.verb, request.path
+                ),
             )
             .with_details(json!({}));
         };
@@ -2416,7 +2452,8 @@ impl ApiError {
     fn invalid_list_options(errors: &[(&str, &str, String)]) -> ApiError {
         let bodies: Vec<String> =
             errors.iter().map(|(field, _, body)| format!("{field}: {body}")).collect();
-        let joined = if bodies.len() == 1 { bodies[0].clone() } else { format!("[{}]", bodies.join(", ")) };
+        let joined =
+            if bodies.len() == 1 { bodies[0].clone() } else { format!("[{}]", bodies.join(", ")) };
         let causes: Vec<Value> = errors
             .iter()
             .map(|(field, reason, body)| json!({"reason": reason, "message": body, "field": field}))
@@ -2479,7 +2516,8 @@ impl ApiError {
     fn required_field(resource: &Resource, name: &str, field: &str, detail: &str) -> ApiError {
         let body = format!("Required value: {detail}");
         let mut details = resource.kind_details(name);
-        details["causes"] = json!([{"reason": "FieldValueRequired", "message": body, "field": field}]);
+        details["causes"] =
+            json!([{"reason": "FieldValueRequired", "message": body, "field": field}]);
         ApiError::new(
             422,
             "Invalid",
