@@ -225,6 +225,25 @@ async fn list_items_carry_no_kind_and_the_list_is_typed() {
     // One object, by contrast, says what it is.
     let one = get(&api, &FakeApiServer::deployment_path(NS, "web")).await.json();
     assert_eq!((&one["kind"], &one["apiVersion"]), (&json!("Deployment"), &json!("apps/v1")));
+    // `watch=1` on an object's path is that GET, not a watch.
+    let path = format!("{}?watch=1", FakeApiServer::deployment_path(NS, "web"));
+    assert_eq!(get(&api, &path).await.json(), one);
+
+    // What Go's omitempty drops is not stored: empty labels, empty data.
+    let collection = format!("/api/v1/namespaces/{NS}/configmaps");
+    let empty =
+        json!({"metadata": {"name": "empty", "labels": {}, "annotations": null}, "data": {}});
+    let created = send_json(&api, "POST", &collection, "application/json", &empty).await.json();
+    assert!(
+        created["metadata"].get("labels").is_none()
+            && created["metadata"].get("annotations").is_none()
+    );
+    assert!(created.get("data").is_none(), "{created}");
+
+    // A custom resource's list is unstructured: its last page has an empty continue.
+    api.serve_rollouts();
+    let rollouts = get(&api, &format!("/apis/argoproj.io/v1alpha1/namespaces/{NS}/rollouts")).await;
+    assert_eq!(rollouts.json()["metadata"]["continue"], "");
 }
 
 #[tokio::test]
@@ -238,6 +257,20 @@ async fn lists_page_with_continue_from_the_first_pages_snapshot() {
     let snapshot = first["metadata"]["resourceVersion"].clone();
     assert_eq!(names(&first).len(), 10);
     let token = first["metadata"]["continue"].as_str().expect("a continue token").to_owned();
+    // The real format: the start key relative to the listed prefix.
+    let decode = |token: &str| -> Value {
+        let bytes =
+            base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, token)
+                .expect("base64");
+        serde_json::from_slice(&bytes).expect("JSON")
+    };
+    assert_eq!(
+        decode(&token),
+        json!({"v": "meta.k8s.io/v1", "rv": rv_of(&first), "start": "/s09\u{0}"})
+    );
+    let across = get(&api, "/api/v1/secrets?limit=1").await.json();
+    let across_token = across["metadata"]["continue"].as_str().expect("a token");
+    assert_eq!(decode(across_token)["start"], format!("/{NS}/s00\u{0}"));
 
     // Writes between pages are not seen by the rest of this list.
     api.delete("secrets", NS, "s15");
@@ -279,6 +312,22 @@ async fn lists_page_with_continue_from_the_first_pages_snapshot() {
     let expired = get(&api, &format!("{collection}?limit=5&continue={token}")).await;
     assert_eq!(expired.status, 410);
     assert_eq!(expired.json()["reason"], "Expired");
+
+    // Invalid list options are 422 ListOptions errors, with causes.
+    let refused = get(&api, &format!("{collection}?resourceVersionMatch=Exact")).await;
+    assert_eq!(
+        refused.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: \
+                resourceVersionMatch is forbidden unless resourceVersion is provided",
+            "reason": "Invalid", "code": 422, "details": {"group": "meta.k8s.io",
+                "kind": "ListOptions", "causes": [{"reason": "FieldValueForbidden",
+                "message": "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                "field": "resourceVersionMatch"}]}})
+    );
+    for query in ["resourceVersionMatch=Foo&resourceVersion=1", "sendInitialEvents=true"] {
+        assert_eq!(get(&api, &format!("{collection}?{query}")).await.status, 422, "{query}");
+    }
 }
 
 #[tokio::test]
@@ -315,6 +364,10 @@ async fn label_and_field_selectors_filter_lists() {
     let unsupported = get(&api, "/apis/apps/v1/deployments?fieldSelector=spec.replicas%3D1").await;
     assert_eq!(unsupported.status, 400);
     assert_eq!(unsupported.json()["reason"], "BadRequest");
+    assert_eq!(
+        unsupported.json()["message"],
+        "\"spec.replicas\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+    );
 }
 
 #[tokio::test]
@@ -576,8 +629,14 @@ async fn metadata_only_get_list_and_watch_have_the_partial_object_metadata_shape
     assert!(event["object"].get("data").is_none());
 
     // The list form for one object, or the single form for a list, is 406.
-    assert_eq!(get_meta(&api, &path, true).await.status, 406);
-    assert_eq!(get_meta(&api, "/api/v1/secrets", false).await.status, 406);
+    assert_eq!(
+        get_meta(&api, &path, true).await.json()["message"],
+        "you requested PartialObjectMetadataList, but the requested object is not a list (*core.Secret)"
+    );
+    assert_eq!(
+        get_meta(&api, "/apis/apps/v1/deployments", false).await.json()["message"],
+        "you requested PartialObjectMetadata, but the requested object is a list (*apps.DeploymentList)"
+    );
     let table = "application/json;as=Table;g=meta.k8s.io;v=v1";
     assert_eq!(
         request(&api, "GET", &path, Some(TOKEN), &[("accept", table)], b"").await.status,
@@ -664,6 +723,11 @@ async fn json_patch_and_strategic_merge_patch_apply() {
     let failing = json!([{"op": "test", "path": "/spec/replicas", "value": 9}]);
     let reply = send_json(&api, "PATCH", &path, "application/json-patch+json", &failing).await;
     assert_eq!((reply.status, reply.json()["reason"].clone()), (422, json!("Invalid")));
+    assert_eq!(
+        reply.json()["message"],
+        "the server rejected our request due to an error in our request",
+        "the real server says no more"
+    );
     let not_a_patch =
         send_json(&api, "PATCH", &path, "application/json-patch+json", &json!({})).await;
     assert_eq!(not_a_patch.status, 400);
@@ -783,10 +847,43 @@ async fn posts_get_server_names_uids_and_resource_versions() {
             && created["metadata"]["creationTimestamp"].is_string()
     );
     let with_rv = json!({"metadata": {"name": "x", "resourceVersion": "5"}});
-    assert_eq!(send_json(&api, "POST", &events, "application/json", &with_rv).await.status, 500);
+    let refused = send_json(&api, "POST", &events, "application/json", &with_rv).await;
+    assert_eq!(
+        refused.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "resourceVersion should not be set on objects to be created", "code": 500}),
+        "the real server's reason-less 500"
+    );
     let nameless = json!({"metadata": {}});
-    assert_eq!(send_json(&api, "POST", &events, "application/json", &nameless).await.status, 422);
+    let refused = send_json(&api, "POST", &events, "application/json", &nameless).await;
+    assert_eq!(refused.status, 422);
+    assert_eq!(
+        refused.json()["message"],
+        "Event \"\" is invalid: metadata.name: Required value: name or generateName is required"
+    );
+    assert_eq!(refused.json()["details"]["causes"][0]["field"], "metadata.name");
 
+    // Delete preconditions: the UID first, then the resourceVersion; the Conflict names the kind.
+    let object = format!("{events}/{name}");
+    let both = json!({"preconditions": {"uid": "wrong", "resourceVersion": "1"}});
+    let refused = send_json(&api, "DELETE", &object, "application/json", &both).await.json();
+    assert_eq!(
+        refused["message"],
+        format!(
+            "Operation cannot be fulfilled on Event \"{name}\": the UID in the precondition (wrong) \
+             does not match the UID in record ({}). The object might have been deleted and then recreated",
+            created["metadata"]["uid"].as_str().expect("uid")
+        )
+    );
+    assert_eq!(refused["details"], json!({"name": name, "kind": "Event"}));
+    let stale = json!({"preconditions": {"resourceVersion": "1"}});
+    let refused = send_json(&api, "DELETE", &object, "application/json", &stale).await.json();
+    assert!(
+        refused["message"].as_str().is_some_and(|m| m.contains(
+            "the ResourceVersion in the precondition (1) does not match the ResourceVersion in record"
+        )),
+        "{refused}"
+    );
     let deleted =
         request(&api, "DELETE", &format!("{events}/{name}"), Some(TOKEN), &[], b"").await.json();
     assert_eq!((&deleted["kind"], &deleted["status"]), (&json!("Status"), &json!("Success")));
@@ -932,15 +1029,30 @@ async fn a_hanging_request_is_answered_never_until_the_client_gives_up() {
 #[tokio::test]
 async fn discovery_serves_rollouts_only_once_the_crd_is_there() {
     let api = started().await;
-    assert_eq!(get(&api, "/apis/argoproj.io/v1alpha1").await.status, 404);
-    assert_eq!(get(&api, "/apis/argoproj.io/v1alpha1/rollouts").await.status, 404);
-    assert_eq!(get(&api, "/apis/example.com/v1/widgets").await.status, 404);
+    // An unserved group is Go's plain-text 404, not a Status.
+    for path in [
+        "/apis/argoproj.io/v1alpha1",
+        "/apis/argoproj.io/v1alpha1/rollouts",
+        "/apis/example.com/v1/widgets",
+    ] {
+        let reply = get(&api, path).await;
+        assert_eq!(reply.status, 404, "{path}");
+        assert_eq!(reply.body, b"404 page not found\n", "{path}");
+        assert_eq!(
+            reply.headers.get("content-type").and_then(|v| v.to_str().ok()),
+            Some("text/plain; charset=utf-8")
+        );
+    }
+    // An unserved resource of a served group is a Status.
+    assert_eq!(get(&api, "/api/v1/widgets").await.json()["reason"], "NotFound");
     let groups = get(&api, "/apis").await.json();
     assert!(!groups.to_string().contains("argoproj.io"));
     let core = get(&api, "/api/v1").await.json();
     assert!(
         core["resources"].as_array().expect("resources").iter().any(|r| r["name"] == "secrets")
     );
+    assert!(core.get("apiVersion").is_none(), "the core group's list has none");
+    assert_eq!(get(&api, "/apis/apps/v1").await.json()["apiVersion"], "v1");
 
     api.serve_rollouts();
     let served = get(&api, "/apis/argoproj.io/v1alpha1").await;

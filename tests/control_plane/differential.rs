@@ -742,6 +742,13 @@ async fn script(server: &Server) -> Vec<Step> {
         .await;
     ask(s, log, "DELETE of a missing object", equal, Req::new("DELETE", configmap("missing")))
         .await;
+    let req = Req::json("PUT", configmaps(NS), &json!({}));
+    ask(s, log, "PUT on a collection", equal, req).await;
+    let req = Req::json("POST", configmap("one"), &json!({}));
+    ask(s, log, "POST on an object", equal, req).await;
+    let body = json!({"metadata": {"name": "x", "namespace": NS}});
+    let req = Req::json("POST", "/api/v1/configmaps", &body);
+    ask(s, log, "POST of a namespaced kind across namespaces", equal, req).await;
     for (name, preconditions) in [
         ("DELETE with a wrong uid", json!({"uid": "wrong"})),
         ("DELETE with a stale resourceVersion", json!({"resourceVersion": "1"})),
