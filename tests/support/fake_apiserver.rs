@@ -6,108 +6,179 @@
 //! that ignored every pre-existing workload. It now aims to be at least as
 //! strict as the real kube-apiserver: where it deviates, it refuses or omits
 //! rather than accepts or adds. Each behaviour below names its upstream
-//! reference; `tests/fake_apiserver.rs` has one test per behaviour.
+//! reference; `tests/fake_apiserver.rs` has one test per behaviour, and
+//! `tests/control_plane/differential.rs` sends one script of requests to this
+//! fake and to a real kube-apiserver v1.37.2 and fails where they answer
+//! differently: behaviours marked **[compared]** are checked there (what a
+//! real server cannot show on demand is marked *not compared*).
 //!
 //! # Real behaviours reproduced
 //!
 //! - **LIST items carry no `apiVersion`/`kind`**; the list itself is
 //!   `<Kind>List` with the group/version (`SecretList`, `v1`;
-//!   `DeploymentList`, `apps/v1`) and `metadata.resourceVersion`.
+//!   `DeploymentList`, `apps/v1`) and `metadata.resourceVersion`
+//!   **[compared]**. GET answers and watch events carry them **[compared]**.
 //!   kubernetes/kubernetes#3030, #63676, #98925 and the list examples in
 //!   <https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes>.
+//!   A custom resource's last list page has `continue: ""` (its list is
+//!   unstructured) **[compared]**. Stored objects lose what Go's `omitempty`
+//!   drops: empty or null metadata fields (`labels: {}`) and a ConfigMap's or
+//!   Secret's empty `data` **[compared]**.
 //! - **Metadata-only answers** for `Accept:
 //!   application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`:
 //!   GET and WATCH objects are `PartialObjectMetadata` (`meta.k8s.io/v1`),
-//!   LIST is a `PartialObjectMetadataList`; asking for the list form on a
-//!   single object (or the reverse) is 406 NotAcceptable, as in
-//!   `asPartialObjectMetadata[List]` in
+//!   LIST is a `PartialObjectMetadataList` **[compared]**; asking for the list
+//!   form on a built-in object (or the single form on a list) is 406
+//!   NotAcceptable naming the Go type (`(*core.ConfigMapList)`) **[compared]**,
+//!   as in `asPartialObjectMetadata[List]` in
 //!   kubernetes/kubernetes `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/response.go`.
 //!   Other alternatives (protobuf, YAML, CBOR, `as=Table`) are skipped; if
-//!   none is left the answer is 406.
+//!   none is left the answer is 406 with the real message **[compared]**.
 //! - **Chunked lists**: `limit` + `continue`; every page is served from the
 //!   snapshot of the first page (the `resourceVersion` is the same on every
 //!   page, and writes made in between are not seen), `metadata.continue` on
-//!   all but the last page; a token whose snapshot has left the retained
-//!   history answers 410 Expired; `resourceVersion` together with `continue`
-//!   is 400. The token is the real format (base64 of
-//!   `{"v":"meta.k8s.io/v1","rv":N,"start":"<ns>/<name>\u0000"}`).
+//!   all but the last page **[compared]**; `resourceVersion` together with
+//!   `continue` is 400 **[compared]**; a token whose snapshot has left the
+//!   retained history answers 410 Expired (*not compared*: it needs an etcd
+//!   compaction). The token is the real format **[compared]**: base64 of
+//!   `{"v":"meta.k8s.io/v1","rv":N,"start":"/<name>\u0000"}`, the start key
+//!   relative to the listed prefix (`/<namespace>/<name>\u0000` across all
+//!   namespaces; `storage.EncodeContinue`).
 //!   <https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks>.
-//!   `resourceVersionMatch=Exact` lists at an older resourceVersion the same
-//!   way; `resourceVersion=N` newer than the server waits up to 3 s and then
-//!   answers 504 "Too large resource version".
+//!   `resourceVersionMatch=Exact` lists at an older resourceVersion
+//!   **[compared]**; `resourceVersion=N` newer than the server waits 3 s and
+//!   then answers 504 "Timeout: Too large resource version" **[compared]**.
+//!   Invalid list options (`resourceVersionMatch` without `resourceVersion`,
+//!   an unsupported one, `Exact` at 0, `sendInitialEvents` on a LIST) are 422
+//!   `ListOptions.meta.k8s.io "" is invalid` with causes **[compared]**
+//!   (`ValidateListOptions` in `staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation`).
 //! - **Selectors**: label selectors `k=v`, `k==v`, `k!=v`, `k`, `!k`,
-//!   `k in (a,b)`, `k notin (a,b)` (a malformed one is 400); field selectors
-//!   `metadata.name` and `metadata.namespace` (`=`, `==`, `!=`; any other
-//!   field is 400, as for kinds without extra field labels).
-//! - **WATCH** (`watch=true` or `watch=1`, also on an object path): from
+//!   `k in (a,b)`, `k notin (a,b)`, several terms **[compared]** (a malformed
+//!   one is 400 **[compared]**, its message not reproduced); field selectors
+//!   `metadata.name` and `metadata.namespace` (`=`, `==`, `!=`)
+//!   **[compared]**; any other field is 400 `"f" is not a known field
+//!   selector: only "metadata.name", "metadata.namespace"` **[compared]**,
+//!   also for kinds that have more field labels (stricter).
+//! - **WATCH** (`watch=true` or `watch=1` on a collection; on an object's path
+//!   it is a plain GET, as on the real server **[compared]**): from
 //!   `resourceVersion=N`, every change after N in order, each with the object
 //!   as it was right after that change, with `apiVersion`/`kind`; a change
-//!   made between a LIST and the WATCH from its resourceVersion is delivered.
-//!   `resourceVersion` unset or `0`: synthetic ADDED events for the current
-//!   objects, then changes. An object that stops matching the selector
-//!   leaves as DELETED (its previous state at the new resourceVersion), one
-//!   that starts matching arrives as ADDED (`cacheWatcher.convertToWatchEvent`
-//!   in `staging/src/k8s.io/apiserver/pkg/storage/cacher`). History is bounded
-//!   (`set_history_limit`, default 10,000 changes; `compact()` drops it all):
-//!   a watch from an older resourceVersion answers HTTP 200 and one
-//!   `{"type":"ERROR","object":<Status 410 Expired "too old resource
-//!   version: N (M)">}` and ends (`newErrWatcher` in `cacher.go`: "once we
-//!   have passed authn/authz/admission ... errors must fail with a watch event
-//!   of type ERROR"; the message is `watch_cache.go`'s). A watcher that falls
-//!   behind the window gets the same. `expire_watches(plural)` ends open
-//!   watches that way (as after etcd compaction). `allowWatchBookmarks=true`:
-//!   BOOKMARK events whose object has the watched kind and only
-//!   `metadata.resourceVersion`, never ahead of an event not yet sent
+//!   made between a LIST and the WATCH from its resourceVersion is delivered
+//!   **[compared]**. `resourceVersion` unset or `0` is a watch-list (the
+//!   WatchList feature, on by default in 1.37, defaults `sendInitialEvents`):
+//!   synthetic ADDED events for the current objects, then changes
+//!   **[compared]**. An object that stops matching the selector leaves as
+//!   DELETED (its previous state at the new resourceVersion), one that starts
+//!   matching arrives as ADDED (`cacheWatcher.convertToWatchEvent` in
+//!   `staging/src/k8s.io/apiserver/pkg/storage/cacher`) **[compared]**. A
+//!   watch from a resourceVersion the server has not reached waits for it, no
+//!   error **[compared]**. History is bounded (`set_history_limit`, default
+//!   10,000 changes; `compact()` drops it all): a watch from an older
+//!   resourceVersion answers HTTP 200 and one `{"type":"ERROR","object":<Status
+//!   410 Expired "too old resource version: N (M)">}` and ends **[compared]**
+//!   (`newErrWatcher` in `cacher.go`: "once we have passed
+//!   authn/authz/admission ... errors must fail with a watch event of type
+//!   ERROR"; the message is `watch_cache.go`'s). A watcher that falls behind
+//!   the window gets the same. `expire_watches(plural)` ends open watches that
+//!   way (as after etcd compaction). `allowWatchBookmarks=true`: BOOKMARK
+//!   events whose object has the watched kind and only
+//!   `metadata.resourceVersion` **[compared]**, never ahead of an event not
+//!   yet sent
 //!   (<https://kubernetes.io/docs/reference/using-api/api-concepts/#watch-bookmarks>).
-//!   `sendInitialEvents=true` (streaming lists): the initial ADDED events, then
-//!   a BOOKMARK annotated `k8s.io/initial-events-end: "true"`.
-//!   `timeoutSeconds` ends the stream cleanly (default 1,800 s).
-//! - **Writes**: POST (201; 409 AlreadyExists; `generateName`; a body
-//!   `resourceVersion` is refused; uid and creationTimestamp are the
-//!   server's), PUT and PATCH with a stale `metadata.resourceVersion` answer
-//!   409 Conflict; PATCH takes `application/merge-patch+json`,
+//!   `sendInitialEvents=true` (streaming lists, and the watch-list default
+//!   above) with `resourceVersionMatch=NotOlderThan`: the initial ADDED
+//!   events, then, if bookmarks are allowed, a BOOKMARK annotated
+//!   `k8s.io/initial-events-end: "true"` **[compared]**; without
+//!   `resourceVersionMatch=NotOlderThan` it is 422, and so is
+//!   `resourceVersionMatch` without `sendInitialEvents` **[compared]**.
+//!   `timeoutSeconds` ends the stream cleanly (default 1,800 s) **[compared]**.
+//! - **Writes**: POST (201 **[compared]**; 409 AlreadyExists **[compared]**;
+//!   `generateName` with the real alphabet **[compared]**; a body
+//!   `resourceVersion` is the real server's reason-less 500 **[compared]**;
+//!   uid and creationTimestamp are the server's **[compared]**; no name is 422
+//!   `ConfigMap "" is invalid: metadata.name: Required value` **[compared]**),
+//!   PUT and PATCH with a stale `metadata.resourceVersion` answer 409 Conflict
+//!   **[compared]**; PATCH takes `application/merge-patch+json`,
 //!   `application/json-patch+json` (RFC 6902, json-patch crate; a failing
-//!   operation is 422) and `application/strategic-merge-patch+json` (applied
-//!   as a merge patch: lists are replaced, not merged by key; 415 for the
-//!   custom resource `rollouts`, as for every CRD); other content types 415
-//!   UnsupportedMediaType with the real message. DELETE with optional
-//!   `preconditions`, answered with a `Success` Status. A write that changes
-//!   nothing does not bump the resourceVersion and sends no watch event
+//!   operation is the real server's bare 422 "the server rejected our request
+//!   due to an error in our request") and
+//!   `application/strategic-merge-patch+json` (applied as a merge patch:
+//!   lists are replaced, not merged by key) **[compared]**; for the custom
+//!   resource `rollouts`, as for every CRD, strategic merge and other types
+//!   are 415 listing the accepted types **[compared]**; for built-in kinds
+//!   other types are go-restful's 415 "415: Unsupported Media Type"
+//!   **[compared]**. POST and PUT bodies must be JSON (or have no
+//!   Content-Type), else 415 with the real message **[compared]**. DELETE
+//!   with optional `preconditions` (the UID checked first, then the
+//!   resourceVersion; the Conflict names the kind, `ConfigMap "two"`), answered
+//!   with a `Success` Status **[compared]**. A write that changes nothing does
+//!   not bump the resourceVersion and sends no watch event **[compared]**
 //!   (`GuaranteedUpdate` short-circuits when the encoded object is unchanged,
-//!   `staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`).
-//!   The object name and namespace in a body must match the URL (400).
+//!   `staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`). The object
+//!   name and namespace in a body must match the URL (400) **[compared]**.
 //! - **Errors** are `Status` bodies with the real messages, reasons and
-//!   details: `secrets "db" not found`, `Operation cannot be fulfilled on
-//!   deployments.apps "web": the object has been modified; please apply your
-//!   changes to the latest version and try again`, `... already exists`,
-//!   Unauthorized, Expired, Timeout, UnsupportedMediaType, NotAcceptable,
-//!   MethodNotAllowed, BadRequest, Invalid; injected ones name the fault.
-//!   429 carries `Retry-After: 1`.
-//! - **Authentication**: no `Authorization: Bearer <token>` is 401
-//!   Unauthorized on every path (including `/version`).
+//!   details **[compared]**: `secrets "db" not found`, `Operation cannot be
+//!   fulfilled on deployments.apps "web": the object has been modified; please
+//!   apply your changes to the latest version and try again`, `... already
+//!   exists`, Forbidden, Expired, Timeout, UnsupportedMediaType,
+//!   NotAcceptable, MethodNotAllowed, BadRequest, Invalid; injected ones name
+//!   the fault (*not compared*). 429 carries `Retry-After: 1` (*not
+//!   compared*).
+//! - **Authentication**: a request without `Authorization: Bearer <token>`
+//!   (none, another scheme, an empty token) is `system:anonymous`, as with the
+//!   real server's default `--anonymous-auth`: `/version` answers 200, every
+//!   other path 403 Forbidden with RBAC's message (`secrets is forbidden: User
+//!   "system:anonymous" cannot list resource "secrets" in API group "" at the
+//!   cluster scope`; `forbidden: User "system:anonymous" cannot get path
+//!   "/api"`) **[compared]**.
 //! - **Discovery**: `/api`, `/apis`, `/api/v1` and `/apis/<group>/<version>`
-//!   list what is served; unserved resources and groups are 404 ("the server
-//!   could not find the requested resource"); `argoproj.io/v1alpha1`
-//!   `rollouts` exists only after `serve_rollouts()`, as a CRD would.
+//!   list what is served, a subset of the real server's with the same names,
+//!   kinds, scopes and no verb it lacks; `/api/v1` has no `apiVersion`
+//!   **[compared]**. An unserved resource of a served group is a 404 Status
+//!   ("the server could not find the requested resource"); an unserved group
+//!   or version, and everything under it, is Go's plain-text "404 page not
+//!   found" **[compared]**. `argoproj.io/v1alpha1` `rollouts` exists only
+//!   after `serve_rollouts()`, as a CRD would **[compared]**.
 //!
 //! # Deliberately not reproduced
 //!
 //! No admission (webhooks, NamespaceLifecycle: objects may be created in a
 //! namespace that does not exist), no defaulting, no validation of fields
 //! beyond name/namespace/type, no `metadata.generation` or `managedFields`, no
-//! server-side apply (`application/apply-patch+yaml` is 415), no
-//! strategic-merge list semantics, no finalizers or graceful deletion, no
-//! subresources (`/status`, `/scale`: 404), no authorization (any bearer
-//! token is a user), JSON only, no `remainingItemCount`, no
-//! `kubectl`-style Table output, unconditional PUT allowed for every kind. A
-//! `resourceVersion=0` LIST honours `limit` (older real servers answered from
-//! the watch cache without paging). Metadata-only list items carry no
-//! `apiVersion`/`kind` here, stricter than the real server, which sets
-//! `meta.k8s.io/v1 PartialObjectMetadata` on each (response.go above);
-//! custom resources' list items do carry them on a real server, never here.
-//! Bookmarks come every second (`set_bookmark_interval`), the real server's
-//! about once a minute. Where a real component could run instead (a kind
-//! cluster in `make e2e`), it is the reference; this fake is what runs here.
+//! server-side apply (`application/apply-patch+yaml` is 415 with a message of
+//! this fake's own), no strategic-merge list semantics, no finalizers or
+//! graceful deletion, no subresources (`/status`, `/scale`: 404), no
+//! `/apis/<group>` documents, no legacy `/api/v1/watch/...` paths, no health
+//! paths (`/healthz`, `/livez`, `/readyz`: 404, and 403 without a token, where
+//! the real server answers 200 `ok`), JSON only (YAML and protobuf bodies are
+//! 415, those `Accept`s 406), no `remainingItemCount`, no `kubectl`-style
+//! Table output, unconditional PUT allowed for every kind.
+//!
+//! No authentication or authorization of tokens: any non-empty bearer token
+//! is a user who may do anything, where the real server answers 401
+//! `Unauthorized` on every path, `/version` included, for a token it cannot
+//! verify (tests inject 401 and 403 per token with `fault_for`).
+//!
+//! Stricter than the real server, checked by the differential test: a
+//! `resourceVersion=0` LIST honours `limit` (v1.37.2 still serves it whole
+//! from the watch cache, without a continue token). Metadata-only list items
+//! carry no `apiVersion`/`kind` here, where the real server sets
+//! `meta.k8s.io/v1 PartialObjectMetadata` on each (response.go above), and
+//! custom resources' list items carry theirs on a real server, never here. A
+//! watch asking for the `PartialObjectMetadataList` form is 406 here; the
+//! real server answers 200 and sends nothing. A custom resource's GET in the
+//! list form is 406 here, the real server's 500 "content is not a list".
+//! Messages that quote Go's parsers are not reproduced, only their status
+//! and reason: a body of another kind or version, a malformed label selector,
+//! an unparsable `limit` or `resourceVersion`, a garbage continue token, a
+//! JSON patch that is not a list.
+//!
+//! Bookmarks come every second (`set_bookmark_interval`); the real server's
+//! about once a minute, and two seconds before a watch's timeout once the
+//! watched resource has moved on (the differential test compares their shape,
+//! not their timing). Where a real component could run instead (a kind cluster
+//! in `make e2e`, the control plane of `tests/control_plane/`), it is the
+//! reference; this fake is what runs for faults.
 //!
 //! # Test controls
 //!
