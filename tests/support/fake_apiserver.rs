@@ -2578,10 +2578,6 @@ impl ApiError {
         ApiError::new(400, "BadRequest", message)
     }
 
-    fn invalid(message: &str) -> ApiError {
-        ApiError::new(422, "Invalid", message)
-    }
-
     /// A field the object must have: `ConfigMap "" is invalid: metadata.name: Required value:
     /// ...` (`NewInvalid` names the kind, not the resource).
     fn required_field(resource: &Resource, name: &str, field: &str, detail: &str) -> ApiError {
