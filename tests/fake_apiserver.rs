@@ -225,6 +225,25 @@ async fn list_items_carry_no_kind_and_the_list_is_typed() {
     // One object, by contrast, says what it is.
     let one = get(&api, &FakeApiServer::deployment_path(NS, "web")).await.json();
     assert_eq!((&one["kind"], &one["apiVersion"]), (&json!("Deployment"), &json!("apps/v1")));
+    // `watch=1` on an object's path is that GET, not a watch.
+    let path = format!("{}?watch=1", FakeApiServer::deployment_path(NS, "web"));
+    assert_eq!(get(&api, &path).await.json(), one);
+
+    // What Go's omitempty drops is not stored: empty labels, empty data.
+    let collection = format!("/api/v1/namespaces/{NS}/configmaps");
+    let empty =
+        json!({"metadata": {"name": "empty", "labels": {}, "annotations": null}, "data": {}});
+    let created = send_json(&api, "POST", &collection, "application/json", &empty).await.json();
+    assert!(
+        created["metadata"].get("labels").is_none()
+            && created["metadata"].get("annotations").is_none()
+    );
+    assert!(created.get("data").is_none(), "{created}");
+
+    // A custom resource's list is unstructured: its last page has an empty continue.
+    api.serve_rollouts();
+    let rollouts = get(&api, &format!("/apis/argoproj.io/v1alpha1/namespaces/{NS}/rollouts")).await;
+    assert_eq!(rollouts.json()["metadata"]["continue"], "");
 }
 
 #[tokio::test]
@@ -238,6 +257,20 @@ async fn lists_page_with_continue_from_the_first_pages_snapshot() {
     let snapshot = first["metadata"]["resourceVersion"].clone();
     assert_eq!(names(&first).len(), 10);
     let token = first["metadata"]["continue"].as_str().expect("a continue token").to_owned();
+    // The real format: the start key relative to the listed prefix.
+    let decode = |token: &str| -> Value {
+        let bytes =
+            base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, token)
+                .expect("base64");
+        serde_json::from_slice(&bytes).expect("JSON")
+    };
+    assert_eq!(
+        decode(&token),
+        json!({"v": "meta.k8s.io/v1", "rv": rv_of(&first), "start": "/s09\u{0}"})
+    );
+    let across = get(&api, "/api/v1/secrets?limit=1").await.json();
+    let across_token = across["metadata"]["continue"].as_str().expect("a token");
+    assert_eq!(decode(across_token)["start"], format!("/{NS}/s00\u{0}"));
 
     // Writes between pages are not seen by the rest of this list.
     api.delete("secrets", NS, "s15");
@@ -279,6 +312,22 @@ async fn lists_page_with_continue_from_the_first_pages_snapshot() {
     let expired = get(&api, &format!("{collection}?limit=5&continue={token}")).await;
     assert_eq!(expired.status, 410);
     assert_eq!(expired.json()["reason"], "Expired");
+
+    // Invalid list options are 422 ListOptions errors, with causes.
+    let refused = get(&api, &format!("{collection}?resourceVersionMatch=Exact")).await;
+    assert_eq!(
+        refused.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: \
+                resourceVersionMatch is forbidden unless resourceVersion is provided",
+            "reason": "Invalid", "code": 422, "details": {"group": "meta.k8s.io",
+                "kind": "ListOptions", "causes": [{"reason": "FieldValueForbidden",
+                "message": "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                "field": "resourceVersionMatch"}]}})
+    );
+    for query in ["resourceVersionMatch=Foo&resourceVersion=1", "sendInitialEvents=true"] {
+        assert_eq!(get(&api, &format!("{collection}?{query}")).await.status, 422, "{query}");
+    }
 }
 
 #[tokio::test]
@@ -315,6 +364,10 @@ async fn label_and_field_selectors_filter_lists() {
     let unsupported = get(&api, "/apis/apps/v1/deployments?fieldSelector=spec.replicas%3D1").await;
     assert_eq!(unsupported.status, 400);
     assert_eq!(unsupported.json()["reason"], "BadRequest");
+    assert_eq!(
+        unsupported.json()["message"],
+        "\"spec.replicas\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+    );
 }
 
 #[tokio::test]
@@ -476,7 +529,37 @@ async fn streaming_lists_end_their_initial_events_with_an_annotated_bookmark() {
     assert_eq!(end["type"], "BOOKMARK");
     assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
     let refused = get(&api, "/api/v1/secrets?watch=1&sendInitialEvents=true").await;
-    assert_eq!(refused.status, 422, "needs bookmarks and NotOlderThan");
+    assert_eq!(refused.status, 422, "needs resourceVersionMatch=NotOlderThan");
+    assert_eq!(
+        refused.json()["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: \
+         sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+    );
+    let refused = get(&api, "/api/v1/secrets?watch=1&resourceVersionMatch=NotOlderThan").await;
+    assert_eq!(refused.status, 422, "resourceVersionMatch needs sendInitialEvents");
+
+    // Without bookmarks: the initial events, and no bookmark.
+    let mut quiet = Watch::open(
+        &api,
+        "/api/v1/secrets?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+        None,
+    )
+    .await;
+    assert_eq!(quiet.next().await["type"], "ADDED");
+    assert!(quiet.stays_quiet(Duration::from_millis(300)).await);
+
+    // A watch from "" or "0" is a watch-list by default (the WatchList feature, on in 1.37).
+    for rv in ["", "&resourceVersion=0"] {
+        let mut watch = Watch::open(
+            &api,
+            &format!("/api/v1/secrets?watch=1&allowWatchBookmarks=true{rv}"),
+            None,
+        )
+        .await;
+        assert_eq!(watch.next().await["type"], "ADDED");
+        let end = watch.next().await;
+        assert_eq!(end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    }
 }
 
 #[tokio::test]
@@ -546,8 +629,14 @@ async fn metadata_only_get_list_and_watch_have_the_partial_object_metadata_shape
     assert!(event["object"].get("data").is_none());
 
     // The list form for one object, or the single form for a list, is 406.
-    assert_eq!(get_meta(&api, &path, true).await.status, 406);
-    assert_eq!(get_meta(&api, "/api/v1/secrets", false).await.status, 406);
+    assert_eq!(
+        get_meta(&api, &path, true).await.json()["message"],
+        "you requested PartialObjectMetadataList, but the requested object is not a list (*core.Secret)"
+    );
+    assert_eq!(
+        get_meta(&api, "/apis/apps/v1/deployments", false).await.json()["message"],
+        "you requested PartialObjectMetadata, but the requested object is a list (*apps.DeploymentList)"
+    );
     let table = "application/json;as=Table;g=meta.k8s.io;v=v1";
     assert_eq!(
         request(&api, "GET", &path, Some(TOKEN), &[("accept", table)], b"").await.status,
@@ -634,6 +723,11 @@ async fn json_patch_and_strategic_merge_patch_apply() {
     let failing = json!([{"op": "test", "path": "/spec/replicas", "value": 9}]);
     let reply = send_json(&api, "PATCH", &path, "application/json-patch+json", &failing).await;
     assert_eq!((reply.status, reply.json()["reason"].clone()), (422, json!("Invalid")));
+    assert_eq!(
+        reply.json()["message"],
+        "the server rejected our request due to an error in our request",
+        "the real server says no more"
+    );
     let not_a_patch =
         send_json(&api, "PATCH", &path, "application/json-patch+json", &json!({})).await;
     assert_eq!(not_a_patch.status, 400);
@@ -659,18 +753,41 @@ async fn other_patch_types_are_415_unsupported_media_type() {
     let api = started().await;
     let path = FakeApiServer::secret_path(NS, "db");
     api.put_secret(NS, "db", &[("password", "one")]);
-    for content_type in ["application/apply-patch+yaml", "text/plain", "application/json"] {
+    for content_type in ["text/plain", "application/json"] {
         let reply = send_json(&api, "PATCH", &path, content_type, &json!({})).await;
         assert_eq!(reply.status, 415, "{content_type}");
-        let body = reply.json();
-        assert_eq!(body["reason"], "UnsupportedMediaType");
-        assert!(
-            body["message"].as_str().is_some_and(|m| m.starts_with(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json"
-            )),
-            "{body}"
+        assert_eq!(
+            reply.json(),
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "415: Unsupported Media Type", "reason": "UnsupportedMediaType",
+                "details": {}, "code": 415}),
+            "go-restful's answer for a type outside the route's Consumes"
         );
     }
+    // Server-side apply is not reproduced.
+    let apply = send_json(&api, "PATCH", &path, "application/apply-patch+yaml", &json!({})).await;
+    assert_eq!(apply.status, 415);
+    // A custom resource's patch handler lists what it takes.
+    api.serve_rollouts();
+    let rollout = "/apis/argoproj.io/v1alpha1/namespaces/team-a/rollouts/web";
+    api.put(rollout, json!({"spec": {"replicas": 1}}));
+    let reply = send_json(&api, "PATCH", rollout, "text/plain", &json!({})).await;
+    assert_eq!(
+        reply.json()["message"],
+        "the body of the request was in an unknown format - accepted media types include: \
+         application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+    );
+    // POST and PUT bodies must be JSON (or have no Content-Type).
+    let collection = format!("/api/v1/namespaces/{NS}/secrets");
+    let body = json!({"metadata": {"name": "other"}});
+    let reply = send_json(&api, "POST", &collection, "application/yaml", &body).await;
+    assert_eq!(
+        (reply.status, reply.json()["reason"].clone()),
+        (415, json!("UnsupportedMediaType"))
+    );
+    let bytes = serde_json::to_vec(&body).expect("json");
+    let reply = request(&api, "POST", &collection, Some(TOKEN), &[], &bytes).await;
+    assert_eq!(reply.status, 201, "no Content-Type: JSON");
 }
 
 #[tokio::test]
@@ -730,10 +847,43 @@ async fn posts_get_server_names_uids_and_resource_versions() {
             && created["metadata"]["creationTimestamp"].is_string()
     );
     let with_rv = json!({"metadata": {"name": "x", "resourceVersion": "5"}});
-    assert_eq!(send_json(&api, "POST", &events, "application/json", &with_rv).await.status, 500);
+    let refused = send_json(&api, "POST", &events, "application/json", &with_rv).await;
+    assert_eq!(
+        refused.json(),
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "resourceVersion should not be set on objects to be created", "code": 500}),
+        "the real server's reason-less 500"
+    );
     let nameless = json!({"metadata": {}});
-    assert_eq!(send_json(&api, "POST", &events, "application/json", &nameless).await.status, 422);
+    let refused = send_json(&api, "POST", &events, "application/json", &nameless).await;
+    assert_eq!(refused.status, 422);
+    assert_eq!(
+        refused.json()["message"],
+        "Event \"\" is invalid: metadata.name: Required value: name or generateName is required"
+    );
+    assert_eq!(refused.json()["details"]["causes"][0]["field"], "metadata.name");
 
+    // Delete preconditions: the UID first, then the resourceVersion; the Conflict names the kind.
+    let object = format!("{events}/{name}");
+    let both = json!({"preconditions": {"uid": "wrong", "resourceVersion": "1"}});
+    let refused = send_json(&api, "DELETE", &object, "application/json", &both).await.json();
+    assert_eq!(
+        refused["message"],
+        format!(
+            "Operation cannot be fulfilled on Event \"{name}\": the UID in the precondition (wrong) \
+             does not match the UID in record ({}). The object might have been deleted and then recreated",
+            created["metadata"]["uid"].as_str().expect("uid")
+        )
+    );
+    assert_eq!(refused["details"], json!({"name": name, "kind": "Event"}));
+    let stale = json!({"preconditions": {"resourceVersion": "1"}});
+    let refused = send_json(&api, "DELETE", &object, "application/json", &stale).await.json();
+    assert!(
+        refused["message"].as_str().is_some_and(|m| m.contains(
+            "the ResourceVersion in the precondition (1) does not match the ResourceVersion in record"
+        )),
+        "{refused}"
+    );
     let deleted =
         request(&api, "DELETE", &format!("{events}/{name}"), Some(TOKEN), &[], b"").await.json();
     assert_eq!((&deleted["kind"], &deleted["status"]), (&json!("Status"), &json!("Success")));
@@ -741,21 +891,76 @@ async fn posts_get_server_names_uids_and_resource_versions() {
 }
 
 #[tokio::test]
-async fn requests_without_a_bearer_token_are_401_unauthorized() {
+async fn requests_without_a_bearer_token_are_anonymous_and_forbidden_but_for_the_version() {
     let api = started().await;
-    for path in ["/version", "/api/v1/secrets", &FakeApiServer::secret_path(NS, "db")] {
-        let reply = request(&api, "GET", path, None, &[], b"").await;
-        assert_eq!(reply.status, 401, "{path}");
-        assert_eq!(
-            reply.json(),
-            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
-        );
+    let forbidden = |message: &str, details: Value| {
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": message, "reason": "Forbidden", "details": details, "code": 403})
+    };
+    let anonymous = "User \"system:anonymous\" cannot";
+    for (method, path, message, details) in [
+        (
+            "GET",
+            "/api/v1/secrets".to_owned(),
+            format!(
+                "secrets is forbidden: {anonymous} list resource \"secrets\" in API group \"\" at the cluster scope"
+            ),
+            json!({"kind": "secrets"}),
+        ),
+        (
+            "GET",
+            FakeApiServer::deployment_path(NS, "web"),
+            format!(
+                "deployments.apps \"web\" is forbidden: {anonymous} get resource \"deployments\" in API group \"apps\" in the namespace \"{NS}\""
+            ),
+            json!({"name": "web", "group": "apps", "kind": "deployments"}),
+        ),
+        (
+            "GET",
+            format!("/api/v1/namespaces/{NS}/configmaps?watch=1&fieldSelector=metadata.name%3Dapp"),
+            format!(
+                "configmaps \"app\" is forbidden: {anonymous} watch resource \"configmaps\" in API group \"\" in the namespace \"{NS}\""
+            ),
+            json!({"name": "app", "kind": "configmaps"}),
+        ),
+        (
+            "DELETE",
+            format!("/api/v1/namespaces/{NS}/configmaps"),
+            format!(
+                "configmaps is forbidden: {anonymous} deletecollection resource \"configmaps\" in API group \"\" in the namespace \"{NS}\""
+            ),
+            json!({"kind": "configmaps"}),
+        ),
+        (
+            "GET",
+            "/apis/apps/v1/namespaces/x/deployments/web/status".to_owned(),
+            format!(
+                "deployments.apps \"web\" is forbidden: {anonymous} get resource \"deployments/status\" in API group \"apps\" in the namespace \"x\""
+            ),
+            json!({"name": "web", "group": "apps", "kind": "deployments"}),
+        ),
+        ("GET", "/api".to_owned(), format!("forbidden: {anonymous} get path \"/api\""), json!({})),
+        (
+            "POST",
+            "/version".to_owned(),
+            format!("forbidden: {anonymous} post path \"/version\""),
+            json!({}),
+        ),
+    ] {
+        let reply = request(&api, method, &path, None, &[], b"").await;
+        assert_eq!(reply.json(), forbidden(&message, details), "{method} {path}");
     }
-    let basic =
-        request(&api, "GET", "/version", None, &[("authorization", "Basic eDp5")], b"").await;
-    assert_eq!(basic.status, 401);
-    assert_eq!(get(&api, "/version").await.status, 200);
+    let version = request(&api, "GET", "/version", None, &[], b"").await;
+    assert_eq!(version.status, 200, "system:public-info-viewer");
+    // A scheme other than Bearer, or an empty token, is anonymous too.
+    for header in ["Basic eDp5", "Bearer "] {
+        let reply = request(&api, "GET", "/version", None, &[("authorization", header)], b"").await;
+        assert_eq!(reply.status, 200, "{header}");
+        let secrets =
+            request(&api, "GET", "/api/v1/secrets", None, &[("authorization", header)], b"").await;
+        assert_eq!(secrets.status, 403, "{header}");
+    }
+    assert_eq!(get(&api, "/api/v1/secrets").await.status, 200);
 
     let dir = server::TempDir::new("fake-kubeconfig");
     let default = std::fs::read_to_string(api.kubeconfig(&dir.0)).expect("kubeconfig");
@@ -824,15 +1029,30 @@ async fn a_hanging_request_is_answered_never_until_the_client_gives_up() {
 #[tokio::test]
 async fn discovery_serves_rollouts_only_once_the_crd_is_there() {
     let api = started().await;
-    assert_eq!(get(&api, "/apis/argoproj.io/v1alpha1").await.status, 404);
-    assert_eq!(get(&api, "/apis/argoproj.io/v1alpha1/rollouts").await.status, 404);
-    assert_eq!(get(&api, "/apis/example.com/v1/widgets").await.status, 404);
+    // An unserved group is Go's plain-text 404, not a Status.
+    for path in [
+        "/apis/argoproj.io/v1alpha1",
+        "/apis/argoproj.io/v1alpha1/rollouts",
+        "/apis/example.com/v1/widgets",
+    ] {
+        let reply = get(&api, path).await;
+        assert_eq!(reply.status, 404, "{path}");
+        assert_eq!(reply.body, b"404 page not found\n", "{path}");
+        assert_eq!(
+            reply.headers.get("content-type").and_then(|v| v.to_str().ok()),
+            Some("text/plain; charset=utf-8")
+        );
+    }
+    // An unserved resource of a served group is a Status.
+    assert_eq!(get(&api, "/api/v1/widgets").await.json()["reason"], "NotFound");
     let groups = get(&api, "/apis").await.json();
     assert!(!groups.to_string().contains("argoproj.io"));
     let core = get(&api, "/api/v1").await.json();
     assert!(
         core["resources"].as_array().expect("resources").iter().any(|r| r["name"] == "secrets")
     );
+    assert!(core.get("apiVersion").is_none(), "the core group's list has none");
+    assert_eq!(get(&api, "/apis/apps/v1").await.json()["apiVersion"], "v1");
 
     api.serve_rollouts();
     let served = get(&api, "/apis/argoproj.io/v1alpha1").await;
@@ -862,7 +1082,7 @@ async fn discovery_serves_rollouts_only_once_the_crd_is_there() {
 async fn the_request_log_records_method_path_query_token_and_status() {
     let api = started().await;
     get(&api, "/api/v1/secrets?limit=500").await;
-    request(&api, "GET", "/version", None, &[], b"").await;
+    request(&api, "GET", "/api/v1/secrets", None, &[], b"").await;
     let log = api.log();
     assert_eq!(log.len(), 2);
     assert_eq!((log[0].method.as_str(), log[0].path.as_str()), ("GET", "/api/v1/secrets"));
@@ -870,7 +1090,7 @@ async fn the_request_log_records_method_path_query_token_and_status() {
         (log[0].query.as_str(), log[0].token.as_str(), log[0].status),
         ("limit=500", TOKEN, 200)
     );
-    assert_eq!((log[1].token.as_str(), log[1].status), ("", 401));
+    assert_eq!((log[1].token.as_str(), log[1].status), ("", 403));
     assert!(log[0].at <= log[1].at);
     let watch = Watch::open(&api, "/api/v1/secrets?watch=1", None).await;
     assert_eq!(watch.status, 200);
@@ -879,18 +1099,35 @@ async fn the_request_log_records_method_path_query_token_and_status() {
     assert!(api.log().is_empty());
     get(&api, "/version").await;
     assert_eq!(api.log().len(), 1);
-    assert_eq!(api.calls("GET", "/version"), 2, "the counters are kept");
+    assert_eq!(api.calls("GET", "/api/v1/secrets"), 3, "the counters are kept");
 }
 
 #[tokio::test]
-async fn a_future_resource_version_is_504_too_large_after_three_seconds() {
+async fn a_future_resource_version_is_a_504_list_and_a_watch_that_waits_for_it() {
     let api = started().await;
-    let future = api.resource_version() + 100;
+    let future = api.resource_version() + 3;
+    let started_at = Instant::now();
+    let list = get(&api, &format!("/api/v1/secrets?resourceVersion={future}")).await;
+    assert!(started_at.elapsed() >= Duration::from_millis(2900), "waits 3 s first");
+    let body = list.json();
+    assert_eq!((list.status, &body["reason"]), (504, &json!("Timeout")));
+    assert_eq!(
+        body["message"],
+        format!("Timeout: Too large resource version: {future}, current: {}", future - 3)
+    );
+    assert_eq!(body["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+
+    // A watch from it gets no error: what comes after it, once the server is there.
     let mut watch =
         Watch::open(&api, &format!("/api/v1/secrets?watch=1&resourceVersion={future}"), None).await;
-    let error = tokio::time::timeout(Duration::from_secs(5), watch.next()).await.expect("in time");
-    assert_eq!((&error["type"], &error["object"]["code"]), (&json!("ERROR"), &json!(504)));
-    assert_eq!(error["object"]["details"]["causes"][0]["reason"], "ResourceVersionTooLarge");
+    assert_eq!(watch.status, 200);
+    for password in ["one", "two", "three"] {
+        api.put_secret(NS, "db", &[("password", password)]);
+    }
+    assert!(watch.stays_quiet(Duration::from_millis(300)).await, "nothing up to {future}");
+    api.put_secret(NS, "db", &[("password", "four")]);
+    let event = watch.next().await;
+    assert_eq!((&event["type"], rv_of(&event["object"])), (&json!("MODIFIED"), future + 1));
 }
 
 #[tokio::test]

@@ -6,7 +6,8 @@
 //! URL on loopback.
 //!
 //! One control plane and one installation serve every test of this binary; each test works in
-//! namespaces of its own.
+//! namespaces of its own. Tests that restart kube-apiserver (relist, differential) start a
+//! control plane of their own.
 
 #[path = "../support/chart.rs"]
 mod chart;
@@ -14,12 +15,15 @@ mod chart;
 mod control_plane;
 #[path = "../support/digests.rs"]
 mod digests;
+#[path = "../support/fake_apiserver.rs"]
+mod fake_apiserver;
 #[path = "../support/registry.rs"]
 mod registry;
 #[path = "../support/server.rs"]
 mod server;
 
 mod controller;
+mod differential;
 mod gitops;
 mod install;
 mod relist;

@@ -6,108 +6,179 @@
 //! that ignored every pre-existing workload. It now aims to be at least as
 //! strict as the real kube-apiserver: where it deviates, it refuses or omits
 //! rather than accepts or adds. Each behaviour below names its upstream
-//! reference; `tests/fake_apiserver.rs` has one test per behaviour.
+//! reference; `tests/fake_apiserver.rs` has one test per behaviour, and
+//! `tests/control_plane/differential.rs` sends one script of requests to this
+//! fake and to a real kube-apiserver v1.37.2 and fails where they answer
+//! differently: behaviours marked **[compared]** are checked there (what a
+//! real server cannot show on demand is marked *not compared*).
 //!
 //! # Real behaviours reproduced
 //!
 //! - **LIST items carry no `apiVersion`/`kind`**; the list itself is
 //!   `<Kind>List` with the group/version (`SecretList`, `v1`;
-//!   `DeploymentList`, `apps/v1`) and `metadata.resourceVersion`.
+//!   `DeploymentList`, `apps/v1`) and `metadata.resourceVersion`
+//!   **[compared]**. GET answers and watch events carry them **[compared]**.
 //!   kubernetes/kubernetes#3030, #63676, #98925 and the list examples in
 //!   <https://kubernetes.io/docs/reference/using-api/api-concepts/#efficient-detection-of-changes>.
+//!   A custom resource's last list page has `continue: ""` (its list is
+//!   unstructured) **[compared]**. Stored objects lose what Go's `omitempty`
+//!   drops: empty or null metadata fields (`labels: {}`) and a ConfigMap's or
+//!   Secret's empty `data` **[compared]**.
 //! - **Metadata-only answers** for `Accept:
 //!   application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`:
 //!   GET and WATCH objects are `PartialObjectMetadata` (`meta.k8s.io/v1`),
-//!   LIST is a `PartialObjectMetadataList`; asking for the list form on a
-//!   single object (or the reverse) is 406 NotAcceptable, as in
-//!   `asPartialObjectMetadata[List]` in
+//!   LIST is a `PartialObjectMetadataList` **[compared]**; asking for the list
+//!   form on a built-in object (or the single form on a list) is 406
+//!   NotAcceptable naming the Go type (`(*core.ConfigMapList)`) **[compared]**,
+//!   as in `asPartialObjectMetadata[List]` in
 //!   kubernetes/kubernetes `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/response.go`.
 //!   Other alternatives (protobuf, YAML, CBOR, `as=Table`) are skipped; if
-//!   none is left the answer is 406.
+//!   none is left the answer is 406 with the real message **[compared]**.
 //! - **Chunked lists**: `limit` + `continue`; every page is served from the
 //!   snapshot of the first page (the `resourceVersion` is the same on every
 //!   page, and writes made in between are not seen), `metadata.continue` on
-//!   all but the last page; a token whose snapshot has left the retained
-//!   history answers 410 Expired; `resourceVersion` together with `continue`
-//!   is 400. The token is the real format (base64 of
-//!   `{"v":"meta.k8s.io/v1","rv":N,"start":"<ns>/<name>\u0000"}`).
+//!   all but the last page **[compared]**; `resourceVersion` together with
+//!   `continue` is 400 **[compared]**; a token whose snapshot has left the
+//!   retained history answers 410 Expired (*not compared*: it needs an etcd
+//!   compaction). The token is the real format **[compared]**: base64 of
+//!   `{"v":"meta.k8s.io/v1","rv":N,"start":"/<name>\u0000"}`, the start key
+//!   relative to the listed prefix (`/<namespace>/<name>\u0000` across all
+//!   namespaces; `storage.EncodeContinue`).
 //!   <https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks>.
-//!   `resourceVersionMatch=Exact` lists at an older resourceVersion the same
-//!   way; `resourceVersion=N` newer than the server waits up to 3 s and then
-//!   answers 504 "Too large resource version".
+//!   `resourceVersionMatch=Exact` lists at an older resourceVersion
+//!   **[compared]**; `resourceVersion=N` newer than the server waits 3 s and
+//!   then answers 504 "Timeout: Too large resource version" **[compared]**.
+//!   Invalid list options (`resourceVersionMatch` without `resourceVersion`,
+//!   an unsupported one, `Exact` at 0, `sendInitialEvents` on a LIST) are 422
+//!   `ListOptions.meta.k8s.io "" is invalid` with causes **[compared]**
+//!   (`ValidateListOptions` in `staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/validation`).
 //! - **Selectors**: label selectors `k=v`, `k==v`, `k!=v`, `k`, `!k`,
-//!   `k in (a,b)`, `k notin (a,b)` (a malformed one is 400); field selectors
-//!   `metadata.name` and `metadata.namespace` (`=`, `==`, `!=`; any other
-//!   field is 400, as for kinds without extra field labels).
-//! - **WATCH** (`watch=true` or `watch=1`, also on an object path): from
+//!   `k in (a,b)`, `k notin (a,b)`, several terms **[compared]** (a malformed
+//!   one is 400 **[compared]**, its message not reproduced); field selectors
+//!   `metadata.name` and `metadata.namespace` (`=`, `==`, `!=`)
+//!   **[compared]**; any other field is 400 `"f" is not a known field
+//!   selector: only "metadata.name", "metadata.namespace"` **[compared]**,
+//!   also for kinds that have more field labels (stricter).
+//! - **WATCH** (`watch=true` or `watch=1` on a collection; on an object's path
+//!   it is a plain GET, as on the real server **[compared]**): from
 //!   `resourceVersion=N`, every change after N in order, each with the object
 //!   as it was right after that change, with `apiVersion`/`kind`; a change
-//!   made between a LIST and the WATCH from its resourceVersion is delivered.
-//!   `resourceVersion` unset or `0`: synthetic ADDED events for the current
-//!   objects, then changes. An object that stops matching the selector
-//!   leaves as DELETED (its previous state at the new resourceVersion), one
-//!   that starts matching arrives as ADDED (`cacheWatcher.convertToWatchEvent`
-//!   in `staging/src/k8s.io/apiserver/pkg/storage/cacher`). History is bounded
-//!   (`set_history_limit`, default 10,000 changes; `compact()` drops it all):
-//!   a watch from an older resourceVersion answers HTTP 200 and one
-//!   `{"type":"ERROR","object":<Status 410 Expired "too old resource
-//!   version: N (M)">}` and ends (`newErrWatcher` in `cacher.go`: "once we
-//!   have passed authn/authz/admission ... errors must fail with a watch event
-//!   of type ERROR"; the message is `watch_cache.go`'s). A watcher that falls
-//!   behind the window gets the same. `expire_watches(plural)` ends open
-//!   watches that way (as after etcd compaction). `allowWatchBookmarks=true`:
-//!   BOOKMARK events whose object has the watched kind and only
-//!   `metadata.resourceVersion`, never ahead of an event not yet sent
+//!   made between a LIST and the WATCH from its resourceVersion is delivered
+//!   **[compared]**. `resourceVersion` unset or `0` is a watch-list (the
+//!   WatchList feature, on by default in 1.37, defaults `sendInitialEvents`):
+//!   synthetic ADDED events for the current objects, then changes
+//!   **[compared]**. An object that stops matching the selector leaves as
+//!   DELETED (its previous state at the new resourceVersion), one that starts
+//!   matching arrives as ADDED (`cacheWatcher.convertToWatchEvent` in
+//!   `staging/src/k8s.io/apiserver/pkg/storage/cacher`) **[compared]**. A
+//!   watch from a resourceVersion the server has not reached waits for it, no
+//!   error **[compared]**. History is bounded (`set_history_limit`, default
+//!   10,000 changes; `compact()` drops it all): a watch from an older
+//!   resourceVersion answers HTTP 200 and one `{"type":"ERROR","object":<Status
+//!   410 Expired "too old resource version: N (M)">}` and ends **[compared]**
+//!   (`newErrWatcher` in `cacher.go`: "once we have passed
+//!   authn/authz/admission ... errors must fail with a watch event of type
+//!   ERROR"; the message is `watch_cache.go`'s). A watcher that falls behind
+//!   the window gets the same. `expire_watches(plural)` ends open watches that
+//!   way (as after etcd compaction). `allowWatchBookmarks=true`: BOOKMARK
+//!   events whose object has the watched kind and only
+//!   `metadata.resourceVersion` **[compared]**, never ahead of an event not
+//!   yet sent
 //!   (<https://kubernetes.io/docs/reference/using-api/api-concepts/#watch-bookmarks>).
-//!   `sendInitialEvents=true` (streaming lists): the initial ADDED events, then
-//!   a BOOKMARK annotated `k8s.io/initial-events-end: "true"`.
-//!   `timeoutSeconds` ends the stream cleanly (default 1,800 s).
-//! - **Writes**: POST (201; 409 AlreadyExists; `generateName`; a body
-//!   `resourceVersion` is refused; uid and creationTimestamp are the
-//!   server's), PUT and PATCH with a stale `metadata.resourceVersion` answer
-//!   409 Conflict; PATCH takes `application/merge-patch+json`,
+//!   `sendInitialEvents=true` (streaming lists, and the watch-list default
+//!   above) with `resourceVersionMatch=NotOlderThan`: the initial ADDED
+//!   events, then, if bookmarks are allowed, a BOOKMARK annotated
+//!   `k8s.io/initial-events-end: "true"` **[compared]**; without
+//!   `resourceVersionMatch=NotOlderThan` it is 422, and so is
+//!   `resourceVersionMatch` without `sendInitialEvents` **[compared]**.
+//!   `timeoutSeconds` ends the stream cleanly (default 1,800 s) **[compared]**.
+//! - **Writes**: POST (201 **[compared]**; 409 AlreadyExists **[compared]**;
+//!   `generateName` with the real alphabet **[compared]**; a body
+//!   `resourceVersion` is the real server's reason-less 500 **[compared]**;
+//!   uid and creationTimestamp are the server's **[compared]**; no name is 422
+//!   `ConfigMap "" is invalid: metadata.name: Required value` **[compared]**),
+//!   PUT and PATCH with a stale `metadata.resourceVersion` answer 409 Conflict
+//!   **[compared]**; PATCH takes `application/merge-patch+json`,
 //!   `application/json-patch+json` (RFC 6902, json-patch crate; a failing
-//!   operation is 422) and `application/strategic-merge-patch+json` (applied
-//!   as a merge patch: lists are replaced, not merged by key; 415 for the
-//!   custom resource `rollouts`, as for every CRD); other content types 415
-//!   UnsupportedMediaType with the real message. DELETE with optional
-//!   `preconditions`, answered with a `Success` Status. A write that changes
-//!   nothing does not bump the resourceVersion and sends no watch event
+//!   operation is the real server's bare 422 "the server rejected our request
+//!   due to an error in our request") and
+//!   `application/strategic-merge-patch+json` (applied as a merge patch:
+//!   lists are replaced, not merged by key) **[compared]**; for the custom
+//!   resource `rollouts`, as for every CRD, strategic merge and other types
+//!   are 415 listing the accepted types **[compared]**; for built-in kinds
+//!   other types are go-restful's 415 "415: Unsupported Media Type"
+//!   **[compared]**. POST and PUT bodies must be JSON (or have no
+//!   Content-Type), else 415 with the real message **[compared]**. DELETE
+//!   with optional `preconditions` (the UID checked first, then the
+//!   resourceVersion; the Conflict names the kind, `ConfigMap "two"`), answered
+//!   with a `Success` Status **[compared]**. A write that changes nothing does
+//!   not bump the resourceVersion and sends no watch event **[compared]**
 //!   (`GuaranteedUpdate` short-circuits when the encoded object is unchanged,
-//!   `staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`).
-//!   The object name and namespace in a body must match the URL (400).
+//!   `staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`). The object
+//!   name and namespace in a body must match the URL (400) **[compared]**.
 //! - **Errors** are `Status` bodies with the real messages, reasons and
-//!   details: `secrets "db" not found`, `Operation cannot be fulfilled on
-//!   deployments.apps "web": the object has been modified; please apply your
-//!   changes to the latest version and try again`, `... already exists`,
-//!   Unauthorized, Expired, Timeout, UnsupportedMediaType, NotAcceptable,
-//!   MethodNotAllowed, BadRequest, Invalid; injected ones name the fault.
-//!   429 carries `Retry-After: 1`.
-//! - **Authentication**: no `Authorization: Bearer <token>` is 401
-//!   Unauthorized on every path (including `/version`).
+//!   details **[compared]**: `secrets "db" not found`, `Operation cannot be
+//!   fulfilled on deployments.apps "web": the object has been modified; please
+//!   apply your changes to the latest version and try again`, `... already
+//!   exists`, Forbidden, Expired, Timeout, UnsupportedMediaType,
+//!   NotAcceptable, MethodNotAllowed, BadRequest, Invalid; injected ones name
+//!   the fault (*not compared*). 429 carries `Retry-After: 1` (*not
+//!   compared*).
+//! - **Authentication**: a request without `Authorization: Bearer <token>`
+//!   (none, another scheme, an empty token) is `system:anonymous`, as with the
+//!   real server's default `--anonymous-auth`: `/version` answers 200, every
+//!   other path 403 Forbidden with RBAC's message (`secrets is forbidden: User
+//!   "system:anonymous" cannot list resource "secrets" in API group "" at the
+//!   cluster scope`; `forbidden: User "system:anonymous" cannot get path
+//!   "/api"`) **[compared]**.
 //! - **Discovery**: `/api`, `/apis`, `/api/v1` and `/apis/<group>/<version>`
-//!   list what is served; unserved resources and groups are 404 ("the server
-//!   could not find the requested resource"); `argoproj.io/v1alpha1`
-//!   `rollouts` exists only after `serve_rollouts()`, as a CRD would.
+//!   list what is served, a subset of the real server's with the same names,
+//!   kinds, scopes and no verb it lacks; `/api/v1` has no `apiVersion`
+//!   **[compared]**. An unserved resource of a served group is a 404 Status
+//!   ("the server could not find the requested resource"); an unserved group
+//!   or version, and everything under it, is Go's plain-text "404 page not
+//!   found" **[compared]**. `argoproj.io/v1alpha1` `rollouts` exists only
+//!   after `serve_rollouts()`, as a CRD would **[compared]**.
 //!
 //! # Deliberately not reproduced
 //!
 //! No admission (webhooks, NamespaceLifecycle: objects may be created in a
 //! namespace that does not exist), no defaulting, no validation of fields
 //! beyond name/namespace/type, no `metadata.generation` or `managedFields`, no
-//! server-side apply (`application/apply-patch+yaml` is 415), no
-//! strategic-merge list semantics, no finalizers or graceful deletion, no
-//! subresources (`/status`, `/scale`: 404), no authorization (any bearer
-//! token is a user), JSON only, no `remainingItemCount`, no
-//! `kubectl`-style Table output, unconditional PUT allowed for every kind. A
-//! `resourceVersion=0` LIST honours `limit` (older real servers answered from
-//! the watch cache without paging). Metadata-only list items carry no
-//! `apiVersion`/`kind` here, stricter than the real server, which sets
-//! `meta.k8s.io/v1 PartialObjectMetadata` on each (response.go above);
-//! custom resources' list items do carry them on a real server, never here.
-//! Bookmarks come every second (`set_bookmark_interval`), the real server's
-//! about once a minute. Where a real component could run instead (a kind
-//! cluster in `make e2e`), it is the reference; this fake is what runs here.
+//! server-side apply (`application/apply-patch+yaml` is 415 with a message of
+//! this fake's own), no strategic-merge list semantics, no finalizers or
+//! graceful deletion, no subresources (`/status`, `/scale`: 404), no
+//! `/apis/<group>` documents, no legacy `/api/v1/watch/...` paths, no health
+//! paths (`/healthz`, `/livez`, `/readyz`: 404, and 403 without a token, where
+//! the real server answers 200 `ok`), JSON only (YAML and protobuf bodies are
+//! 415, those `Accept`s 406), no `remainingItemCount`, no `kubectl`-style
+//! Table output, unconditional PUT allowed for every kind.
+//!
+//! No authentication or authorization of tokens: any non-empty bearer token
+//! is a user who may do anything, where the real server answers 401
+//! `Unauthorized` on every path, `/version` included, for a token it cannot
+//! verify (tests inject 401 and 403 per token with `fault_for`).
+//!
+//! Stricter than the real server, checked by the differential test: a
+//! `resourceVersion=0` LIST honours `limit` (v1.37.2 still serves it whole
+//! from the watch cache, without a continue token). Metadata-only list items
+//! carry no `apiVersion`/`kind` here, where the real server sets
+//! `meta.k8s.io/v1 PartialObjectMetadata` on each (response.go above), and
+//! custom resources' list items carry theirs on a real server, never here. A
+//! watch asking for the `PartialObjectMetadataList` form is 406 here; the
+//! real server answers 200 and sends nothing. A custom resource's GET in the
+//! list form is 406 here, the real server's 500 "content is not a list".
+//! Messages that quote Go's parsers are not reproduced, only their status
+//! and reason: a body of another kind or version, a malformed label selector,
+//! an unparsable `limit` or `resourceVersion`, a garbage continue token, a
+//! JSON patch that is not a list.
+//!
+//! Bookmarks come every second (`set_bookmark_interval`); the real server's
+//! about once a minute, and two seconds before a watch's timeout once the
+//! watched resource has moved on (the differential test compares their shape,
+//! not their timing). Where a real component could run instead (a kind cluster
+//! in `make e2e`, the control plane of `tests/control_plane/`), it is the
+//! reference; this fake is what runs for faults.
 //!
 //! # Test controls
 //!
@@ -220,6 +291,44 @@ impl Resource {
         }
         details
     }
+
+    /// `ConfigMap`, `Deployment.apps`: how Invalid errors and failed delete preconditions name
+    /// the type (a GroupKind where other errors have a GroupResource).
+    fn qualified_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.to_owned()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
+    /// The details of an error that names the type by kind: `name` left out when empty.
+    fn kind_details(&self, name: &str) -> Value {
+        let mut details = json!({"kind": self.kind});
+        if !name.is_empty() {
+            details["name"] = json!(name);
+        }
+        if !self.group.is_empty() {
+            details["group"] = json!(self.group);
+        }
+        details
+    }
+
+    /// The Go type the real server names in a 406 for the wrong metadata-only form:
+    /// `*core.ConfigMapList`, `*apps.Deployment`, `*unstructured.UnstructuredList`.
+    fn go_type(&self, list: bool) -> String {
+        let suffix = if list { "List" } else { "" };
+        if self.custom {
+            return format!("*unstructured.Unstructured{suffix}");
+        }
+        // events.k8s.io is served from the core Event storage.
+        let package = match self.group {
+            "" | "events.k8s.io" => "core",
+            "coordination.k8s.io" => "coordination",
+            group => group,
+        };
+        format!("*{package}.{}{suffix}", self.kind)
+    }
 }
 
 const fn resource(
@@ -318,6 +427,97 @@ fn parse_target(path: &str) -> Option<Target> {
     Some(Target { res, namespace, name })
 }
 
+/// What the real server's `RequestInfoFactory.NewRequestInfo`
+/// (`staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`) makes of a request, as
+/// far as authorization messages need it.
+#[derive(Debug)]
+struct RequestInfo {
+    path: String,
+    verb: String,
+    /// `(group, resource)`; `None` for a non-resource request (`/version`, `/api`, `/apis/apps`).
+    resource: Option<ResourceInfo>,
+    subresource: Option<String>,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+#[derive(Debug)]
+struct ResourceInfo {
+    group: String,
+    name: String,
+}
+
+fn request_info(method: &str, path: &str, query: &HashMap<String, String>) -> RequestInfo {
+    let mut info = RequestInfo {
+        path: path.to_owned(),
+        verb: method.to_ascii_lowercase(),
+        resource: None,
+        subresource: None,
+        namespace: None,
+        name: None,
+    };
+    let trimmed = path.trim_matches('/');
+    let parts: Vec<&str> =
+        if trimmed.is_empty() { Vec::new() } else { trimmed.split('/').collect() };
+    let (group, rest) = match parts.as_slice() {
+        ["api", rest @ ..] if rest.len() >= 2 => ("", rest),
+        ["apis", group, rest @ ..] if rest.len() >= 2 => (*group, rest),
+        _ => return info,
+    };
+    // rest[0] is the version.
+    let mut rest = &rest[1..];
+    if let [verb @ ("watch" | "proxy"), more @ ..] = rest {
+        if more.is_empty() {
+            return info;
+        }
+        info.verb = (*verb).to_owned();
+        rest = more;
+    } else {
+        info.verb = match method {
+            "POST" => "create",
+            "GET" | "HEAD" => "get",
+            "PUT" => "update",
+            "PATCH" => "patch",
+            "DELETE" => "delete",
+            _ => "",
+        }
+        .to_owned();
+    }
+    if let ["namespaces", namespace, more @ ..] = rest {
+        info.namespace = Some((*namespace).to_owned());
+        if !more.is_empty() && !matches!(more[0], "status" | "finalize") {
+            rest = more;
+        }
+    }
+    if rest.len() >= 3 && info.verb != "proxy" {
+        info.subresource = Some(rest[2].to_owned());
+    }
+    if rest.len() >= 2 {
+        info.name = Some(rest[1].to_owned());
+    }
+    info.resource = Some(ResourceInfo { group: group.to_owned(), name: rest[0].to_owned() });
+    if info.name.is_none() && info.verb == "get" {
+        let watching = query.get("watch").is_some_and(|w| !matches!(w.as_str(), "false" | "0"));
+        info.verb = if watching { "watch" } else { "list" }.to_owned();
+        // A list or watch of one object by name is authorized as for that object.
+        let exact = query.get("fieldSelector").and_then(|selector| {
+            selector.split(',').find_map(|term| {
+                let (field, value) = term.split_once("==").or_else(|| term.split_once('='))?;
+                (field.trim() == "metadata.name").then(|| value.trim())
+            })
+        });
+        if let Some(name) =
+            exact.filter(|n| !matches!(*n, "" | "." | "..") && !n.contains(['/', '%']))
+        {
+            info.name = Some(name.to_owned());
+        }
+    }
+    if info.name.is_none() && info.verb == "delete" {
+        info.verb = "deletecollection".to_owned();
+    }
+    info
+}
+
 /// `(namespace or "", name)`.
 type ObjKey = (String, String);
 
@@ -403,6 +603,7 @@ impl State {
         if !object["metadata"].is_object() {
             object["metadata"] = json!({});
         }
+        omit_empty(&mut object, resource);
         let previous = self.objects[res].get(&key).cloned();
         let uid = match &previous {
             Some(prev) => prev["metadata"]["uid"].clone(),
@@ -882,7 +1083,7 @@ impl FakeApiServer {
         self.shared.most_in_flight.fetch_max(now, Ordering::SeqCst);
         let _guard = Decrement(self.shared.clone());
         let response = match (&token, fault) {
-            (None, _) => Ok(ApiError::unauthorized().response()),
+            (None, _) => Ok(self.anonymous(&method, &path, &raw_query)),
             (Some(_), Some(Fault::Status(code))) => Ok(ApiError::injected(code).response()),
             // An error from the service makes hyper close the connection unanswered.
             (Some(_), Some(Fault::Drop)) => Err(std::io::Error::other("injected connection drop")),
@@ -909,6 +1110,18 @@ impl FakeApiServer {
         response
     }
 
+    /// A request without a bearer token: the real server's default `--anonymous-auth` makes it
+    /// `system:anonymous`, whom RBAC's `system:public-info-viewer` lets read `/version` (and the
+    /// health paths, which this fake does not serve) and nothing else.
+    fn anonymous(&self, method: &str, path: &str, raw_query: &str) -> Response<Body> {
+        if matches!(method, "GET" | "HEAD") && matches!(path, "/version" | "/version/") {
+            if let Some(Ok(version)) = self.discovery("/version") {
+                return version;
+            }
+        }
+        ApiError::forbidden(&request_info(method, path, &parse_query(raw_query))).response()
+    }
+
     async fn route(
         &self,
         request: Request<Incoming>,
@@ -919,30 +1132,36 @@ impl FakeApiServer {
         if let Some(discovery) = self.discovery(path) {
             return if method == Method::GET { discovery } else { Err(ApiError::method()) };
         }
-        let target = parse_target(path).ok_or_else(ApiError::no_resource)?;
+        let Some(target) = parse_target(path) else {
+            return Err(self.not_served(path));
+        };
         let resource = target.resource();
         if resource.custom && !self.shared.state().rollouts {
-            return Err(ApiError::no_resource());
+            return Err(ApiError::page_not_found());
         }
+        // `watch` on an object's path is a plain GET on the real server (1.37): single objects
+        // are watched with a `metadata.name` field selector on their collection.
         let watching = query.get("watch").is_some_and(|w| w == "true" || w == "1");
         match (method, &target.name) {
-            (Method::GET, _) if watching => {
-                let shape = negotiate(request.headers())?.single()?;
+            (Method::GET, None) if watching => {
+                let shape = negotiate(request.headers(), resource)?.single(resource)?;
                 self.watch(&target, query, shape).await
             }
             (Method::GET, Some(_)) => {
-                let shape = negotiate(request.headers())?.single()?;
+                let shape = negotiate(request.headers(), resource)?.single(resource)?;
                 self.get(&target, shape)
             }
             (Method::GET, None) => {
-                let shape = negotiate(request.headers())?.list()?;
+                let shape = negotiate(request.headers(), resource)?.list(resource)?;
                 self.list_collection(&target, query, shape).await
             }
             (Method::POST, None) if target.namespace.is_some() || !resource.namespaced => {
+                json_body_type(request.headers())?;
                 let body = read_body(request).await?;
                 self.create(&target, &body)
             }
             (Method::PUT, Some(_)) => {
+                json_body_type(request.headers())?;
                 let body = read_body(request).await?;
                 self.replace(&target, &body)
             }
@@ -962,6 +1181,24 @@ impl FakeApiServer {
             }
             _ => Err(ApiError::method()),
         }
+    }
+
+    /// The 404 for a path that names no served resource: Go's plain-text one when the group or
+    /// version is not served at all (no handler is registered for it), a Status otherwise.
+    fn not_served(&self, path: &str) -> ApiError {
+        match split_api_path(path) {
+            Some((group, version, _)) if !group.is_empty() && !self.serves(group, version) => {
+                ApiError::page_not_found()
+            }
+            _ => ApiError::no_resource(),
+        }
+    }
+
+    fn serves(&self, group: &str, version: &str) -> bool {
+        let rollouts = self.shared.state().rollouts;
+        RESOURCES
+            .iter()
+            .any(|r| r.group == group && r.version == version && (!r.custom || rollouts))
     }
 
     /// `/version` and the discovery documents, or `None` for other paths.
@@ -1012,18 +1249,17 @@ impl FakeApiServer {
                     })
                     .collect();
                 if resources.is_empty() {
-                    return Some(Err(ApiError::no_resource()));
+                    return Some(Err(self.not_served(path)));
                 }
-                let group_version = if group.is_empty() {
-                    version.to_owned()
+                // The core group's list has no apiVersion; the named groups' lists do.
+                let body = if group.is_empty() {
+                    json!({"kind": "APIResourceList", "groupVersion": version,
+                        "resources": resources})
                 } else {
-                    format!("{group}/{version}")
+                    json!({"kind": "APIResourceList", "apiVersion": "v1",
+                        "groupVersion": format!("{group}/{version}"), "resources": resources})
                 };
-                json_response(
-                    StatusCode::OK,
-                    &json!({"kind": "APIResourceList", "apiVersion": "v1",
-                        "groupVersion": group_version, "resources": resources}),
-                )
+                json_response(StatusCode::OK, &body)
             }
         }))
     }
@@ -1054,26 +1290,16 @@ impl FakeApiServer {
                 .map_err(|_| ApiError::bad_request(&format!("invalid limit {limit:?}")))?,
             None => 0,
         };
-        let rv = query.get("resourceVersion").filter(|v| !v.is_empty());
-        let rv_match = query.get("resourceVersionMatch").filter(|v| !v.is_empty());
-        if rv_match.is_some() && rv.is_none() {
-            return Err(ApiError::bad_request(
-                "resourceVersionMatch is forbidden unless resourceVersion is provided",
-            ));
-        }
-        if let Some(m) = rv_match.filter(|m| *m != "NotOlderThan" && *m != "Exact") {
-            return Err(ApiError::bad_request(&format!(
-                "resourceVersionMatch: Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\""
-            )));
-        }
-        let continued = match query.get("continue").filter(|c| !c.is_empty()) {
+        let options = ListOptions::parse(query, false)?;
+        let rv = options.resource_version.as_deref();
+        let continued = match &options.continue_token {
             Some(token) => {
                 if rv.is_some() {
                     return Err(ApiError::bad_request(
                         "specifying resource version is not allowed when using continue",
                     ));
                 }
-                Some(decode_continue(token, resource)?)
+                Some(decode_continue(token, target)?)
             }
             None => None,
         };
@@ -1086,12 +1312,7 @@ impl FakeApiServer {
                 return Err(ApiError::too_large(wanted, self.resource_version()));
             }
         }
-        let exact = rv_match.is_some_and(|m| m == "Exact");
-        if exact && requested == Some(0) {
-            return Err(ApiError::bad_request(
-                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-            ));
-        }
+        let exact = options.resource_version_match.as_deref() == Some("Exact");
         let (items, more, snapshot) = {
             let state = self.shared.state();
             let snapshot = match (&continued, exact, requested) {
@@ -1124,8 +1345,12 @@ impl FakeApiServer {
         let mut metadata = json!({"resourceVersion": snapshot.to_string()});
         if more {
             if let Some(last) = items.last() {
-                metadata["continue"] = json!(encode_continue(snapshot, last, resource));
+                metadata["continue"] = json!(encode_continue(snapshot, last, target));
             }
+        } else if resource.custom {
+            // A custom resource's list is unstructured on the real server: its last page
+            // carries an empty continue rather than none.
+            metadata["continue"] = json!("");
         }
         let (kind, api_version) = match &shape {
             Shape::MetaList(version) => {
@@ -1165,39 +1390,29 @@ impl FakeApiServer {
         query: &HashMap<String, String>,
         shape: Shape,
     ) -> Result<Response<Body>, ApiError> {
-        let mut selector = Selector::parse(
+        let selector = Selector::parse(
             query.get("labelSelector").map(String::as_str),
             query.get("fieldSelector").map(String::as_str),
         )?;
-        if let Some(name) = &target.name {
-            selector.fields.push(FieldReq { field: Field::Name, value: name.clone(), equal: true });
-        }
-        let flag = |name: &str| query.get(name).is_some_and(|v| v == "true" || v == "1");
-        let bookmarks = flag("allowWatchBookmarks");
-        let initial_events = flag("sendInitialEvents");
-        let rv_match = query.get("resourceVersionMatch").filter(|v| !v.is_empty());
-        if initial_events && (!bookmarks || rv_match.is_none_or(|m| m != "NotOlderThan")) {
-            return Err(ApiError::invalid(
-                "sendInitialEvents requires allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan",
-            ));
-        }
-        if rv_match.is_some() && !initial_events {
-            return Err(ApiError::invalid(
-                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-            ));
-        }
-        let start = match query.get("resourceVersion").filter(|v| !v.is_empty()) {
-            None => Start::Current,
-            Some(rv) => match parse_rv(rv)? {
-                0 => Start::Current,
-                _ if initial_events => Start::Current,
-                n => Start::From(n),
-            },
+        let options = ListOptions::parse(query, true)?;
+        let bookmarks = flag(query, "allowWatchBookmarks")?.unwrap_or(false);
+        let initial_events = options.send_initial_events == Some(true);
+        let from = match options.resource_version.as_deref() {
+            Some(rv) => parse_rv(rv)?,
+            None => 0,
+        };
+        let start = match (options.send_initial_events, from) {
+            // The initial events of the objects as they are now (for `NotOlderThan` N, N or
+            // later): watch-list, the default for a watch from "" or "0".
+            (Some(true), _) => Start::Current,
+            // sendInitialEvents=false: no initial events, changes after N (or after now).
+            (Some(false), 0) => Start::Now,
+            (_, n) => Start::From(n),
         };
         let timeout = match query.get("timeoutSeconds").filter(|v| !v.is_empty()) {
-            Some(t) => Duration::from_secs(
-                t.parse().map_err(|_| ApiError::bad_request("invalid timeoutSeconds"))?,
-            ),
+            Some(t) => Duration::from_secs(t.parse().map_err(|e: std::num::ParseIntError| {
+                ApiError::bad_request(&format!("strconv.ParseInt: parsing {t:?}: {e}"))
+            })?),
             None => DEFAULT_WATCH_TIMEOUT,
         };
         let spec = WatchSpec {
@@ -1236,10 +1451,11 @@ impl FakeApiServer {
             }
         }
         if meta["resourceVersion"].as_str().is_some_and(|rv| !rv.is_empty()) {
+            // The real server's storage error, passed through as a reason-less 500.
             return Err(ApiError::new(
                 500,
-                "InternalError",
-                "Internal error occurred: resourceVersion should not be set on objects to be created",
+                "",
+                "resourceVersion should not be set on objects to be created",
             ));
         }
         let name = meta["name"].as_str().filter(|n| !n.is_empty()).map(str::to_owned);
@@ -1260,10 +1476,11 @@ impl FakeApiServer {
                 }
             },
             (None, None) => {
-                return Err(ApiError::invalid_object(
+                return Err(ApiError::required_field(
                     resource,
                     "",
-                    "metadata.name: Required value: name or generateName is required",
+                    "metadata.name",
+                    "name or generateName is required",
                 ));
             }
         };
@@ -1317,7 +1534,14 @@ impl FakeApiServer {
             "application/json-patch+json" => Kind::Json(
                 serde_json::from_slice(body).map_err(|e| ApiError::bad_request(&e.to_string()))?,
             ),
-            _ => return Err(ApiError::unsupported_media(resource)),
+            "application/apply-patch+yaml" if !resource.custom => {
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    "server-side apply (application/apply-patch+yaml) is not implemented by the fake API server",
+                ));
+            }
+            _ => return Err(ApiError::unsupported_patch(resource)),
         };
         let mut state = self.shared.state();
         if let Some(concurrent) = state.interleaved.remove(path) {
@@ -1334,8 +1558,15 @@ impl FakeApiServer {
         let mut patched = (*current).clone();
         match &patch {
             Kind::Merge(patch) => json_patch::merge(&mut patched, patch),
-            Kind::Json(patch) => json_patch::patch(&mut patched, patch)
-                .map_err(|e| ApiError::invalid_object(resource, &name, &e.to_string()))?,
+            // The real server says no more than this about a failing operation.
+            Kind::Json(patch) => json_patch::patch(&mut patched, patch).map_err(|_| {
+                ApiError::new(
+                    422,
+                    "Invalid",
+                    "the server rejected our request due to an error in our request",
+                )
+                .with_details(json!({}))
+            })?,
         }
         check_name(&patched, target)?;
         let sent = patched["metadata"]["resourceVersion"].as_str().filter(|rv| !rv.is_empty());
@@ -1357,21 +1588,26 @@ impl FakeApiServer {
             .get(&target.key())
             .cloned()
             .ok_or_else(|| ApiError::not_found(resource, &name))?;
-        for field in ["resourceVersion", "uid"] {
+        // `BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`): the UID
+        // first, then the resourceVersion; the Conflict names the kind.
+        for (field, label, consequence) in [
+            ("uid", "UID", "deleted and then recreated"),
+            ("resourceVersion", "ResourceVersion", "modified"),
+        ] {
             if let Some(wanted) = options["preconditions"][field].as_str() {
                 let actual = current["metadata"][field].as_str().unwrap_or("");
                 if wanted != actual {
-                    let label = if field == "uid" { "UID" } else { "ResourceVersion" };
                     return Err(ApiError::new(
                         409,
                         "Conflict",
                         &format!(
-                            "Operation cannot be fulfilled on {} \"{name}\": Precondition failed: \
-                             {label} in precondition: {wanted}, {label} in object meta: {actual}",
-                            resource.qualified()
+                            "Operation cannot be fulfilled on {} \"{name}\": the {label} in the \
+                             precondition ({wanted}) does not match the {label} in record ({actual}). \
+                             The object might have been {consequence}",
+                            resource.qualified_kind()
                         ),
                     )
-                    .with_details(resource.details(&name)));
+                    .with_details(resource.kind_details(&name)));
                 }
             }
         }
@@ -1391,8 +1627,121 @@ impl FakeApiServer {
 enum Start {
     /// Synthetic ADDED events for the current objects, then changes.
     Current,
-    /// Every change after this resourceVersion.
+    /// Changes from now on.
+    Now,
+    /// Every change after this resourceVersion (waiting for it if the server is not there yet).
     From(u64),
+}
+
+/// The list and watch options that `SetListOptionsDefaults` and `ValidateListOptions` see
+/// (`staging/src/k8s.io/apimachinery/pkg/apis/meta/internalversion/`), with the WatchList
+/// feature on, as it is by default in 1.37: a watch from `resourceVersion` "" or "0" without
+/// `sendInitialEvents` or `resourceVersionMatch` is a watch-list (`sendInitialEvents=true`,
+/// `resourceVersionMatch=NotOlderThan`).
+#[derive(Debug)]
+struct ListOptions {
+    resource_version: Option<String>,
+    resource_version_match: Option<String>,
+    send_initial_events: Option<bool>,
+    continue_token: Option<String>,
+}
+
+impl ListOptions {
+    fn parse(query: &HashMap<String, String>, watch: bool) -> Result<ListOptions, ApiError> {
+        let text = |name: &str| query.get(name).filter(|v| !v.is_empty()).cloned();
+        let mut options = ListOptions {
+            resource_version: text("resourceVersion"),
+            resource_version_match: text("resourceVersionMatch"),
+            send_initial_events: flag(query, "sendInitialEvents")?,
+            continue_token: text("continue"),
+        };
+        let legacy = options.resource_version.as_deref().is_none_or(|rv| rv == "0");
+        if watch
+            && legacy
+            && options.send_initial_events.is_none()
+            && options.resource_version_match.is_none()
+        {
+            options.send_initial_events = Some(true);
+            options.resource_version_match = Some("NotOlderThan".to_owned());
+        }
+        let forbidden = |field: &'static str, detail: &str| {
+            (field, "FieldValueForbidden", format!("Forbidden: {detail}"))
+        };
+        let not_supported = |value: &str, supported: &str| {
+            let body = format!("Unsupported value: {value:?}: supported values: {supported}");
+            ("resourceVersionMatch", "FieldValueNotSupported", body)
+        };
+        let mut errors = Vec::new();
+        let matching = options.resource_version_match.as_deref();
+        if watch {
+            if options.send_initial_events.is_some() && matching != Some("NotOlderThan") {
+                errors.push(forbidden(
+                    "resourceVersionMatch",
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
+            }
+            if let Some(m) = matching {
+                if options.send_initial_events.is_none() {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                    ));
+                }
+                if m != "NotOlderThan" {
+                    errors.push(not_supported(m, "\"NotOlderThan\""));
+                }
+                if options.continue_token.is_some() {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+            }
+        } else {
+            if let Some(m) = matching {
+                if options.resource_version.is_none() {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                    ));
+                }
+                if options.continue_token.is_some() {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    ));
+                }
+                if m != "Exact" && m != "NotOlderThan" {
+                    errors.push(not_supported(m, "\"Exact\", \"NotOlderThan\", \"\""));
+                }
+                if m == "Exact" && options.resource_version.as_deref() == Some("0") {
+                    errors.push(forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                    ));
+                }
+            }
+            if options.send_initial_events.is_some() {
+                errors.push(forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for list",
+                ));
+            }
+        }
+        if errors.is_empty() { Ok(options) } else { Err(ApiError::invalid_list_options(&errors)) }
+    }
+}
+
+/// A boolean query parameter as Go's `strconv.ParseBool` reads it; `None` if absent.
+fn flag(query: &HashMap<String, String>, name: &str) -> Result<Option<bool>, ApiError> {
+    match query.get(name).map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(Some(true)),
+        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(Some(false)),
+        Some(other) => Err(ApiError::bad_request(&format!(
+            "strconv.ParseBool: parsing {other:?}: invalid syntax"
+        ))),
+    }
 }
 
 struct WatchSpec {
@@ -1484,29 +1833,22 @@ async fn run_watch(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>
                     return;
                 }
             }
-            if spec.initial_events && tx.send(spec.bookmark(rv, true)).await.is_err() {
+            // The end of the initial events is marked only for a client that takes bookmarks.
+            if spec.initial_events
+                && spec.bookmarks
+                && tx.send(spec.bookmark(rv, true)).await.is_err()
+            {
                 return;
             }
             rv
         }
-        Start::From(n) => {
-            let current = shared.state().resource_version;
-            if n > current {
-                let wait = tokio::time::timeout(TOO_LARGE_WAIT, async {
-                    while *changes.borrow_and_update() < n {
-                        if changes.changed().await.is_err() {
-                            break;
-                        }
-                    }
-                });
-                if wait.await.is_err() {
-                    let current = shared.state().resource_version;
-                    let _ = tx.send(error(&ApiError::too_large(n, current))).await;
-                    return;
-                }
-            }
-            n
+        Start::Now => {
+            changes.borrow_and_update();
+            shared.state().resource_version
         }
+        // From a resourceVersion the server has not reached: no error (1.37's watch cache
+        // registers the watcher and sends what comes after it).
+        Start::From(n) => n,
     };
     let mut ticker =
         tokio::time::interval_at(tokio::time::Instant::now() + bookmark_every, bookmark_every);
@@ -1536,7 +1878,7 @@ async fn run_watch(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>
                         }
                     }
                 }
-                cursor = rv;
+                cursor = cursor.max(rv);
             }
         }
         if bookmark_due {
@@ -1575,28 +1917,44 @@ enum Shape {
 }
 
 impl Shape {
-    /// For a single object (GET, WATCH).
-    fn single(self) -> Result<Shape, ApiError> {
+    /// For a single object (GET, WATCH). The real server answers a custom resource's GET in
+    /// the list form with 500 "content is not a list"; this fake answers 406 for every kind.
+    fn single(self, resource: &Resource) -> Result<Shape, ApiError> {
         match self {
-            Shape::MetaList(_) => Err(ApiError::not_acceptable(
-                "you requested PartialObjectMetadataList, but the requested object is not a list",
-            )),
+            Shape::MetaList(_) => Err(ApiError::not_acceptable(&format!(
+                "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
+                resource.go_type(false)
+            ))),
             shape => Ok(shape),
         }
     }
 
     /// For a LIST.
-    fn list(self) -> Result<Shape, ApiError> {
+    fn list(self, resource: &Resource) -> Result<Shape, ApiError> {
         match self {
-            Shape::Meta(_) => Err(ApiError::not_acceptable(
-                "you requested PartialObjectMetadata, but the requested object is a list",
-            )),
+            Shape::Meta(_) => Err(ApiError::not_acceptable(&format!(
+                "you requested PartialObjectMetadata, but the requested object is a list ({})",
+                resource.go_type(true)
+            ))),
             shape => Ok(shape),
         }
     }
 }
 
-fn negotiate(headers: &HeaderMap) -> Result<Shape, ApiError> {
+/// POST and PUT bodies: JSON, or no Content-Type (which the real server takes as its first
+/// serializer, JSON).
+fn json_body_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(value) = headers.get("content-type") else { return Ok(()) };
+    let media =
+        value.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    if media.is_empty() || media == "application/json" {
+        Ok(())
+    } else {
+        Err(ApiError::unsupported_body())
+    }
+}
+
+fn negotiate(headers: &HeaderMap, resource: &Resource) -> Result<Shape, ApiError> {
     let Some(accept) = headers.get("accept").and_then(|v| v.to_str().ok()) else {
         return Ok(Shape::Full);
     };
@@ -1625,11 +1983,20 @@ fn negotiate(headers: &HeaderMap) -> Result<Shape, ApiError> {
             _ => continue,
         }
     }
-    Err(ApiError::not_acceptable(
-        "only the following media types are accepted: application/json, \
-         application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, \
-         application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-    ))
+    // The real messages: go-restful's for built-in kinds, the CRD handler's for custom ones
+    // (both name YAML and protobuf, which this fake does not serve).
+    Err(if resource.custom {
+        ApiError::not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml, \
+             application/vnd.kubernetes.protobuf",
+        )
+    } else {
+        ApiError::not_acceptable(
+            "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, \
+             application/vnd.kubernetes.protobuf",
+        )
+        .with_details(json!({}))
+    })
 }
 
 #[derive(Clone, Debug)]
@@ -1749,7 +2116,9 @@ fn field_requirement(term: &str) -> Result<FieldReq, ApiError> {
         "metadata.name" => Field::Name,
         "metadata.namespace" => Field::Namespace,
         other => {
-            return Err(ApiError::bad_request(&format!("field label not supported: {other}")));
+            return Err(ApiError::bad_request(&format!(
+                "{other:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+            )));
         }
     };
     Ok(FieldReq { field, value: value.trim().to_owned(), equal })
@@ -1793,20 +2162,24 @@ impl Selector {
     }
 }
 
-/// The real (etcd3) continue token: base64 of the snapshot and the last key.
-fn encode_continue(snapshot: u64, last: &Value, resource: &Resource) -> String {
+/// The real continue token: base64 of the snapshot and the key after the last item, relative
+/// to the listed prefix (`storage.EncodeContinue`): `/<name>\u0000` in one namespace or for a
+/// cluster-scoped kind, `/<namespace>/<name>\u0000` across all namespaces.
+fn encode_continue(snapshot: u64, last: &Value, target: &Target) -> String {
     let name = last["metadata"]["name"].as_str().unwrap_or("");
-    let start = if resource.namespaced {
-        format!("{}/{name}\u{0}", last["metadata"]["namespace"].as_str().unwrap_or(""))
+    let start = if target.resource().namespaced && target.namespace.is_none() {
+        format!("/{}/{name}\u{0}", last["metadata"]["namespace"].as_str().unwrap_or(""))
     } else {
-        format!("{name}\u{0}")
+        format!("/{name}\u{0}")
     };
     let token = json!({"v": "meta.k8s.io/v1", "rv": snapshot, "start": start});
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
 }
 
-fn decode_continue(token: &str, resource: &Resource) -> Result<(u64, ObjKey), ApiError> {
-    let invalid = |why: &str| ApiError::bad_request(&format!("continue key is not valid: {why}"));
+fn decode_continue(token: &str, target: &Target) -> Result<(u64, ObjKey), ApiError> {
+    let invalid = |why: &str| {
+        ApiError::bad_request(&format!("invalid continue token: continue key is not valid: {why}"))
+    };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token.trim_end_matches('='))
         .map_err(|e| invalid(&e.to_string()))?;
@@ -1817,11 +2190,14 @@ fn decode_continue(token: &str, resource: &Resource) -> Result<(u64, ObjKey), Ap
     let rv = token["rv"].as_u64().ok_or_else(|| invalid("no resourceVersion"))?;
     let start = token["start"].as_str().ok_or_else(|| invalid("no start key"))?;
     let start = start.trim_end_matches('\u{0}');
-    let key = if resource.namespaced {
-        let (ns, name) = start.split_once('/').ok_or_else(|| invalid("no namespace"))?;
-        (ns.to_owned(), name.to_owned())
-    } else {
-        (String::new(), start.to_owned())
+    let start = start.strip_prefix('/').ok_or_else(|| invalid("the start key is not a path"))?;
+    let key = match &target.namespace {
+        Some(ns) => (ns.clone(), start.to_owned()),
+        None if target.resource().namespaced => {
+            let (ns, name) = start.split_once('/').ok_or_else(|| invalid("no namespace"))?;
+            (ns.to_owned(), name.to_owned())
+        }
+        None => (String::new(), start.to_owned()),
     };
     Ok((rv, key))
 }
@@ -1901,6 +2277,27 @@ fn check_name(object: &Value, target: &Target) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+/// What Go's `omitempty` leaves out when the real server stores and serves an object: empty or
+/// null metadata fields (`labels: {}`, `annotations: null`, `generateName: ""`, ...), and the
+/// empty `data`/`binaryData` of a ConfigMap or Secret.
+fn omit_empty(object: &mut Value, resource: &Resource) {
+    let empty = |v: &Value| match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    };
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        meta.retain(|_, v| !empty(v));
+    }
+    if resource.group.is_empty() && matches!(resource.kind, "ConfigMap" | "Secret") {
+        if let Some(fields) = object.as_object_mut() {
+            fields.retain(|k, v| !(matches!(k.as_str(), "data" | "binaryData") && empty(v)));
+        }
+    }
 }
 
 /// Five characters from the API server's `generateName` alphabet.
@@ -2045,18 +2442,22 @@ fn json_response(code: StatusCode, body: &Value) -> Response<Body> {
     bytes_response(code, to_json(body))
 }
 
-/// An error answered as a `Status` body.
+/// An error answered as a `Status` body (or, for `page_not_found`, as Go's plain-text 404).
 #[derive(Debug)]
 struct ApiError {
     code: u16,
+    /// Empty: the Status has no `reason` (as for the real server's "resourceVersion should not
+    /// be set" 500).
     reason: &'static str,
     message: String,
     details: Option<Value>,
+    /// Answered as `text/plain` "404 page not found", not as a Status.
+    plain: bool,
 }
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: &str) -> ApiError {
-        ApiError { code, reason, message: message.to_owned(), details: None }
+        ApiError { code, reason, message: message.to_owned(), details: None, plain: false }
     }
 
     fn with_details(mut self, details: Value) -> ApiError {
@@ -2064,8 +2465,72 @@ impl ApiError {
         self
     }
 
-    fn unauthorized() -> ApiError {
-        ApiError::new(401, "Unauthorized", "Unauthorized")
+    /// The real server's answer to `system:anonymous` (a request without a bearer token) for
+    /// anything but the public paths: RBAC's denial, worded by `forbiddenMessage` and
+    /// `NewForbidden` (`staging/src/k8s.io/apiserver/pkg/endpoints/handlers/responsewriters/errors.go`).
+    fn forbidden(request: &RequestInfo) -> ApiError {
+        let user = "system:anonymous";
+        let Some(resource) = &request.resource else {
+            return ApiError::new(
+                403,
+                "Forbidden",
+                &format!(
+                    "forbidden: User \"{user}\" cannot {} path \"{}\"",
+                    request.verb, request.path
+                ),
+            )
+            .with_details(json!({}));
+        };
+        let full = match &request.subresource {
+            Some(sub) => format!("{}/{sub}", resource.name),
+            None => resource.name.clone(),
+        };
+        let scope = match &request.namespace {
+            Some(ns) => format!("in the namespace \"{ns}\""),
+            None => "at the cluster scope".to_owned(),
+        };
+        let why = format!(
+            "User \"{user}\" cannot {} resource \"{full}\" in API group \"{}\" {scope}",
+            request.verb, resource.group
+        );
+        let qualified = if resource.group.is_empty() {
+            resource.name.clone()
+        } else {
+            format!("{}.{}", resource.name, resource.group)
+        };
+        let mut details = json!({"kind": resource.name});
+        if !resource.group.is_empty() {
+            details["group"] = json!(resource.group);
+        }
+        let message = match &request.name {
+            Some(name) => {
+                details["name"] = json!(name);
+                format!("{qualified} \"{name}\" is forbidden: {why}")
+            }
+            None => format!("{qualified} is forbidden: {why}"),
+        };
+        ApiError::new(403, "Forbidden", &message).with_details(details)
+    }
+
+    /// What Go's `http.NotFound` answers: the real server's answer for a group or version it
+    /// does not serve (no Status).
+    fn page_not_found() -> ApiError {
+        ApiError { plain: true, ..ApiError::new(404, "NotFound", "404 page not found") }
+    }
+
+    /// 422 for query parameters that `ValidateListOptions` refuses: `(field, error)` pairs,
+    /// each error already worded as `field.Error.ErrorBody()` ("Forbidden: ...").
+    fn invalid_list_options(errors: &[(&str, &str, String)]) -> ApiError {
+        let bodies: Vec<String> =
+            errors.iter().map(|(field, _, body)| format!("{field}: {body}")).collect();
+        let joined =
+            if bodies.len() == 1 { bodies[0].clone() } else { format!("[{}]", bodies.join(", ")) };
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|(field, reason, body)| json!({"reason": reason, "message": body, "field": field}))
+            .collect();
+        ApiError::new(422, "Invalid", &format!("ListOptions.meta.k8s.io \"\" is invalid: {joined}"))
+            .with_details(json!({"group": "meta.k8s.io", "kind": "ListOptions", "causes": causes}))
     }
 
     fn no_resource() -> ApiError {
@@ -2113,17 +2578,19 @@ impl ApiError {
         ApiError::new(400, "BadRequest", message)
     }
 
-    fn invalid(message: &str) -> ApiError {
-        ApiError::new(422, "Invalid", message)
-    }
-
-    fn invalid_object(resource: &Resource, name: &str, message: &str) -> ApiError {
+    /// A field the object must have: `ConfigMap "" is invalid: metadata.name: Required value:
+    /// ...` (`NewInvalid` names the kind, not the resource).
+    fn required_field(resource: &Resource, name: &str, field: &str, detail: &str) -> ApiError {
+        let body = format!("Required value: {detail}");
+        let mut details = resource.kind_details(name);
+        details["causes"] =
+            json!([{"reason": "FieldValueRequired", "message": body, "field": field}]);
         ApiError::new(
             422,
             "Invalid",
-            &format!("{} \"{name}\" is invalid: {message}", resource.qualified()),
+            &format!("{} \"{name}\" is invalid: {field}: {body}", resource.qualified_kind()),
         )
-        .with_details(resource.details(name))
+        .with_details(details)
     }
 
     fn expired(message: &str) -> ApiError {
@@ -2134,7 +2601,7 @@ impl ApiError {
         ApiError::new(
             504,
             "Timeout",
-            &format!("Too large resource version: {wanted}, current: {current}"),
+            &format!("Timeout: Too large resource version: {wanted}, current: {current}"),
         )
         .with_details(json!({"causes": [{"reason": "ResourceVersionTooLarge",
             "message": "Too large resource version"}], "retryAfterSeconds": 1}))
@@ -2144,19 +2611,32 @@ impl ApiError {
         ApiError::new(406, "NotAcceptable", message)
     }
 
-    fn unsupported_media(resource: &Resource) -> ApiError {
-        let accepted = if resource.custom {
-            "application/json-patch+json, application/merge-patch+json"
+    /// A PATCH whose content type is not a patch type of this resource. Built-in kinds are
+    /// served by go-restful, which refuses a type outside the route's `Consumes` itself
+    /// ("415: Unsupported Media Type"); custom resources reach the patch handler, which lists
+    /// the types (server-side apply among them).
+    fn unsupported_patch(resource: &Resource) -> ApiError {
+        if resource.custom {
+            ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                "the body of the request was in an unknown format - accepted media types include: \
+                 application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            )
         } else {
-            "application/json-patch+json, application/merge-patch+json, \
-             application/strategic-merge-patch+json"
-        };
+            ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+                .with_details(json!({}))
+        }
+    }
+
+    /// A POST or PUT body in a format other than JSON (the real server also takes YAML and
+    /// protobuf; this fake refuses them).
+    fn unsupported_body() -> ApiError {
         ApiError::new(
             415,
             "UnsupportedMediaType",
-            &format!(
-                "the body of the request was in an unknown format - accepted media types include: {accepted}"
-            ),
+            "the body of the request was in an unknown format - accepted media types include: \
+             application/json, application/yaml, application/vnd.kubernetes.protobuf",
         )
     }
 
@@ -2183,7 +2663,10 @@ impl ApiError {
 
     fn body(&self) -> Value {
         let mut body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
-            "status": "Failure", "message": self.message, "reason": self.reason, "code": self.code});
+            "status": "Failure", "message": self.message, "code": self.code});
+        if !self.reason.is_empty() {
+            body["reason"] = json!(self.reason);
+        }
         if let Some(details) = &self.details {
             body["details"] = details.clone();
         }
@@ -2192,6 +2675,16 @@ impl ApiError {
 
     fn response(&self) -> Response<Body> {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if self.plain {
+            let full = Full::new(Bytes::from(format!("{}\n", self.message)))
+                .map_err(|never| match never {});
+            let mut response = Response::new(full.boxed());
+            *response.status_mut() = code;
+            let headers = response.headers_mut();
+            headers.insert("content-type", "text/plain; charset=utf-8".parse().expect("header"));
+            headers.insert("x-content-type-options", "nosniff".parse().expect("header"));
+            return response;
+        }
         let mut response = json_response(code, &self.body());
         if self.code == 429 {
             response.headers_mut().insert("retry-after", "1".parse().expect("header"));
