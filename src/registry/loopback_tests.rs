@@ -457,6 +457,7 @@ async fn endless_bodies_are_cut_at_their_bound() {
         failed(FailureKind::TooLarge, None)
     );
     let token = fake.streamed.load(Ordering::SeqCst);
+    println!("endless bodies: {manifest} bytes sent for the manifest, {token} for the token");
     assert!(token < 8 << 20, "{token} bytes sent for a 1 MiB bound");
     // A valid token over 1 MiB is too large as well.
     assert_eq!(
