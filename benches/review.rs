@@ -7,9 +7,9 @@ mod fixtures;
 #[path = "support/reviews.rs"]
 mod reviews;
 
+use configsum::core::review;
 use configsum::core::{ObjectRef, Settings};
 use configsum::webhook::admission::{encode_response, parse_review};
-use configsum::webhook::review::review;
 use divan::{Bencher, black_box};
 use fixtures::{Objects, keyed_digester};
 

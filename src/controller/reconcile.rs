@@ -22,8 +22,9 @@ use super::lease::Leadership;
 use super::queue::TokenBucket;
 use super::trigger::Trigger;
 use super::workload::{Snapshot, Snapshots, WorkloadKey, api_resource};
-use crate::core::{Digester, Settings};
-use crate::lookup::{KubeSource, observe_all};
+use crate::core::inputs::image::ImageObservation;
+use crate::core::{Digester, Mutation, Observation, Settings};
+use crate::lookup::{Inputs, KubeSource, observe, observe_all};
 use crate::metrics::Metrics;
 
 /// Bound on each API call, and on one reconciliation's lookups together.
@@ -119,14 +120,11 @@ impl Reconciler {
                     Ok(Outcome::Gone)
                 };
             };
-            let mut mutation = snapshot.mutation;
-            let deadline = Instant::now() + CALL_TIMEOUT;
-            let observations =
-                observe_all(&*self.source, &self.digester, &mutation, deadline, &self.metrics)
-                    .await;
-            let images = images::observations(&mutation, key, &self.latest_digests);
-            mutation.images.observe(images);
-            let decision = mutation.decide(observations, &self.settings);
+            let mutation = snapshot.mutation;
+            let inputs =
+                ReconcileInputs { reconciler: self, key, deadline: Instant::now() + CALL_TIMEOUT };
+            let observed = observe(&mutation, &inputs).await;
+            let decision = mutation.decide(observed, &self.settings);
             if let Some(denied) = decision.denied {
                 return Err(ReconcileError::Lookup(denied));
             }
@@ -170,6 +168,25 @@ impl Reconciler {
             }
         }
         Err(ReconcileError::Conflict)
+    }
+}
+
+/// A reconciliation's observations: its objects read fresh from the API server, its images
+/// from what the poller last found.
+struct ReconcileInputs<'a> {
+    reconciler: &'a Reconciler,
+    key: &'a WorkloadKey,
+    deadline: Instant,
+}
+
+impl Inputs for ReconcileInputs<'_> {
+    async fn objects(&self, mutation: &Mutation) -> Vec<Observation> {
+        let r = self.reconciler;
+        observe_all(&*r.source, &r.digester, mutation, self.deadline, &r.metrics).await
+    }
+
+    async fn images(&self, mutation: &Mutation) -> Vec<ImageObservation> {
+        images::observations(mutation, self.key, &self.reconciler.latest_digests)
     }
 }
 

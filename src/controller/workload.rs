@@ -153,18 +153,13 @@ impl WatchedWorkload {
     /// so only the object itself counts: there is no old object.
     pub fn plan(self, kind: WorkloadKind, settings: &Settings) -> Option<Mutation> {
         let workload = kind.from_parts(self.metadata, self.spec).ok()?;
-        let mut mutation = match plan(workload, &BTreeMap::new(), settings) {
-            Plan::Mutate(mutation) => mutation,
-            Plan::Skip(_) | Plan::Unparsable(_) => return None,
+        let Plan::Mutate(mutation) = plan(workload, &BTreeMap::new(), settings) else {
+            return None;
         };
-        if mutation.wants_pod_images(settings) {
-            // Without a readable spec the image annotations are kept as they are.
-            let spec = self.images_spec.as_deref().map(RawValue::get);
-            if let Some(Ok(pod)) = spec.map(|spec| PodImages::of_spec(kind, spec)) {
-                mutation.read_pod_images(pod, settings);
-            }
-        }
-        Some(mutation)
+        // Without a readable spec the image annotations are kept as they are.
+        let spec = self.images_spec.as_deref().map(RawValue::get);
+        let read = || spec.and_then(|spec| PodImages::of_spec(kind, spec).ok()).map(Ok);
+        mutation.with_pod_images::<std::convert::Infallible>(settings, read).ok()
     }
 }
 

@@ -1,7 +1,9 @@
 //! The pure core: from a workload and the objects its pod template references
-//! to a patch. No I/O happens below this module; the shells (the webhook's
-//! AdmissionReview adapter, the controller's watches, `crate::lookup`) feed it
-//! typed workloads and objects.
+//! to a patch. No I/O happens below this module. Every command takes the same
+//! steps: [`plan_review`] (or the controller's watched plan) says which objects
+//! and images to observe; the shell observes them (`crate::lookup::observe`, or
+//! from memory in [`review`]); [`Mutation::decide`] turns the observations into
+//! the patch.
 
 pub mod annotations;
 pub mod digest;
@@ -12,6 +14,7 @@ pub mod object_ref;
 pub mod patch;
 pub mod pod_spec;
 pub mod refs;
+pub mod review;
 pub mod selection;
 pub mod warnings;
 pub mod workload;
@@ -19,10 +22,11 @@ pub mod workload;
 pub use annotations::AnnotationDomain;
 pub use digest::{DigestKeys, Digester, ObjectContent, ObjectId};
 pub use mutate::{
-    DEFAULT_OWN_NAMESPACE, Decision, LookupErrorPolicy, Mutation, Observation, Plan, Settings,
-    Skip, plan,
+    DEFAULT_OWN_NAMESPACE, Decision, LookupErrorPolicy, Mutation, Observation, Observed, Plan,
+    Settings, Skip, plan,
 };
 pub use object_ref::{ObjectKind, ObjectRef};
+pub use review::{Request, plan_review, review};
 pub use selection::Target;
 pub use workload::{Workload, WorkloadKind};
 

@@ -8,7 +8,7 @@ use json_patch::PatchOperation;
 
 use super::annotations::AnnotationDomain;
 use super::digest::ABSENT;
-use super::inputs::image::{ImagePlan, ImageTracking, PodImages};
+use super::inputs::image::{ImageObservation, ImagePlan, ImageTracking, PodImages};
 use super::object_ref::ObjectRef;
 use super::patch::{
     AnnotationsLocation, MAX_ANNOTATIONS_BYTES, annotations_patch, annotations_size,
@@ -119,6 +119,15 @@ pub struct Mutation {
     pub images: ImagePlan,
 }
 
+/// What the shell observed for a plan: one [`Observation`] per target (in `targets` order) and
+/// one [`ImageObservation`] per tracked image (in [`ImagePlan::targets`] order; missing ones
+/// keep their annotations).
+#[derive(Debug, Default)]
+pub struct Observed {
+    pub objects: Vec<Observation>,
+    pub images: Vec<ImageObservation>,
+}
+
 /// The answer: a patch (possibly empty), warnings, and what changed.
 #[derive(Debug, Default)]
 pub struct Decision {
@@ -227,14 +236,31 @@ impl Mutation {
 
     /// Whether the image pass must read the pod spec: the workload tracks
     /// images, or carries image annotations that may need updating or removing.
-    pub fn wants_pod_images(&self, settings: &Settings) -> bool {
+    fn wants_pod_images(&self, settings: &Settings) -> bool {
         let has_image_keys = self.existing.0.iter().any(|(k, _)| settings.domain.is_image_key(k));
         ImagePlan::wanted(self.image_tracking.as_deref(), has_image_keys)
     }
 
+    /// The image pass, for the webhook and the controller alike: when the workload tracks
+    /// images or carries their digests, `read` reads its containers (a second, light pass over
+    /// the text the workload came from). `None` from `read` keeps every image annotation as it
+    /// is; an error is the caller's to report.
+    pub fn with_pod_images<E>(
+        mut self,
+        settings: &Settings,
+        read: impl FnOnce() -> Option<Result<PodImages, E>>,
+    ) -> Result<Self, E> {
+        if self.wants_pod_images(settings) {
+            if let Some(pod) = read() {
+                self.read_pod_images(pod?, settings);
+            }
+        }
+        Ok(self)
+    }
+
     /// Selects the tracked images from what the image pass read. Without it,
     /// every existing image annotation is kept as it is.
-    pub fn read_pod_images(&mut self, pod: PodImages, settings: &Settings) {
+    fn read_pod_images(&mut self, pod: PodImages, settings: &Settings) {
         let existing = &self.existing;
         self.images = ImagePlan::read(
             self.image_tracking.as_deref(),
@@ -255,11 +281,20 @@ impl Mutation {
         self.existing.get(&target.key)
     }
 
-    /// Turns one observation per target (in `targets` order) into the answer.
-    pub fn decide(self, observations: Vec<Observation>, settings: &Settings) -> Decision {
+    /// Turns what was observed into the answer.
+    pub fn decide(self, observed: Observed, settings: &Settings) -> Decision {
         let Mutation {
-            targets, location, current, existing, kept_keys, mut warnings, images, ..
+            targets,
+            location,
+            current,
+            existing,
+            kept_keys,
+            mut warnings,
+            mut images,
+            ..
         } = self;
+        let Observed { objects: observations, images: image_observations } = observed;
+        images.observe(image_observations);
         let (current, existing) = (current.into_map(), existing.into_map());
         let mut desired: BTreeMap<String, String> = BTreeMap::new();
         let mut unreadable = Vec::new();

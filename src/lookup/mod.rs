@@ -5,6 +5,7 @@ pub mod api_object;
 mod file;
 mod images;
 mod kube;
+mod observe;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ pub use images::resolve_all;
 pub use kube::{
     KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with, webhook_permissions,
 };
+pub use observe::{Inputs, observe};
 
 /// At most this many lookups of one review run at once (docs/behaviour.md, "Reading ConfigMaps and Secrets").
 pub const LOOKUPS_PER_REVIEW: usize = 8;

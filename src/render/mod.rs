@@ -20,8 +20,8 @@ use json_patch::PatchOperation;
 use self::stream::{Document, Stream};
 use self::tree::Node;
 use crate::core::{Digester, ObjectRef, Settings, WorkloadKind};
+use crate::core::{Request, review};
 use crate::lookup::{FileSource, FileSourceError};
-use crate::webhook::review::{Request, review};
 
 /// What a render needs besides the stream.
 pub struct Options {

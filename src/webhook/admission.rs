@@ -11,8 +11,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::review::Request;
 use crate::core::Decision;
+use crate::core::Request;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";

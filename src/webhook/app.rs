@@ -18,10 +18,11 @@ use tracing::{Instrument as _, info, info_span};
 use super::admission::{WireError, encode_response, parse_review};
 use super::body::{BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, BodyBudget, MAX_BODY_BYTES};
 use super::log_field::LogField;
-use super::review::plan_review;
+use crate::core::inputs::image::ImageObservation;
+use crate::core::review::plan_review;
 use crate::core::workload::{Operation, WorkloadKind};
-use crate::core::{Decision, Digester, Plan, Settings};
-use crate::lookup::{ObjectSource, lookup_budget, observe_all, resolve_all};
+use crate::core::{Decision, Digester, Mutation, Observation, Plan, Settings};
+use crate::lookup::{Inputs, ObjectSource, lookup_budget, observe, observe_all, resolve_all};
 use crate::metrics::Metrics;
 use crate::process::Readiness;
 use crate::registry::RegistryClient;
@@ -211,26 +212,10 @@ async fn mutate<S: ObjectSource>(
                 (Decision::default(), "skipped")
             }
             Plan::Unparsable(warning) => (Decision::warn(warning), "unparsable"),
-            Plan::Mutate(mut mutation) => {
-                let deadline = started + budget;
-                let objects = observe_all(
-                    &state.source,
-                    &state.digester,
-                    &mutation,
-                    deadline,
-                    &state.metrics,
-                );
-                let images = async {
-                    match &state.registry {
-                        Some(registry) => {
-                            resolve_all(&state.source, registry, &mutation, deadline).await
-                        }
-                        None => Vec::new(),
-                    }
-                };
-                let (observations, images) = tokio::join!(objects, images);
-                mutation.images.observe(images);
-                let decision = cpu_bound(large, || mutation.decide(observations, &state.settings));
+            Plan::Mutate(mutation) => {
+                let inputs = ReviewInputs { state: &state, deadline: started + budget };
+                let observed = observe(&mutation, &inputs).await;
+                let decision = cpu_bound(large, || mutation.decide(observed, &state.settings));
                 let outcome = match (&decision.denied, decision.patch.is_empty()) {
                     (Some(_), _) => "denied",
                     (None, true) => "unchanged",
@@ -251,6 +236,29 @@ async fn mutate<S: ObjectSource>(
         operation = %operation_field, outcome, patch_ops = decision.patch.len(),
         warnings = decision.warnings.len(), duration_ms = took.as_secs_f64() * 1000.0, "admission answered");
     ([(header::CONTENT_TYPE, "application/json")], answer).into_response()
+}
+
+/// A review's observations: its objects from the source, its images from the registries, all
+/// by the review's deadline.
+struct ReviewInputs<'a, S> {
+    state: &'a AppState<S>,
+    deadline: Instant,
+}
+
+impl<S: ObjectSource> Inputs for ReviewInputs<'_, S> {
+    async fn objects(&self, mutation: &Mutation) -> Vec<Observation> {
+        let state = self.state;
+        observe_all(&state.source, &state.digester, mutation, self.deadline, &state.metrics).await
+    }
+
+    async fn images(&self, mutation: &Mutation) -> Vec<ImageObservation> {
+        match &self.state.registry {
+            Some(registry) => {
+                resolve_all(&self.state.source, registry, mutation, self.deadline).await
+            }
+            None => Vec::new(),
+        }
+    }
 }
 
 /// Bodies from this size on are parsed and decided off the async workers.

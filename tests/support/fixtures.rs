@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use configsum::core::{
     Decision, DigestKeys, Digester, ObjectContent, ObjectKind, ObjectRef, Settings,
 };
-use configsum::webhook::review::{Request, review};
+use configsum::core::{Request, review};
 use serde_json::{Value, json};
 
 pub const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";

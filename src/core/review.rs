@@ -1,9 +1,11 @@
-//! The AdmissionReview adapter: which requests are the webhook's to mutate
-//! (kind, subresource, operation), and the typed workload it hands the core.
+//! A review as the core reads it: which requests are configsum's to mutate (kind, subresource,
+//! operation), the typed workload and its image pass ([`plan_review`]), and the whole decision
+//! with objects from memory ([`review`], for render and the tests).
 
-use crate::core::inputs::image::PodImages;
-use crate::core::workload::{Operation, ParseError, WorkloadKind};
-use crate::core::{Decision, Digester, Found, ObjectRef, Plan, Settings, Skip, plan};
+use super::inputs::image::PodImages;
+use super::mutate::Observed;
+use super::workload::{Operation, ParseError, WorkloadKind};
+use super::{Decision, Digester, Found, ObjectRef, Plan, Settings, Skip, plan};
 
 /// The parts of an AdmissionReview request the decision reads.
 #[derive(Clone, Copy, Debug, Default)]
@@ -56,27 +58,23 @@ pub fn plan_review(request: &Request<'_>, settings: &Settings) -> Plan {
     }
     let old_annotations =
         request.old_object.map(|old| kind.annotations_of(old)).unwrap_or_default();
-    let mut plan = plan(workload, &old_annotations, settings);
-    if let Plan::Mutate(mutation) = &mut plan {
-        // The image pass: only for workloads that track images or carry their digests.
-        if mutation.wants_pod_images(settings) {
-            match PodImages::of(kind, object) {
-                Ok(pod) => mutation.read_pod_images(pod, settings),
-                Err(e) => {
-                    return unparsable(&format!(
-                        "its containers do not parse (line {}, column {})",
-                        e.line(),
-                        e.column()
-                    ));
-                }
+    match plan(workload, &old_annotations, settings) {
+        Plan::Mutate(mutation) => {
+            match mutation.with_pod_images(settings, || Some(PodImages::of(kind, object))) {
+                Ok(mutation) => Plan::Mutate(mutation),
+                Err(e) => unparsable(&format!(
+                    "its containers do not parse (line {}, column {})",
+                    e.line(),
+                    e.column()
+                )),
             }
         }
+        other => other,
     }
-    plan
 }
 
-/// The whole decision with objects from memory: plan, digest, decide. The
-/// webhook does the same with concurrent lookups in between.
+/// The whole decision with objects from memory and no registry: plan, digest, decide. The
+/// webhook and the controller observe through `crate::lookup::observe` in between.
 pub fn review<'a>(
     request: &Request<'_>,
     settings: &Settings,
@@ -87,12 +85,12 @@ pub fn review<'a>(
         Plan::Skip(_) => Decision::default(),
         Plan::Unparsable(warning) => Decision::warn(warning),
         Plan::Mutate(mutation) => {
-            let observations = mutation
+            let objects = mutation
                 .targets
                 .iter()
                 .map(|t| mutation.observe(t, digester, lookup(&mutation.namespace, &t.object)))
                 .collect();
-            mutation.decide(observations, settings)
+            mutation.decide(Observed { objects, images: Vec::new() }, settings)
         }
     }
 }

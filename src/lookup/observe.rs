@@ -1,0 +1,24 @@
+//! The one "observe" step between the core's plan and its decision, for the webhook and the
+//! controller alike: the objects a plan tracks and the images behind its tags, observed side by
+//! side within one deadline. Each command says where observations come from by implementing
+//! [`Inputs`]; render and the tests observe from memory with `core::review`.
+
+use std::future::Future;
+
+use crate::core::inputs::image::ImageObservation;
+use crate::core::{Mutation, Observation, Observed};
+
+/// Where a command's observations come from.
+pub trait Inputs: Sync {
+    /// One observation per target of `mutation`, in order (lookups and digests).
+    fn objects(&self, mutation: &Mutation) -> impl Future<Output = Vec<Observation>> + Send;
+
+    /// One observation per tracked image of `mutation`, in order; none where it tracks none.
+    fn images(&self, mutation: &Mutation) -> impl Future<Output = Vec<ImageObservation>> + Send;
+}
+
+/// Observes the objects and the images of `mutation` concurrently.
+pub async fn observe(mutation: &Mutation, inputs: &impl Inputs) -> Observed {
+    let (objects, images) = tokio::join!(inputs.objects(mutation), inputs.images(mutation));
+    Observed { objects, images }
+}
