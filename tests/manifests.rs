@@ -18,12 +18,12 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use clap::Parser as _;
 use configsum::config::{Cli, Command, DIGEST_KEY_FILE_NAME, DIGEST_KEY_SECRET};
-use configsum::controller::{LEASE_VERBS, cluster_permissions};
 use configsum::core::AnnotationDomain;
 use configsum::core::annotations::NAMESPACE_LABEL;
+use configsum::core::rbac::{LEASE_VERBS, controller_permissions, webhook_permissions};
 use configsum::core::workload::{Operation, WorkloadKind};
 use configsum::core::{Digester, Settings};
-use configsum::lookup::{FileSource, lookup_budget, webhook_permissions};
+use configsum::lookup::{FileSource, lookup_budget};
 use configsum::metrics::Metrics;
 use configsum::process::{Readiness, admin_router};
 use configsum::webhook::DRAIN_TIMEOUT;
@@ -503,7 +503,7 @@ fn rbac_grants_what_the_code_calls_and_nothing_more(m: &Manifests) {
     assert_eq!(rules_of(key_role), expected);
 
     // The controller: exactly docs/controller.md's list for the controller, which is what its code calls.
-    let expected: BTreeSet<_> = cluster_permissions()
+    let expected: BTreeSet<_> = controller_permissions()
         .into_iter()
         .flat_map(|(g, r, verbs)| {
             verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))

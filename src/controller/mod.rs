@@ -28,9 +28,6 @@ pub mod workload;
 
 pub use run::{ControllerError, run};
 
-use crate::core::ObjectKind;
-use crate::core::kinds::{ROLLED_KIND_VERBS, rolled_resources};
-
 /// The field manager of every write the controller makes (its patches, Events and Lease), so
 /// that `metadata.managedFields` names configsum and GitOps tools can ignore exactly its fields
 /// (docs/gitops.md).
@@ -45,30 +42,3 @@ pub fn patch_params() -> kube::api::PatchParams {
 pub fn post_params() -> kube::api::PostParams {
     kube::api::PostParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..Default::default() }
 }
-
-/// The verbs the controller needs on every tracked kind (`core::inputs`):
-/// it watches their metadata and reads one object's data on a change.
-pub const TRACKED_KIND_VERBS: &[&str] = &["get", "list", "watch"];
-
-/// One RBAC rule's worth: API group, resource, verbs.
-pub type Permission = (&'static str, &'static str, &'static [&'static str]);
-
-/// What the controller asks of the API server cluster-wide, for its RBAC:
-/// the kinds it rolls (as declared in `core::kinds`), what they consume, the
-/// opted-in namespaces and the Events it records.
-pub fn cluster_permissions() -> Vec<Permission> {
-    let mut permissions: Vec<Permission> = vec![("", "namespaces", &["list", "watch"])];
-    permissions
-        .extend(rolled_resources().map(|(group, resource)| (group, resource, ROLLED_KIND_VERBS)));
-    permissions.extend(ObjectKind::all().map(|kind| {
-        let input = kind.input();
-        (input.group, input.resource, TRACKED_KIND_VERBS)
-    }));
-    // The image pull secrets named by tracked images' ServiceAccounts.
-    permissions.push(("", "serviceaccounts", &["get"]));
-    permissions.push(("", "events", &["create"]));
-    permissions
-}
-
-/// On its own Lease, in its own namespace: `create`, then `get` and `update` by name.
-pub const LEASE_VERBS: &[&str] = &["create", "get", "update"];

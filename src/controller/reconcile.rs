@@ -146,7 +146,7 @@ impl Reconciler {
                 if decision.patch.iter().any(|op| matches!(op, PatchOperation::Replace(_))) {
                     Patch::Json(guarded_json_patch(decision.patch.clone(), version))
                 } else {
-                    Patch::Merge(merge_patch(&decision.patch, version))
+                    Patch::Merge(merge_patch(key.kind.annotations_path(), &decision.patch, version))
                 };
             let call = api.patch(&key.name, &params, &patch);
             match tokio::time::timeout(left.min(CALL_TIMEOUT), call).await {
@@ -207,9 +207,13 @@ pub fn guarded_json_patch(
 }
 
 /// The decision's add/remove operations on annotation keys as one merge
-/// patch, guarded by `resourceVersion`. The operations that create the
-/// `metadata`/`annotations` maps are implied by a merge patch.
-pub fn merge_patch(ops: &[PatchOperation], resource_version: Option<String>) -> Value {
+/// patch of the annotations map at `path` (the kind's), guarded by `resourceVersion`. The
+/// operations that create the `metadata`/`annotations` maps are implied by a merge patch.
+pub fn merge_patch(
+    path: &[&str],
+    ops: &[PatchOperation],
+    resource_version: Option<String>,
+) -> Value {
     let mut annotations = Map::new();
     for op in ops {
         let (path, value) = match op {
@@ -221,15 +225,35 @@ pub fn merge_patch(ops: &[PatchOperation], resource_version: Option<String>) -> 
             annotations.insert(key.decoded().into_owned(), value);
         }
     }
-    json!({
-        "metadata": {"resourceVersion": resource_version},
-        "spec": {"template": {"metadata": {"annotations": annotations}}}
-    })
+    let mut patch = Value::Object(annotations);
+    for field in path.iter().rev() {
+        patch = json!({ *field: patch });
+    }
+    if let Value::Object(fields) = &mut patch {
+        let metadata = fields.entry("metadata").or_insert_with(|| json!({}));
+        if let Value::Object(metadata) = metadata {
+            metadata.insert("resourceVersion".to_owned(), json!(resource_version));
+        }
+    }
+    patch
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::WorkloadKind;
+
+    #[test]
+    fn a_pods_merge_patch_is_of_its_own_annotations() {
+        let ops: Vec<PatchOperation> = serde_json::from_value(json!([
+            {"op": "add", "path": "/metadata/annotations/secret.configsum.dev~1db", "value": "x"}
+        ]))
+        .expect("ops");
+        assert_eq!(
+            merge_patch(WorkloadKind::Pod.annotations_path(), &ops, Some("7".into())),
+            json!({"metadata": {"resourceVersion": "7", "annotations": {"secret.configsum.dev/db": "x"}}})
+        );
+    }
 
     #[test]
     fn merge_patch_sets_and_removes_only_annotation_keys() {
@@ -241,7 +265,7 @@ mod tests {
         ]))
         .expect("ops");
         assert_eq!(
-            merge_patch(&ops, Some("42".into())),
+            merge_patch(WorkloadKind::Deployment.annotations_path(), &ops, Some("42".into())),
             json!({"metadata": {"resourceVersion": "42"}, "spec": {"template": {"metadata": {"annotations": {
                 "configmap.configsum.dev/old": null, "secret.configsum.dev/db": "hmac-sha256:ab"}}}}})
         );

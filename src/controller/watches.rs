@@ -135,7 +135,7 @@ impl Watches {
 async fn served(client: &Client, kind: WorkloadKind, timeout: Duration) -> bool {
     let (_, _, resource) = kind.resource();
     let api_version = kind.api_version();
-    let resources = client.list_api_group_resources(&api_version);
+    let resources = client.list_api_group_resources(api_version);
     tokio::time::timeout(timeout, resources)
         .await
         .is_ok_and(|r| r.is_ok_and(|r| r.resources.iter().any(|r| r.name == resource)))

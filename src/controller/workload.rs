@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::core::inputs::image::PodImages;
 use crate::core::pod_spec::Metadata;
-use crate::core::workload::{SpecView, WorkloadKind};
+use crate::core::workload::WorkloadKind;
 use crate::core::{Mutation, Plan, Settings, plan};
 
 /// A workload the controller may roll.
@@ -48,27 +48,20 @@ pub type Snapshots = Arc<Mutex<HashMap<WorkloadKey, Snapshot>>>;
 /// The API resource of a workload kind, for dynamic requests.
 pub fn api_resource(kind: WorkloadKind) -> ApiResource {
     let (group, version, plural) = kind.resource();
-    ApiResource {
-        group: group.to_owned(),
-        version: version.to_owned(),
-        api_version: kind.api_version(),
-        kind: kind.as_str().to_owned(),
-        plural: plural.to_owned(),
-    }
+    crate::lookup::api_object::resource(group, version, kind.as_str(), plural)
 }
 
-/// Only what the plan reads of a watched workload; every other field is
-/// skipped while decoding, so a list of thousands of Deployments allocates
-/// neither their env values nor their status. The spec's text is kept, for
-/// the image pass, only by workloads that may track images.
+/// Only what the plan reads of a watched workload: its metadata, read sparsely (no
+/// `managedFields`, no labels), and the text of its `spec`, which is read by the kind's row
+/// when the workload is planned and then dropped (the API server omits `kind` on list items,
+/// so the decode cannot know the kind). Its `status` is skipped unread.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(try_from = "Wire")]
 pub struct WatchedWorkload {
     /// Name, namespace, uid and resourceVersion: what kube's watcher needs.
     meta: ObjectMeta,
     metadata: Metadata,
-    spec: Option<SpecView>,
-    images_spec: Option<Box<RawValue>>,
+    spec: Option<Box<RawValue>>,
 }
 
 #[derive(Deserialize)]
@@ -90,16 +83,7 @@ impl TryFrom<Wire> for WatchedWorkload {
             resource_version: m.resource_version.clone(),
             ..ObjectMeta::default()
         };
-        let spec: Option<SpecView> =
-            wire.spec.as_deref().map(|raw| serde_json::from_str(raw.get())).transpose()?;
-        // Whatever the annotation domain: `<domain>/images` on the workload,
-        // or `image.<domain>/…` on the template (or the Pod).
-        let annotations = m.annotations.iter().flatten();
-        let may_track_images =
-            annotations.map(|(k, _)| k).any(|k| k.ends_with("/images") || k.starts_with("image."))
-                || spec.as_ref().is_some_and(|s| s.template_has_annotation("image."));
-        let images_spec = if may_track_images { wire.spec } else { None };
-        Ok(WatchedWorkload { meta, metadata: wire.metadata, spec, images_spec })
+        Ok(WatchedWorkload { meta, metadata: wire.metadata, spec: wire.spec })
     }
 }
 
@@ -152,12 +136,12 @@ impl WatchedWorkload {
     /// would leave it alone. The controller's patch goes through the webhook,
     /// so only the object itself counts: there is no old object.
     pub fn plan(self, kind: WorkloadKind, settings: &Settings) -> Option<Mutation> {
-        let workload = kind.from_parts(self.metadata, self.spec).ok()?;
+        let spec = self.spec.as_deref().map(RawValue::get);
+        let workload = kind.from_parts(self.metadata, spec).ok()?;
         let Plan::Mutate(mutation) = plan(workload, &BTreeMap::new(), settings) else {
             return None;
         };
         // Without a readable spec the image annotations are kept as they are.
-        let spec = self.images_spec.as_deref().map(RawValue::get);
         let read = || spec.and_then(|spec| PodImages::of_spec(kind, spec).ok()).map(Ok);
         mutation.with_pod_images::<std::convert::Infallible>(settings, read).ok()
     }
@@ -204,11 +188,10 @@ mod tests {
     }
 
     #[test]
-    fn only_workloads_that_may_track_images_keep_their_spec_for_the_image_pass() {
+    fn the_image_pass_reads_the_watched_spec_of_workloads_that_track_images() {
         let mut tracking = deployment(false);
         tracking["metadata"]["annotations"]["configsum.dev/images"] = json!("c");
         let watched: WatchedWorkload = serde_json::from_value(tracking).expect("decodes");
-        assert!(watched.images_spec.is_some());
         let mutation = watched.plan(WorkloadKind::Deployment, &Settings::default()).expect("plan");
         let targets: Vec<_> = mutation.images.targets().iter().map(|t| &t.reference).collect();
         assert_eq!(targets, ["nginx:latest"]);
@@ -218,10 +201,10 @@ mod tests {
         recorded["spec"]["template"]["metadata"]["annotations"]["image.configsum.dev/c"] =
             json!("sha256:00");
         let watched: WatchedWorkload = serde_json::from_value(recorded).expect("decodes");
-        assert!(watched.images_spec.is_some(), "its image annotation may need removing");
+        let mutation = watched.plan(WorkloadKind::Deployment, &Settings::default()).expect("plan");
+        assert!(mutation.images.targets().is_empty(), "recorded but not tracked: removed, no read");
 
         let plain: WatchedWorkload = serde_json::from_value(deployment(false)).expect("decodes");
-        assert!(plain.images_spec.is_none());
         let mutation = plain.plan(WorkloadKind::Deployment, &Settings::default()).expect("plan");
         assert!(mutation.images.targets().is_empty());
     }

@@ -1,41 +1,34 @@
-//! Every workload kind configsum knows, declared once, in [`DECLARED`].
-//!
-//! Everything else is read from this table: recognising a review's kind, the
-//! operations mutated, where a kind's pod template and digests live, which
-//! kinds the controller watches and patches, and its RBAC. The manifests'
-//! webhook rules and ClusterRoles are checked against it by tests/manifests.rs.
-//!
-//! A new kind is a new [`WorkloadKind`] variant and its row here; the compiler
-//! and those tests point at anything else that needs it.
+//! Every workload kind configsum knows, as data: one [`KindDeclaration`] per kind, the built-in
+//! ones in [`BUILT_IN`], more added at start-up by [`declare`] (kinds declared in a file) into the
+//! same table. Nothing else names a kind: recognising a review's kind, the operations mutated,
+//! where a kind's pod template and digests live, which kinds the controller watches and patches,
+//! and its RBAC are all read from the row. tests/manifests.rs checks the manifests' webhook
+//! rules and ClusterRoles against the table.
 
-use super::workload::{Operation, WorkloadKind};
+use std::fmt;
+use std::sync::OnceLock;
+
+use super::workload::Operation;
 
 /// What configsum needs to know about one workload kind.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct KindDeclaration {
-    pub kind: WorkloadKind,
-    /// API group (empty for the core group), version, kind and resource
-    /// (plural), as in `request.kind` and in webhook rules.
+    /// API group (empty for the core group), version, kind and resource (plural), as in
+    /// `request.kind` and in webhook rules.
     pub group: &'static str,
     pub version: &'static str,
     pub name: &'static str,
     pub resource: &'static str,
     /// The operations whose reviews are mutated.
     pub operations: &'static [Operation],
-    pub template: TemplateAt,
+    /// Field path from the object to its pod template (a map with `metadata` and `spec`), or
+    /// empty when the object is itself the pod (its own `metadata` and `spec`). The digests go
+    /// in that template's `metadata.annotations`.
+    pub template: &'static [&'static str],
+    /// A field path whose presence means the object runs another workload's pod template and
+    /// has none of its own to annotate (an Argo Rollout's `spec.workloadRef`).
+    pub template_elsewhere: Option<&'static [&'static str]>,
     pub controller: Controller,
-}
-
-/// Where a kind keeps its pod template, hence where the digests go.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TemplateAt {
-    /// `spec.template`, digests in `spec.template.metadata.annotations`.
-    SpecTemplate,
-    /// `spec.template`, or none of its own when `spec.workloadRef` names the
-    /// workload whose template it runs (an Argo Rollout).
-    SpecTemplateOrWorkloadRef,
-    /// The object is the pod: `spec` is the pod spec, digests in `metadata.annotations`.
-    Object,
 }
 
 /// What the controller does with a kind.
@@ -53,110 +46,272 @@ pub enum Controller {
 const CREATE_AND_UPDATE: &[Operation] = &[Operation::Create, Operation::Update];
 /// Jobs and Pods: the pod spec is immutable once created.
 const CREATE_ONLY: &[Operation] = &[Operation::Create];
+const SPEC_TEMPLATE: &[&str] = &["spec", "template"];
 
-/// Every kind configsum mutates, in [`WorkloadKind`] order. CronJobs are
+/// The kinds built in, in [`WorkloadKind`] order (its constants index them). CronJobs are
 /// deliberately absent: their Jobs are created later, from a copy.
-pub const DECLARED: [KindDeclaration; 7] = [
+pub const BUILT_IN: [KindDeclaration; 7] = [
     KindDeclaration {
-        kind: WorkloadKind::Deployment,
         group: "apps",
         version: "v1",
         name: "Deployment",
         resource: "deployments",
         operations: CREATE_AND_UPDATE,
-        template: TemplateAt::SpecTemplate,
+        template: SPEC_TEMPLATE,
+        template_elsewhere: None,
         controller: Controller::Rolls,
     },
     KindDeclaration {
-        kind: WorkloadKind::StatefulSet,
         group: "apps",
         version: "v1",
         name: "StatefulSet",
         resource: "statefulsets",
         operations: CREATE_AND_UPDATE,
-        template: TemplateAt::SpecTemplate,
+        template: SPEC_TEMPLATE,
+        template_elsewhere: None,
         controller: Controller::Rolls,
     },
     KindDeclaration {
-        kind: WorkloadKind::DaemonSet,
         group: "apps",
         version: "v1",
         name: "DaemonSet",
         resource: "daemonsets",
         operations: CREATE_AND_UPDATE,
-        template: TemplateAt::SpecTemplate,
+        template: SPEC_TEMPLATE,
+        template_elsewhere: None,
         controller: Controller::Rolls,
     },
     KindDeclaration {
-        kind: WorkloadKind::ReplicaSet,
         group: "apps",
         version: "v1",
         name: "ReplicaSet",
         resource: "replicasets",
         operations: CREATE_AND_UPDATE,
-        template: TemplateAt::SpecTemplate,
+        template: SPEC_TEMPLATE,
+        template_elsewhere: None,
         controller: Controller::Rolls,
     },
     KindDeclaration {
-        kind: WorkloadKind::Job,
         group: "batch",
         version: "v1",
         name: "Job",
         resource: "jobs",
         operations: CREATE_ONLY,
-        template: TemplateAt::SpecTemplate,
+        template: SPEC_TEMPLATE,
+        template_elsewhere: None,
         controller: Controller::Never,
     },
     KindDeclaration {
-        kind: WorkloadKind::Rollout,
         group: "argoproj.io",
         version: "v1alpha1",
         name: "Rollout",
         resource: "rollouts",
         operations: CREATE_AND_UPDATE,
-        template: TemplateAt::SpecTemplateOrWorkloadRef,
+        template: SPEC_TEMPLATE,
+        template_elsewhere: Some(&["spec", "workloadRef"]),
         controller: Controller::RollsWhereServed,
     },
     KindDeclaration {
-        kind: WorkloadKind::Pod,
         group: "",
         version: "v1",
         name: "Pod",
         resource: "pods",
         operations: CREATE_ONLY,
-        template: TemplateAt::Object,
+        template: &[],
+        template_elsewhere: None,
         controller: Controller::Never,
     },
 ];
 
-// The table is indexed by the variant: a row out of place fails the build.
-const _: () = {
-    let mut i = 0;
-    while i < DECLARED.len() {
-        assert!(DECLARED[i].kind as usize == i, "DECLARED is not in WorkloadKind order");
-        i += 1;
-    }
-};
+/// A row of the table: the declaration and what follows from it, worked out once.
+#[derive(Debug)]
+pub struct KindRow {
+    pub declaration: KindDeclaration,
+    /// `group/version`, or the version alone for the core group.
+    pub api_version: String,
+    /// Path of the annotations map that carries the digests.
+    pub annotations: Vec<&'static str>,
+    /// Path of the pod spec.
+    pub pod_spec: Vec<&'static str>,
+}
 
-impl WorkloadKind {
-    /// This kind's row of [`DECLARED`].
-    pub fn declaration(self) -> &'static KindDeclaration {
-        &DECLARED[self as usize]
-    }
-
-    /// Every declared kind, in declaration order.
-    pub fn all() -> impl Iterator<Item = WorkloadKind> {
-        DECLARED.iter().map(|declared| declared.kind)
+impl KindRow {
+    fn new(declaration: KindDeclaration) -> KindRow {
+        let (group, version) = (declaration.group, declaration.version);
+        let api_version =
+            if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+        let under_template = |field: &[&'static str]| {
+            let mut path = declaration.template.to_vec();
+            path.extend_from_slice(field);
+            path
+        };
+        KindRow {
+            api_version,
+            annotations: under_template(&["metadata", "annotations"]),
+            pod_spec: under_template(&["spec"]),
+            declaration,
+        }
     }
 }
 
-/// The verbs the controller needs on the kinds it rolls.
-pub const ROLLED_KIND_VERBS: &[&str] = &["list", "watch", "patch"];
+/// Why a declaration cannot join the table.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KindError {
+    #[error("{0} is declared twice, or is a built-in kind")]
+    Duplicate(String),
+    #[error("{0}: a pod template path must be empty or start at spec")]
+    TemplateOutsideSpec(String),
+    #[error("the kinds are already in use; declare them once, at start-up")]
+    TooLate,
+}
+
+static TABLE: OnceLock<Vec<KindRow>> = OnceLock::new();
+
+fn table() -> &'static [KindRow] {
+    TABLE.get_or_init(|| rows(Vec::new()).unwrap_or_default())
+}
+
+fn rows(extra: Vec<KindDeclaration>) -> Result<Vec<KindRow>, KindError> {
+    let mut rows: Vec<KindRow> = Vec::new();
+    for declaration in BUILT_IN.into_iter().chain(extra) {
+        let named = format!("{} {}", declaration.name, declaration.group);
+        let taken = rows.iter().any(|r| {
+            let d = &r.declaration;
+            // Whatever the version: one kind, one row.
+            (d.group, d.name) == (declaration.group, declaration.name)
+                || (d.group, d.resource) == (declaration.group, declaration.resource)
+        });
+        if taken {
+            return Err(KindError::Duplicate(named));
+        }
+        // The controller keeps only a workload's spec; a template elsewhere is not read.
+        if declaration.template.first().is_some_and(|f| *f != "spec") {
+            return Err(KindError::TemplateOutsideSpec(named));
+        }
+        rows.push(KindRow::new(declaration));
+    }
+    if rows.len() > usize::from(u16::MAX) {
+        return Err(KindError::Duplicate("too many kinds".into()));
+    }
+    Ok(rows)
+}
+
+/// Adds `extra` kinds to the built-in ones. Once, at start-up, before anything reads a kind.
+pub fn declare(extra: Vec<KindDeclaration>) -> Result<(), KindError> {
+    let rows = rows(extra)?;
+    TABLE.set(rows).map_err(|_| KindError::TooLate)
+}
+
+/// A workload kind: its index in the table. Cheap to copy and compare; everything about it is
+/// in its row.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkloadKind(u16);
+
+#[allow(non_upper_case_globals)]
+impl WorkloadKind {
+    pub const Deployment: WorkloadKind = WorkloadKind(0);
+    pub const StatefulSet: WorkloadKind = WorkloadKind(1);
+    pub const DaemonSet: WorkloadKind = WorkloadKind(2);
+    pub const ReplicaSet: WorkloadKind = WorkloadKind(3);
+    pub const Job: WorkloadKind = WorkloadKind(4);
+    pub const Rollout: WorkloadKind = WorkloadKind(5);
+    pub const Pod: WorkloadKind = WorkloadKind(6);
+}
+
+impl WorkloadKind {
+    /// This kind's row.
+    pub fn row(self) -> &'static KindRow {
+        // Every WorkloadKind comes from the table (or is a built-in's constant), so its index
+        // is in range.
+        &table()[usize::from(self.0)]
+    }
+
+    pub fn declaration(self) -> &'static KindDeclaration {
+        &self.row().declaration
+    }
+
+    /// Every kind of the table, built-in ones first.
+    pub fn all() -> impl Iterator<Item = WorkloadKind> {
+        (0..table().len()).filter_map(|i| u16::try_from(i).ok()).map(WorkloadKind)
+    }
+
+    /// The kind for a `request.kind` (group, version, kind), or `None` for kinds left untouched.
+    pub fn from_gvk(group: &str, version: &str, kind: &str) -> Option<Self> {
+        WorkloadKind::all().find(|k| {
+            let d = k.declaration();
+            d.group == group && d.version == version && d.name == kind
+        })
+    }
+}
+
+impl fmt::Debug for WorkloadKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.declaration().name)
+    }
+}
 
 /// (API group, resource) of every kind the controller may roll.
 pub fn rolled_resources() -> impl Iterator<Item = (&'static str, &'static str)> {
-    DECLARED
-        .iter()
+    WorkloadKind::all()
+        .map(WorkloadKind::declaration)
         .filter(|declared| declared.controller != Controller::Never)
         .map(|declared| (declared.group, declared.resource))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_constants_name_their_rows() {
+        let named: Vec<&str> = WorkloadKind::all().map(|k| k.declaration().name).collect();
+        assert_eq!(
+            named,
+            ["Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Rollout", "Pod"]
+        );
+        assert_eq!(WorkloadKind::Pod.declaration().name, "Pod");
+        assert_eq!(WorkloadKind::Rollout.declaration().name, "Rollout");
+        assert_eq!(format!("{:?}", WorkloadKind::Job), "Job");
+    }
+
+    #[test]
+    fn paths_follow_from_the_template() {
+        let deployment = WorkloadKind::Deployment.row();
+        assert_eq!(deployment.annotations, ["spec", "template", "metadata", "annotations"]);
+        assert_eq!(deployment.pod_spec, ["spec", "template", "spec"]);
+        assert_eq!(deployment.api_version, "apps/v1");
+        let pod = WorkloadKind::Pod.row();
+        assert_eq!(pod.annotations, ["metadata", "annotations"]);
+        assert_eq!(pod.pod_spec, ["spec"]);
+        assert_eq!(pod.api_version, "v1");
+    }
+
+    #[test]
+    fn declarations_extend_the_same_table_or_are_refused() {
+        let clone_set = KindDeclaration {
+            group: "apps.kruise.io",
+            version: "v1alpha1",
+            name: "CloneSet",
+            resource: "clonesets",
+            operations: CREATE_AND_UPDATE,
+            template: SPEC_TEMPLATE,
+            template_elsewhere: None,
+            controller: Controller::RollsWhereServed,
+        };
+        let table = rows(vec![clone_set.clone()]).expect("a new kind");
+        assert_eq!(table.len(), BUILT_IN.len() + 1);
+        let row = &table[BUILT_IN.len()];
+        assert_eq!(row.api_version, "apps.kruise.io/v1alpha1");
+        assert_eq!(row.annotations, ["spec", "template", "metadata", "annotations"]);
+
+        let duplicate = rows(vec![clone_set.clone(), clone_set.clone()]);
+        assert!(matches!(duplicate, Err(KindError::Duplicate(_))));
+        let built_in = KindDeclaration { name: "Deployment", group: "apps", ..clone_set.clone() };
+        assert!(matches!(rows(vec![built_in]), Err(KindError::Duplicate(_))));
+        let outside = KindDeclaration { template: &["status", "template"], ..clone_set };
+        assert!(matches!(rows(vec![outside]), Err(KindError::TemplateOutsideSpec(_))));
+        // The table is in use by now (this process's other tests read it): too late.
+        let _ = WorkloadKind::all().count();
+        assert_eq!(declare(Vec::new()), Err(KindError::TooLate));
+    }
 }

@@ -7,12 +7,14 @@
 
 pub mod annotations;
 pub mod digest;
+pub mod field_path;
 pub mod inputs;
 pub mod kinds;
 pub mod mutate;
 pub mod object_ref;
 pub mod patch;
 pub mod pod_spec;
+pub mod rbac;
 pub mod refs;
 pub mod review;
 pub mod selection;

@@ -1,14 +1,18 @@
 //! A workload as the core sees it, and how each kind is read: how to recognise
 //! it from `request.kind`, which operations it mutates, where its pod
-//! template's annotations live, all from its row in [`super::kinds::DECLARED`].
+//! template and its digests live, all from its row in [`super::kinds`].
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
-use serde::de::IgnoredAny;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::kinds::{DECLARED, TemplateAt};
-use super::pod_spec::{Container, Metadata, PodSpec, Volume};
+use super::field_path::{AtPath, Key, read_at};
+use super::kinds::KindRow;
+pub use super::kinds::WorkloadKind;
+use super::pod_spec::{Metadata, PodSpec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -30,34 +34,11 @@ impl Operation {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum WorkloadKind {
-    Deployment,
-    StatefulSet,
-    DaemonSet,
-    ReplicaSet,
-    Job,
-    Rollout,
-    Pod,
-}
-
-const TEMPLATE_ANNOTATIONS: &[&str] = &["spec", "template", "metadata", "annotations"];
-const OBJECT_ANNOTATIONS: &[&str] = &["metadata", "annotations"];
-
 impl WorkloadKind {
     /// API group, version and resource (plural), as in webhook rules.
     pub fn resource(self) -> (&'static str, &'static str, &'static str) {
         let declared = self.declaration();
         (declared.group, declared.version, declared.resource)
-    }
-
-    /// The kind for a `request.kind`, or `None` for kinds left untouched
-    /// (CronJobs among them: their Jobs are written later, from a copy).
-    pub fn from_gvk(group: &str, version: &str, kind: &str) -> Option<Self> {
-        DECLARED
-            .iter()
-            .find(|d| d.group == group && d.version == version && d.name == kind)
-            .map(|d| d.kind)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -71,67 +52,77 @@ impl WorkloadKind {
 
     /// JSON path tokens of the annotations map that carries the digests.
     pub fn annotations_path(self) -> &'static [&'static str] {
-        match self.declaration().template {
-            TemplateAt::Object => OBJECT_ANNOTATIONS,
-            TemplateAt::SpecTemplate | TemplateAt::SpecTemplateOrWorkloadRef => {
-                TEMPLATE_ANNOTATIONS
-            }
-        }
+        &self.row().annotations
     }
 
-    /// Reads an object sent as this kind (an admission request's `object`):
+    /// JSON path tokens of the pod spec.
+    pub fn pod_spec_path(self) -> &'static [&'static str] {
+        &self.row().pod_spec
+    }
+
+    /// `apiVersion` of this kind: `group/version`, or the version for the core group.
+    pub fn api_version(self) -> &'static str {
+        &self.row().api_version
+    }
+
+    /// Reads an object sent as this kind (an admission request's `object`), in one pass:
     /// its `apiVersion` and `kind` must match, and the fields configsum reads
     /// must have their API types.
     pub fn parse(self, object: &str) -> Result<Workload, ParseError> {
-        let view: ObjectView = serde_json::from_str(object)?;
-        if view.api_version != self.api_version() || view.kind != self.as_str() {
+        let mut deserializer = serde_json::Deserializer::from_str(object);
+        let read = ObjectSeed { row: self.row() }.deserialize(&mut deserializer)?;
+        deserializer.end()?;
+        if read.api_version != self.api_version() || read.kind != self.as_str() {
             return Err(ParseError::WrongKind {
                 expected: format!("{} {}", self.api_version(), self.as_str()),
             });
         }
-        let metadata_present = view.metadata.is_some();
-        let mut workload = self.from_parts(view.metadata.unwrap_or_default(), view.spec)?;
+        let metadata_present = read.metadata.is_some();
+        let mut workload = self.workload_from(read.metadata.unwrap_or_default(), read.spec)?;
         // A Pod's digests go in its own metadata: a patch must create it if it is absent.
         if let Template::Present(template) = &mut workload.template {
-            if self == WorkloadKind::Pod {
+            if self.declaration().template.is_empty() {
                 template.metadata_present = metadata_present;
             }
         }
         Ok(workload)
     }
 
-    /// `apiVersion` of this kind: `group/version`, or the version for the core group.
-    pub fn api_version(self) -> String {
-        let (group, version, _) = self.resource();
-        if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") }
-    }
-
-    /// The workload from its metadata and spec, known to be of this kind (the
-    /// controller's watches say the kind; list items carry no `apiVersion`/`kind`).
+    /// The workload from its metadata and the text of its `spec`, known to be of this kind
+    /// (the controller's watches say the kind; list items carry no `apiVersion`/`kind`).
     pub fn from_parts(
         self,
         metadata: Metadata,
-        spec: Option<SpecView>,
+        spec: Option<&str>,
+    ) -> Result<Workload, ParseError> {
+        let spec = match spec {
+            Some(text) => {
+                let mut deserializer = serde_json::Deserializer::from_str(text);
+                let read = SpecSeed { row: self.row() }.deserialize(&mut deserializer)?;
+                deserializer.end()?;
+                Some(read)
+            }
+            None => None,
+        };
+        self.workload_from(metadata, spec)
+    }
+
+    fn workload_from(
+        self,
+        metadata: Metadata,
+        spec: Option<SpecRead>,
     ) -> Result<Workload, ParseError> {
         let spec = spec.ok_or(ParseError::NoPodSpec)?;
-        let template = match self.declaration().template {
-            TemplateAt::Object => {
-                let pod = PodTemplate {
-                    metadata_present: true,
-                    annotations: metadata.annotations.clone(),
-                    spec: PodSpec {
-                        containers: spec.containers,
-                        init_containers: spec.init_containers,
-                        volumes: spec.volumes,
-                    },
-                };
-                Template::Present(Box::new(pod))
-            }
-            TemplateAt::SpecTemplateOrWorkloadRef if spec.workload_ref.is_some() => {
-                Template::WorkloadRef
-            }
-            TemplateAt::SpecTemplate | TemplateAt::SpecTemplateOrWorkloadRef => {
-                let template = spec.template.ok_or(ParseError::NoPodSpec)?;
+        let template = match spec {
+            SpecRead::Elsewhere => Template::WorkloadRef,
+            // The object is the pod: its own metadata holds the digests.
+            SpecRead::Pod(pod_spec) => Template::Present(Box::new(PodTemplate {
+                metadata_present: true,
+                annotations: metadata.annotations.clone(),
+                spec: pod_spec,
+            })),
+            SpecRead::Template(template) => {
+                let template = template.ok_or(ParseError::NoPodSpec)?;
                 let pod_spec = template.spec.ok_or(ParseError::NoPodSpec)?;
                 let metadata_present = template.metadata.is_some();
                 let annotations = template.metadata.and_then(|m| m.annotations);
@@ -149,34 +140,16 @@ impl WorkloadKind {
     /// Only the digest-carrying annotations of an object (for `oldObject`, whose
     /// annotations are the fallback "existing" values); anything unreadable is empty.
     pub fn annotations_of(self, object: &str) -> BTreeMap<String, String> {
-        #[derive(Deserialize, Default)]
-        struct Meta {
-            #[serde(default, deserialize_with = "super::pod_spec::bounded_annotations")]
-            annotations: Option<BTreeMap<String, String>>,
-        }
-        #[derive(Deserialize, Default)]
-        struct WithMeta {
-            metadata: Option<Meta>,
-        }
-        #[derive(Deserialize, Default)]
-        struct Spec {
-            template: Option<WithMeta>,
-        }
-        #[derive(Deserialize, Default)]
-        struct WithTemplate {
-            spec: Option<Spec>,
-        }
-        let meta = match self.declaration().template {
-            TemplateAt::Object => {
-                serde_json::from_str::<WithMeta>(object).ok().and_then(|o| o.metadata)
-            }
-            TemplateAt::SpecTemplate | TemplateAt::SpecTemplateOrWorkloadRef => {
-                serde_json::from_str::<WithTemplate>(object)
-                    .ok()
-                    .and_then(|o| o.spec?.template?.metadata)
-            }
-        };
-        meta.and_then(|m| m.annotations).unwrap_or_default()
+        #[derive(Deserialize)]
+        struct Annotations(
+            #[serde(deserialize_with = "super::pod_spec::bounded_annotations")]
+            Option<BTreeMap<String, String>>,
+        );
+        read_at::<Annotations>(object, self.annotations_path())
+            .ok()
+            .flatten()
+            .and_then(|a| a.0)
+            .unwrap_or_default()
     }
 }
 
@@ -216,48 +189,160 @@ pub enum ParseError {
     NoPodSpec,
 }
 
-/// One view for every kind: templated kinds have `spec.template`, a Pod has
-/// its pod spec fields directly under `spec`; the names never collide.
+/// A pod template as configsum reads it: its metadata and its pod spec.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ObjectView {
-    #[serde(default)]
-    api_version: String,
-    #[serde(default)]
-    kind: String,
-    metadata: Option<Metadata>,
-    spec: Option<SpecView>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SpecView {
-    template: Option<TemplateView>,
-    workload_ref: Option<IgnoredAny>,
-    // A Pod's own spec (not `#[serde(flatten)]`, which would buffer every
-    // other field), read as sparsely as a template's.
-    #[serde(default, deserialize_with = "super::pod_spec::sparse")]
-    containers: Option<Vec<Container>>,
-    #[serde(default, deserialize_with = "super::pod_spec::sparse")]
-    init_containers: Option<Vec<Container>>,
-    #[serde(default, deserialize_with = "super::pod_spec::sparse")]
-    volumes: Option<Vec<Volume>>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
 struct TemplateView {
     metadata: Option<Metadata>,
     spec: Option<PodSpec>,
 }
 
-impl SpecView {
-    /// Whether the pod template carries an annotation whose key starts
-    /// with `prefix` (for a Pod, whose own annotations are its template's,
-    /// none here).
-    pub fn template_has_annotation(&self, prefix: &str) -> bool {
-        let annotations = self.template.as_ref().and_then(|t| t.metadata.as_ref());
-        let annotations = annotations.and_then(|m| m.annotations.as_ref());
-        annotations.is_some_and(|a| a.keys().any(|k| k.starts_with(prefix)))
+/// What the one pass over an object reads.
+#[derive(Default)]
+struct ObjectRead {
+    api_version: String,
+    kind: String,
+    metadata: Option<Metadata>,
+    spec: Option<SpecRead>,
+}
+
+/// What is read under `spec`, by the kind's row.
+enum SpecRead {
+    /// The object is the pod: `spec` is the pod spec.
+    Pod(PodSpec),
+    /// The template at the kind's path, if present.
+    Template(Option<TemplateView>),
+    /// The kind's `template_elsewhere` field is set: no template of its own.
+    Elsewhere,
+}
+
+/// Reads an object's `apiVersion`, `kind`, `metadata` and `spec` (by [`SpecSeed`]), skipping
+/// every other field.
+struct ObjectSeed<'k> {
+    row: &'k KindRow,
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
+    type Value = ObjectRead;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<ObjectRead, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectSeed<'_> {
+    type Value = ObjectRead;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a {} object", self.row.declaration.name)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ObjectRead, A::Error> {
+        let mut read = ObjectRead::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "apiVersion" => {
+                    read.api_version = map.next_value::<Option<String>>()?.unwrap_or_default()
+                }
+                "kind" => read.kind = map.next_value::<Option<String>>()?.unwrap_or_default(),
+                "metadata" if read.metadata.is_none() => read.metadata = map.next_value()?,
+                "spec" if read.spec.is_none() => {
+                    read.spec = map.next_value_seed(OptionalSpec(SpecSeed { row: self.row }))?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// `null` is no spec.
+struct OptionalSpec<'k>(SpecSeed<'k>);
+
+impl<'de> DeserializeSeed<'de> for OptionalSpec<'_> {
+    type Value = Option<SpecRead>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OptionalSpec<'_> {
+    type Value = Option<SpecRead>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a spec")
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(deserializer).map(Some)
+    }
+}
+
+/// Reads a `spec` by the kind's row: the pod spec itself, or the template at the rest of the
+/// template path and whether the `template_elsewhere` field is set.
+struct SpecSeed<'k> {
+    row: &'k KindRow,
+}
+
+impl<'de> DeserializeSeed<'de> for SpecSeed<'_> {
+    type Value = SpecRead;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<SpecRead, D::Error> {
+        let declaration = &self.row.declaration;
+        match declaration.template.split_first() {
+            None => PodSpec::deserialize(deserializer).map(SpecRead::Pod),
+            Some((_spec, rest)) => deserializer.deserialize_map(SpecVisitor {
+                template: rest,
+                elsewhere: declaration.template_elsewhere.and_then(|p| p.get(1..)),
+            }),
+        }
+    }
+}
+
+struct SpecVisitor<'k> {
+    /// The template's path below `spec` (not empty).
+    template: &'k [&'k str],
+    /// The `template_elsewhere` path below `spec`, if the kind has one.
+    elsewhere: Option<&'k [&'k str]>,
+}
+
+impl<'de> Visitor<'de> for SpecVisitor<'_> {
+    type Value = SpecRead;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a spec map")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SpecRead, A::Error> {
+        let (template_field, template_rest) = match self.template.split_first() {
+            Some(split) => split,
+            None => return Err(serde::de::Error::custom("a template path below spec")),
+        };
+        let elsewhere = self.elsewhere.and_then(|p| p.split_first());
+        let (mut template, mut template_read, mut delegated) = (None, false, false);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if !template_read && key.as_str() == *template_field {
+                template_read = true;
+                let seed = AtPath { path: template_rest, seed: PhantomData::<TemplateView> };
+                template = map.next_value_seed(seed)?;
+            } else if let Some((_, rest)) = elsewhere.filter(|(f, _)| key.as_str() == **f) {
+                let seed = AtPath { path: rest, seed: PhantomData::<Option<IgnoredAny>> };
+                delegated |= map.next_value_seed(seed)?.flatten().is_some();
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(if delegated { SpecRead::Elsewhere } else { SpecRead::Template(template) })
     }
 }
 

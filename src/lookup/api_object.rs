@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
@@ -16,17 +16,13 @@ use crate::core::object_ref::ObjectKind;
 /// The API resource of a tracked kind, for dynamic requests and watches.
 pub fn api_resource(kind: ObjectKind) -> ApiResource {
     let input = kind.input();
-    let api_version = match input.group {
-        "" => input.version.to_owned(),
-        group => format!("{group}/{}", input.version),
-    };
-    ApiResource {
-        group: input.group.to_owned(),
-        version: input.version.to_owned(),
-        api_version,
-        kind: input.api_kind.to_owned(),
-        plural: input.resource.to_owned(),
-    }
+    resource(input.group, input.version, input.api_kind, input.resource)
+}
+
+/// The API resource of a row (`core::inputs` or `core::kinds`): kube's own builder, which
+/// writes `apiVersion` as the API server does (the version alone for the core group).
+pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
 /// The path of the namespaced collection of `kind`, for a GET by name.

@@ -14,19 +14,8 @@ use tracing::warn;
 
 use super::api_object::{collection_path, decode};
 use super::{LookupError, ObjectSource};
-use crate::core::{ObjectContent, ObjectKind, ObjectRef};
+use crate::core::{ObjectContent, ObjectRef};
 use crate::registry::{PullCredential, credentials_from_secret};
-
-/// What the webhook asks of the API server, for its RBAC (docs/install.md):
-/// (API group, resource, verbs): `get` on every tracked kind, and on
-/// ServiceAccounts for their image pull secrets. `GET /version` needs no grant.
-pub fn webhook_permissions()
--> impl Iterator<Item = (&'static str, &'static str, &'static [&'static str])> {
-    let objects = ObjectKind::all().map(|kind| (kind.input().group, kind.input().resource, GET));
-    objects.chain([("", "serviceaccounts", GET)])
-}
-
-const GET: &[&str] = &["get"];
 
 /// Most lookups in flight at once across all reviews of this replica, so a
 /// burst of reviews cannot flood the API server.

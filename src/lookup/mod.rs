@@ -21,9 +21,7 @@ use crate::registry::PullCredential;
 pub use file::{FileSource, FileSourceError};
 pub(crate) use file::{describe_before, scan_reason, split_documents};
 pub use images::resolve_all;
-pub use kube::{
-    KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with, webhook_permissions,
-};
+pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with};
 pub use observe::{Inputs, observe};
 
 /// At most this many lookups of one review run at once (docs/behaviour.md, "Reading ConfigMaps and Secrets").

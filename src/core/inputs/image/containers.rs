@@ -7,9 +7,8 @@ use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{Deserializer, SeqAccess, Visitor};
-use serde_json::value::RawValue;
 
-use crate::core::kinds::TemplateAt;
+use crate::core::field_path::read_at;
 use crate::core::workload::WorkloadKind;
 
 /// A container that runs an image, with where that image sits in the object.
@@ -43,35 +42,20 @@ pub struct PodImages {
 impl PodImages {
     /// Reads the pod spec of `object`, sent as `kind`.
     pub fn of(kind: WorkloadKind, object: &str) -> Result<PodImages, serde_json::Error> {
-        #[derive(Deserialize)]
-        struct Object<'a> {
-            #[serde(borrow)]
-            spec: Option<&'a RawValue>,
-        }
-        match serde_json::from_str::<Object<'_>>(object)?.spec {
-            Some(spec) => PodImages::of_spec(kind, spec.get()),
-            None => Ok(PodImages::default()),
-        }
+        PodImages::at(kind, object, kind.pod_spec_path())
     }
 
     /// Reads `spec`, the `spec` of an object of `kind` (the controller keeps
     /// only that of a watched workload).
     pub fn of_spec(kind: WorkloadKind, spec: &str) -> Result<PodImages, serde_json::Error> {
-        #[derive(Deserialize)]
-        struct Template {
-            template: Option<WithSpec>,
-        }
-        #[derive(Deserialize)]
-        struct WithSpec {
-            spec: Option<PodSpec>,
-        }
-        let (spec, base) = match kind.declaration().template {
-            TemplateAt::Object => (Some(serde_json::from_str::<PodSpec>(spec)?), "/spec"),
-            TemplateAt::SpecTemplate | TemplateAt::SpecTemplateOrWorkloadRef => {
-                let spec: Template = serde_json::from_str(spec)?;
-                (spec.template.and_then(|t| t.spec), "/spec/template/spec")
-            }
-        };
+        // The pod spec path starts at `spec` (kinds.rs refuses any other).
+        let below_spec = kind.pod_spec_path().get(1..).unwrap_or_default();
+        PodImages::at(kind, spec, below_spec)
+    }
+
+    fn at(kind: WorkloadKind, json: &str, path: &[&str]) -> Result<PodImages, serde_json::Error> {
+        let spec: Option<PodSpec> = read_at(json, path)?;
+        let base = format!("/{}", kind.pod_spec_path().join("/"));
         let Some(spec) = spec else { return Ok(PodImages::default()) };
         let mut containers = Vec::new();
         let mut unread = 0;

@@ -1,0 +1,45 @@
+//! What each command asks of the API server, for its RBAC, derived from the tables beside this
+//! file: the workload kinds (`kinds`) and the tracked kinds of object (`inputs`). The manifests'
+//! and the chart's ClusterRoles are checked against these lists by tests/manifests.rs, and the
+//! real control plane's tests run each command with exactly those grants.
+
+use super::kinds::rolled_resources;
+use super::object_ref::ObjectKind;
+
+/// One RBAC rule's worth: API group, resource, verbs.
+pub type Permission = (&'static str, &'static str, &'static [&'static str]);
+
+const GET: &[&str] = &["get"];
+
+/// The verbs the controller needs on the kinds it rolls: it watches a light view of them and
+/// patches their digests.
+pub const ROLLED_KIND_VERBS: &[&str] = &["list", "watch", "patch"];
+
+/// The verbs the controller needs on every tracked kind: it watches their metadata and reads
+/// one object's data on a change.
+pub const TRACKED_KIND_VERBS: &[&str] = &["get", "list", "watch"];
+
+/// On its own Lease, in its own namespace: `create`, then `get` and `update` by name.
+pub const LEASE_VERBS: &[&str] = &["create", "get", "update"];
+
+/// The webhook's: `get` on every tracked kind, and on ServiceAccounts for their image pull
+/// secrets. `GET /version` needs no grant.
+pub fn webhook_permissions() -> impl Iterator<Item = Permission> {
+    let objects = ObjectKind::all().map(|kind| (kind.input().group, kind.input().resource, GET));
+    objects.chain([("", "serviceaccounts", GET)])
+}
+
+/// The controller's, cluster-wide: the opted-in namespaces, the kinds it rolls, what they
+/// consume, the ServiceAccounts of tracked images and the Events it records.
+pub fn controller_permissions() -> Vec<Permission> {
+    let mut permissions: Vec<Permission> = vec![("", "namespaces", &["list", "watch"])];
+    permissions
+        .extend(rolled_resources().map(|(group, resource)| (group, resource, ROLLED_KIND_VERBS)));
+    permissions.extend(ObjectKind::all().map(|kind| {
+        let input = kind.input();
+        (input.group, input.resource, TRACKED_KIND_VERBS)
+    }));
+    permissions.push(("", "serviceaccounts", GET));
+    permissions.push(("", "events", &["create"]));
+    permissions
+}
