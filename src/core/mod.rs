@@ -27,7 +27,7 @@ pub use mutate::{
     DEFAULT_OWN_NAMESPACE, Decision, LookupErrorPolicy, Mutation, Observation, Observed, Plan,
     Settings, Skip, plan,
 };
-pub use object_ref::{ObjectKind, ObjectRef};
+pub use object_ref::{ObjectKey, ObjectKind, ObjectRef};
 pub use review::{Request, plan_review, review};
 pub use selection::Target;
 pub use workload::{Workload, WorkloadKind};

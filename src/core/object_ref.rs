@@ -1,4 +1,5 @@
-//! `ObjectRef`: a tracked object (a ConfigMap or Secret) in the workload's own namespace.
+//! `ObjectRef`: a tracked object (a ConfigMap or Secret) in the workload's own namespace, and
+//! [`ObjectKey`]: the same with its namespace, for what spans namespaces (the controller).
 
 use std::fmt;
 
@@ -50,6 +51,27 @@ impl ObjectRef {
 impl fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.kind.prefix(), self.name)
+    }
+}
+
+/// A tracked object and its namespace (as kube's `ObjectRef::within` names one).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    pub namespace: String,
+    pub object: ObjectRef,
+}
+
+impl ObjectRef {
+    /// This object in `namespace`.
+    pub fn within(self, namespace: impl Into<String>) -> ObjectKey {
+        ObjectKey { namespace: namespace.into(), object: self }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    /// `team-a/secret/db`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.object)
     }
 }
 
