@@ -33,8 +33,7 @@ use configsum::core::{
 use configsum::lookup::{LookupError, ObjectSource};
 use configsum::metrics::Metrics;
 use configsum::process::Readiness;
-use configsum::webhook::app::{AppState, router};
-use configsum::webhook::body::MAX_BODY_BYTES;
+use configsum::webhook::api::{AppState, MAX_BODY_BYTES, router};
 use hostile::{Built, Case, J, obj, s};
 use http_body_util::BodyExt as _;
 use json_patch::PatchOperation;

@@ -11,8 +11,10 @@ use configsum::core::{Digester, ObjectContent, ObjectRef, Settings};
 use configsum::lookup::{FileSource, LookupError, ObjectSource};
 use configsum::metrics::Metrics;
 use configsum::process::{Readiness, admin_router};
-use configsum::webhook::app::{AppState, MAX_REVIEWS_IN_FLIGHT, OVERLOADED, router};
-use configsum::webhook::body::{BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, MAX_BODY_BYTES};
+use configsum::webhook::api::{
+    AppState, BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, MAX_BODY_BYTES, MAX_REVIEWS_IN_FLIGHT,
+    OVERLOADED, router,
+};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;

@@ -27,7 +27,7 @@ use configsum::lookup::{FileSource, lookup_budget, webhook_permissions};
 use configsum::metrics::Metrics;
 use configsum::process::{Readiness, admin_router};
 use configsum::webhook::DRAIN_TIMEOUT;
-use configsum::webhook::app::{AppState, router};
+use configsum::webhook::api::{AppState, router};
 use serde_json::Value;
 use tower::ServiceExt as _;
 

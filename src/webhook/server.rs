@@ -12,7 +12,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
-use super::app::{AppState, router};
+use super::api::{AppState, router};
 use super::connection::{IDLE_TIMEOUT, serve_connection};
 use super::tls::{
     CertificateStore, TlsError, expiry_unix_seconds, load_certified_key, load_client_roots,
