@@ -24,8 +24,7 @@ use super::trigger::Trigger;
 use super::workload::{Snapshot, Snapshots, WorkloadKey, api_resource};
 use crate::core::inputs::image::ImageObservation;
 use crate::core::{Digester, Mutation, Observation, Settings};
-use crate::lookup::{Inputs, KubeSource, observe, observe_all};
-use crate::metrics::Metrics;
+use crate::lookup::{Inputs, KubeSource, LookupMetrics, observe, observe_all};
 
 /// Bound on each API call, and on one reconciliation's lookups together.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -88,7 +87,7 @@ pub struct Reconciler {
     pub source: Arc<KubeSource>,
     pub digester: Digester,
     pub settings: Settings,
-    pub metrics: Arc<Metrics>,
+    pub lookups: LookupMetrics,
     pub snapshots: Snapshots,
     pub leadership: watch::Receiver<Leadership>,
     /// The digests the image poller found, by slot.
@@ -182,7 +181,7 @@ struct ReconcileInputs<'a> {
 impl Inputs for ReconcileInputs<'_> {
     async fn objects(&self, mutation: &Mutation) -> Vec<Observation> {
         let r = self.reconciler;
-        observe_all(&*r.source, &r.digester, mutation, self.deadline, &r.metrics).await
+        observe_all(&*r.source, &r.digester, mutation, self.deadline, &r.lookups).await
     }
 
     async fn images(&self, mutation: &Mutation) -> Vec<ImageObservation> {

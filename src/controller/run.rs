@@ -21,12 +21,11 @@ use super::workload::Snapshots;
 use crate::config::ControllerArgs;
 use crate::core::{Digester, LookupErrorPolicy, Settings};
 use crate::lookup::{KubeSource, kube_client_with};
-use crate::metrics::Metrics;
 use crate::process::{
-    BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
-    own_namespace, serve_admin,
+    BindError, KeyFileError, MetricsRegistry, Readiness, ShutdownSignals, admin_router, bind,
+    load_digest_keys, own_namespace, serve_admin,
 };
-use crate::registry::{ClientError, RegistryClient, RegistryConfig, RegistryMetrics};
+use crate::registry::{ClientError, RegistryClient, RegistryConfig};
 
 /// No answer on an API connection for this long fails the call; watches
 /// are ended by the server well before (`WATCH_TIMEOUT_SECONDS`).
@@ -59,12 +58,12 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()))
         .unwrap_or_else(|| format!("configsum-controller-{}", std::process::id()));
 
-    let mut metrics = Metrics::new();
+    let mut metrics = MetricsRegistry::new();
     let controller_metrics = ControllerMetrics::register(&mut metrics);
     // Each poll asks afresh: the reuse that shares a burst of reviews'
     // resolutions would only delay what a poll sees.
     let registry_config = RegistryConfig { reuse_for: Duration::ZERO, ..args.registries.config() };
-    let registry = RegistryClient::new(registry_config, RegistryMetrics::register(&mut metrics))?;
+    let registry = RegistryClient::new(registry_config, controller_metrics.registries.clone())?;
     let metrics = Arc::new(metrics);
     let readiness = Readiness::new(false);
     let signals = ShutdownSignals::register();
@@ -101,7 +100,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         source: source.clone(),
         digester: digester.clone(),
         settings: settings.clone(),
-        metrics: metrics.clone(),
+        lookups: controller_metrics.lookups.clone(),
         snapshots: snapshots.clone(),
         leadership: leadership.clone(),
         latest_digests: latest_digests.clone(),

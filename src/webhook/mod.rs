@@ -8,7 +8,9 @@ pub mod admission;
 pub mod api;
 pub mod connection;
 pub mod log_field;
+pub mod metrics;
 pub mod server;
 pub mod tls;
 
+pub use metrics::WebhookMetrics;
 pub use server::{DRAIN_TIMEOUT, StartupError, serve};

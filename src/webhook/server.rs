@@ -14,6 +14,7 @@ use tracing::{info, warn};
 
 use super::api::{AppState, router};
 use super::connection::{IDLE_TIMEOUT, serve_connection};
+use super::metrics::WebhookMetrics;
 use super::tls::{
     CertificateStore, TlsError, expiry_unix_seconds, load_certified_key, load_client_roots,
     reload_on_change, server_config,
@@ -21,12 +22,11 @@ use super::tls::{
 use crate::config::ServeArgs;
 use crate::core::{Digester, Settings};
 use crate::lookup::{FileSource, FileSourceError, KubeSource, ObjectSource};
-use crate::metrics::Metrics;
 use crate::process::{
-    BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
-    own_namespace, raise_open_file_limit, serve_admin,
+    BindError, KeyFileError, MetricsRegistry, Readiness, ShutdownSignals, admin_router, bind,
+    load_digest_keys, own_namespace, raise_open_file_limit, serve_admin,
 };
-use crate::registry::{ClientError, RegistryClient, RegistryMetrics};
+use crate::registry::{ClientError, RegistryClient};
 
 /// Connections open at once per replica; more wait to be accepted.
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -61,11 +61,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
         args.keys.allow_plain_secret_digests,
     )?;
     let digester = Digester::new(keys);
-    let mut metrics = Metrics::new();
-    let registry =
-        RegistryClient::new(args.registries.config(), RegistryMetrics::register(&mut metrics))
-            .map_err(StartupError::Registry)?;
-    let metrics = Arc::new(metrics);
+    let mut metrics_registry = MetricsRegistry::new();
+    let metrics = WebhookMetrics::register(&mut metrics_registry);
+    let registry = RegistryClient::new(args.registries.config(), metrics.registries.clone())
+        .map_err(StartupError::Registry)?;
+    let metrics_registry = Arc::new(metrics_registry);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certificate = load_certified_key(&args.tls_cert, &args.tls_key, &provider)?;
     metrics.set_certificate_expiry(expiry_unix_seconds(&certificate));
@@ -84,11 +84,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
         Some(path) => {
             let source = FileSource::load(path)?;
             info!(objects = source.len(), file = %path.display(), "serving ConfigMaps and Secrets from a file");
-            run(args, source, digester, registry, tls, metrics).await
+            run(args, source, digester, registry, tls, metrics, metrics_registry).await
         }
         None => {
             let source = KubeSource::infer().await.map_err(StartupError::Kube)?;
-            run(args, source, digester, registry, tls, metrics).await
+            run(args, source, digester, registry, tls, metrics, metrics_registry).await
         }
     }
 }
@@ -99,7 +99,8 @@ async fn run<S: ObjectSource>(
     digester: Digester,
     registry: RegistryClient,
     tls: rustls::ServerConfig,
-    metrics: Arc<Metrics>,
+    metrics: WebhookMetrics,
+    metrics_registry: Arc<MetricsRegistry>,
 ) -> Result<(), StartupError> {
     let signals = ShutdownSignals::register();
     let settings = Settings {
@@ -143,7 +144,7 @@ async fn run<S: ObjectSource>(
     ));
     let metrics_server = tokio::spawn(serve_admin(
         metrics_listener,
-        admin_router(metrics, ready.clone()),
+        admin_router(metrics_registry, ready.clone()),
         stopped.clone(),
     ));
     let readiness = tokio::spawn(become_ready(state.clone()));
@@ -180,7 +181,7 @@ async fn serve_tls(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     app: Router,
-    metrics: Arc<Metrics>,
+    metrics: WebhookMetrics,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());

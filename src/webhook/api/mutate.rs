@@ -119,7 +119,8 @@ impl<S: ObjectSource> Review<'_, S> {
 impl<S: ObjectSource> Inputs for Review<'_, S> {
     async fn objects(&self, mutation: &Mutation) -> Vec<Observation> {
         let state = self.state;
-        observe_all(&state.source, &state.digester, mutation, self.deadline, &state.metrics).await
+        let lookups = &state.metrics.lookups;
+        observe_all(&state.source, &state.digester, mutation, self.deadline, lookups).await
     }
 
     async fn images(&self, mutation: &Mutation) -> Vec<ImageObservation> {

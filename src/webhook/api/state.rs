@@ -1,16 +1,15 @@
 //! [`AppState`]: what the TLS listener's handlers share for the life of the
 //! process.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
 use super::body::BodyBudget;
 use crate::core::{Digester, Settings};
-use crate::metrics::Metrics;
 use crate::process::Readiness;
 use crate::registry::RegistryClient;
+use crate::webhook::WebhookMetrics;
 
 /// Reviews decided at once per replica; more are answered at once, unchanged.
 pub const MAX_REVIEWS_IN_FLIGHT: usize = 256;
@@ -20,7 +19,7 @@ pub struct AppState<S> {
     pub digester: Digester,
     pub settings: Settings,
     pub lookup_timeout: Duration,
-    pub metrics: Arc<Metrics>,
+    pub metrics: WebhookMetrics,
     /// False until serving is possible, and again once shutdown begins.
     pub ready: Readiness,
     /// One permit per review being decided ([`MAX_REVIEWS_IN_FLIGHT`]).
@@ -45,7 +44,7 @@ impl<S> AppState<S> {
         digester: Digester,
         settings: Settings,
         lookup_timeout: Duration,
-        metrics: Arc<Metrics>,
+        metrics: WebhookMetrics,
         ready: Readiness,
     ) -> Self {
         AppState {
