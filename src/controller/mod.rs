@@ -26,7 +26,7 @@ pub mod watches;
 pub mod worker;
 pub mod workload;
 
-pub use run::{ControllerError, run};
+pub use run::run;
 
 use crate::core::ObjectKind;
 use crate::core::kinds::{ROLLED_KIND_VERBS, rolled_resources};

@@ -13,4 +13,4 @@ pub mod server;
 pub mod tls;
 
 pub use metrics::WebhookMetrics;
-pub use server::{DRAIN_TIMEOUT, StartupError, serve};
+pub use server::{DRAIN_TIMEOUT, ServeError, serve};
