@@ -31,7 +31,10 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let digester = process::digester(&args.keys)?;
     let client = process::api_client(Some(READ_TIMEOUT)).await?;
-    let own_namespace = args.lease_namespace.clone().unwrap_or_else(own_namespace);
+    // The Lease's namespace only; the namespace configsum protects is its own
+    // (POD_NAMESPACE) in the controller as in the webhook.
+    let own_namespace = own_namespace();
+    let lease_namespace = args.lease_namespace.clone().unwrap_or_else(|| own_namespace.clone());
     let identity = args
         .identity
         .clone()
@@ -51,7 +54,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let (leadership_tx, mut leadership) = watch::channel(Leadership::default());
     let elector = LeaderElector::new(
         client.clone(),
-        &own_namespace,
+        &lease_namespace,
         &args.lease_name,
         &identity,
         args.lease_duration,
@@ -59,8 +62,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let election = tokio::spawn(elector.run(leadership_tx, running.stopping()));
 
     // Internally, an unreadable object means "retry", never "keep".
-    let mut settings = process::settings(&args.annotations, LookupErrorPolicy::Deny);
-    settings.own_namespace = Some(own_namespace.clone());
+    let settings = process::settings(&args.annotations, LookupErrorPolicy::Deny);
     let source = Arc::new(KubeSource::new(client.clone()));
     let snapshots = Snapshots::default();
     // Small: a full channel holds the watches back rather than buffering a list.

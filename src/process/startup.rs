@@ -59,7 +59,8 @@ pub fn own_namespace() -> String {
 
 /// The core's settings as both commands run it: the annotation domain, what
 /// an unreadable object means, and [`own_namespace`], which neither command
-/// mutates or reads from.
+/// mutates or reads from, whatever else it is told (the controller's
+/// `--lease-namespace` says only where its Lease is).
 pub fn settings(annotations: &AnnotationArgs, on_lookup_error: LookupErrorPolicy) -> Settings {
     Settings {
         domain: annotations.annotation_domain.clone(),
