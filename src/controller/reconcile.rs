@@ -23,7 +23,7 @@ use super::queue::TokenBucket;
 use super::trigger::Trigger;
 use super::workload::{Snapshot, Snapshots, WorkloadKey, api_resource};
 use crate::core::inputs::image::ImageObservation;
-use crate::core::{Digester, Mutation, Observation, Settings};
+use crate::core::{Digester, Mutation, ObjectRef, Observation, Settings};
 use crate::lookup::{Inputs, KubeSource, LookupMetrics, observe, observe_all};
 
 /// Bound on each API call, and on one reconciliation's lookups together.
@@ -124,8 +124,10 @@ impl Reconciler {
                 ReconcileInputs { reconciler: self, key, deadline: Instant::now() + CALL_TIMEOUT };
             let observed = observe(&mutation, &inputs).await;
             let decision = mutation.decide(observed, &self.settings);
-            if let Some(denied) = decision.denied {
-                return Err(ReconcileError::Lookup(denied));
+            // Retried with backoff; named as the controller says it, not in
+            // the webhook's denial, which names a flag the controller lacks.
+            if !decision.unreadable.is_empty() {
+                return Err(ReconcileError::Lookup(unreadable(&decision.unreadable)));
             }
             if decision.patch.is_empty() {
                 return Ok(Outcome::Unchanged);
@@ -168,6 +170,12 @@ impl Reconciler {
         }
         Err(ReconcileError::Conflict)
     }
+}
+
+/// `could not read secret/db, configmap/app`.
+fn unreadable(objects: &[ObjectRef]) -> String {
+    let names: Vec<String> = objects.iter().map(ToString::to_string).collect();
+    format!("could not read {}", names.join(", "))
 }
 
 /// A reconciliation's observations: its objects read fresh from the API server, its images
@@ -229,6 +237,12 @@ pub fn merge_patch(ops: &[PatchOperation], resource_version: Option<String>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unreadable_objects_are_named_without_the_webhooks_flag() {
+        let message = unreadable(&[ObjectRef::secret("db"), ObjectRef::config_map("app")]);
+        assert_eq!(message, "could not read secret/db, configmap/app");
+    }
 
     #[test]
     fn merge_patch_sets_and_removes_only_annotation_keys() {

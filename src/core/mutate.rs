@@ -137,7 +137,10 @@ pub struct Decision {
     pub changed: Vec<ObjectRef>,
     /// Containers whose existing image digest changed value, likewise.
     pub changed_images: Vec<String>,
-    /// Set when the request is denied (`--on-lookup-error=deny`).
+    /// Objects that could not be read: their annotations were kept, or the
+    /// request is denied. The controller retries these rather than deny.
+    pub unreadable: Vec<ObjectRef>,
+    /// The webhook's denial (`--on-lookup-error=deny` and something unreadable).
     pub denied: Option<String>,
 }
 
@@ -350,6 +353,7 @@ impl Mutation {
             return Decision {
                 denied: Some(denied),
                 warnings: warnings.into_response(),
+                unreadable,
                 ..Decision::default()
             };
         }
@@ -364,7 +368,11 @@ impl Mutation {
                 warnings.push_plain(format_args!(
                     "configsum: no digests written: the annotations would total {size} bytes, over the 262144 limit"
                 ));
-                return Decision { warnings: warnings.into_response(), ..Decision::default() };
+                return Decision {
+                    warnings: warnings.into_response(),
+                    unreadable,
+                    ..Decision::default()
+                };
             }
         }
         Decision {
@@ -372,6 +380,7 @@ impl Mutation {
             warnings: warnings.into_response(),
             changed,
             changed_images: images.changed,
+            unreadable,
             denied: None,
         }
     }
