@@ -295,7 +295,7 @@ mod tests {
         let (_, next) = s.done(first, &Ok(Outcome::Patched), t0 + 2 * MS, 0.0);
         let next = next.expect("due again");
         assert_eq!(next.opened, t0 + MS);
-        assert!(next.triggers.iter().any(|t| *t == ObjectRef::config_map("app")));
+        assert!(next.triggers.contains(&Trigger::Object(ObjectRef::config_map("app"))));
     }
 
     #[test]

@@ -232,9 +232,11 @@ pub fn plan(
 }
 
 impl Mutation {
-    /// Whether the template already carries configsum digests.
+    /// Whether the template already carries configsum digests. Only a test
+    /// asks (`controller::workload`); nothing decides on it.
+    #[cfg(test)]
     pub fn has_digests(&self) -> bool {
-        !self.existing.is_empty()
+        !self.existing.0.is_empty()
     }
 
     /// Whether the image pass must read the pod spec: the workload tracks
@@ -410,10 +412,6 @@ impl SortedPairs {
     fn get(&self, key: &str) -> Option<&str> {
         let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
         Some(self.0[i].1.as_str())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     fn into_map(self) -> BTreeMap<String, String> {
