@@ -49,8 +49,9 @@ async fn fresh_snapshot(
     }
 }
 
+/// How a reconciliation ended, short of an error.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Reconciled {
     Patched,
     Unchanged,
     /// Deleted, or no longer one the webhook would mutate.
@@ -106,7 +107,7 @@ impl Reconciler {
         changed: &BTreeSet<Trigger>,
         term: u64,
         bucket: &mut TokenBucket,
-    ) -> Result<Outcome, ReconcileError> {
+    ) -> Result<Reconciled, ReconcileError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind));
         let mut conflicted: Option<Option<String>> = None;
@@ -116,7 +117,7 @@ impl Reconciler {
                 return if conflicted.is_some() {
                     Err(ReconcileError::Conflict)
                 } else {
-                    Ok(Outcome::Gone)
+                    Ok(Reconciled::Gone)
                 };
             };
             let mutation = snapshot.mutation;
@@ -130,14 +131,14 @@ impl Reconciler {
                 return Err(ReconcileError::Lookup(unreadable(&decision.unreadable)));
             }
             if decision.patch.is_empty() {
-                return Ok(Outcome::Unchanged);
+                return Ok(Reconciled::Unchanged);
             }
             // Only patches are paced; reconciliations that change nothing are free.
             while let Err(wait) = bucket.take(std::time::Instant::now()) {
                 tokio::time::sleep(wait).await;
             }
             let Some(left) = self.leadership.borrow().remaining(term, Instant::now()) else {
-                return Ok(Outcome::NotLeading);
+                return Ok(Reconciled::NotLeading);
             };
             let version = snapshot.resource_version.clone();
             let params = super::patch_params();
@@ -157,13 +158,13 @@ impl Reconciler {
                     named.extend(decision.changed.into_iter().map(Trigger::Object));
                     let event = event::rolled(key, snapshot.uid, &named);
                     event::record(&self.client, event, CALL_TIMEOUT).await;
-                    return Ok(Outcome::Patched);
+                    return Ok(Reconciled::Patched);
                 }
                 Ok(Err(kube::Error::Api(status))) if status.code == 409 => {
                     conflicted = Some(snapshot.resource_version)
                 }
                 Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
-                    return Ok(Outcome::Gone);
+                    return Ok(Reconciled::Gone);
                 }
                 Ok(Err(e)) => return Err(e.into()),
             }

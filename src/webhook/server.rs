@@ -164,12 +164,12 @@ async fn serve_tls(
     // its next request, so it is the idle timeout there.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(IDLE_TIMEOUT);
     // One permit per open connection; all of them back means all closed.
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         // At the cap, further connections wait in the kernel's backlog.
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
+        let permit = tokio::select! {
+            permit = open.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
                 Err(_) => break,
             },
             _ = stop.changed() => break,
@@ -200,12 +200,12 @@ async fn serve_tls(
             metrics.connection_opened();
             connection.await;
             metrics.connection_closed();
-            drop(slot);
+            drop(permit);
         });
     }
     drop(listener);
     let all = u32::try_from(MAX_CONNECTIONS).unwrap_or(u32::MAX);
-    if tokio::time::timeout(DRAIN_TIMEOUT, slots.acquire_many(all)).await.is_err() {
+    if tokio::time::timeout(DRAIN_TIMEOUT, open.acquire_many(all)).await.is_err() {
         warn!("some connections were still open after the drain timeout");
     }
 }
