@@ -4,14 +4,14 @@
 //! whose objects or images changed with no write to the workload; `render`
 //! writes the same digests into YAML at render time; `lookup` reads the
 //! objects and `registry` the image digests; `process` holds what the
-//! long-running commands share.
+//! long-running commands share, their metrics registry included (each part
+//! registers the series it sets).
 
 pub mod config;
 pub mod controller;
 pub mod core;
 pub mod digest_key;
 pub mod lookup;
-pub mod metrics;
 pub mod process;
 pub mod registry;
 pub mod render;

@@ -15,7 +15,7 @@ mod server;
 use std::time::{Duration, Instant};
 
 use configsum::core::{ObjectKind, ObjectRef};
-use controller::{Cluster, Controller, NS, SECRET_KEY};
+use controller::{Cluster, Controller, LEASE_PATH, NS, SECRET_KEY};
 use fake_apiserver::FakeApiServer;
 use serde_json::json;
 
@@ -116,6 +116,22 @@ async fn metadata_only_changes_patch_nothing() {
     cluster.api.set_labels(&FakeApiServer::config_map_path(NS, "app"), json!({"team": "payments"}));
     tokio::time::sleep(REACTION).await;
     assert_eq!(cluster.patches(NS, "web"), 0);
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+/// configsum's own namespace is `POD_NAMESPACE`, in the controller as in the webhook:
+/// `--lease-namespace` says only where the Lease is.
+#[tokio::test]
+async fn the_own_namespace_is_pod_namespace_whatever_the_lease_namespace() {
+    let mut cluster = Cluster::new("ctl-own-ns").await;
+    cluster.deployment(NS, "web", &["app"], &["db"], true);
+    let env = [("POD_NAMESPACE", NS)];
+    let controller = Controller::start_with_env(&cluster.api, &cluster.dir, "a", &[], &env).await;
+    let holder = cluster.api.object(LEASE_PATH).map(|l| l["spec"]["holderIdentity"].clone());
+    assert_eq!(holder, Some(json!("a")), "the Lease is in --lease-namespace");
+    cluster.secret("db", &[("password", "rotated")]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(cluster.patches(NS, "web"), 0, "a workload in configsum's own namespace");
     assert_eq!(controller.stop().await, Some(0));
 }
 

@@ -31,10 +31,9 @@ use configsum::core::{
     AnnotationDomain, DigestKeys, Digester, LookupErrorPolicy, ObjectContent, ObjectRef, Settings,
 };
 use configsum::lookup::{LookupError, ObjectSource};
-use configsum::metrics::Metrics;
 use configsum::process::Readiness;
-use configsum::webhook::app::{AppState, router};
-use configsum::webhook::body::MAX_BODY_BYTES;
+use configsum::webhook::WebhookMetrics;
+use configsum::webhook::api::{AppState, MAX_BODY_BYTES, router};
 use hostile::{Built, Case, J, obj, s};
 use http_body_util::BodyExt as _;
 use json_patch::PatchOperation;
@@ -214,7 +213,7 @@ impl Harness {
                 Digester::new(keys),
                 settings,
                 Duration::from_secs(2),
-                Arc::new(Metrics::new()),
+                WebhookMetrics::default(),
                 Readiness::new(true),
             ))
         };

@@ -9,10 +9,12 @@ use axum::http::{Request, StatusCode};
 use base64::Engine as _;
 use configsum::core::{Digester, ObjectContent, ObjectRef, Settings};
 use configsum::lookup::{FileSource, LookupError, ObjectSource};
-use configsum::metrics::Metrics;
-use configsum::process::{Readiness, admin_router};
-use configsum::webhook::app::{AppState, MAX_REVIEWS_IN_FLIGHT, OVERLOADED, router};
-use configsum::webhook::body::{BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, MAX_BODY_BYTES};
+use configsum::process::{MetricsRegistry, Readiness, admin_router};
+use configsum::webhook::WebhookMetrics;
+use configsum::webhook::api::{
+    AppState, BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, MAX_BODY_BYTES, MAX_REVIEWS_IN_FLIGHT,
+    OVERLOADED, router,
+};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
@@ -47,13 +49,24 @@ impl ObjectSource for Slow {
 }
 
 fn state(delay: Duration) -> Arc<AppState<Slow>> {
+    state_recording_into(delay, WebhookMetrics::default())
+}
+
+/// A state whose metrics `registry` exposes, as the admin listener does.
+fn state_exposing(delay: Duration) -> (Arc<AppState<Slow>>, Arc<MetricsRegistry>) {
+    let mut registry = MetricsRegistry::new();
+    let state = state_recording_into(delay, WebhookMetrics::register(&mut registry));
+    (state, Arc::new(registry))
+}
+
+fn state_recording_into(delay: Duration, metrics: WebhookMetrics) -> Arc<AppState<Slow>> {
     let inner = FileSource::parse(OBJECTS, std::path::Path::new("test")).expect("objects");
     Arc::new(AppState::new(
         Slow { inner, delay },
         Digester::default(),
         Settings::default(),
         Duration::from_secs(2),
-        Arc::new(Metrics::new()),
+        metrics,
         Readiness::new(true),
     ))
 }
@@ -174,10 +187,10 @@ async fn readiness_follows_the_flag() {
 
 #[tokio::test]
 async fn metrics_count_admissions_by_kind_operation_and_outcome() {
-    let state = state(Duration::ZERO);
+    let (state, registry) = state_exposing(Duration::ZERO);
     post(state.clone(), "/mutate", review(false).to_string()).await;
     post(state.clone(), "/mutate", "nonsense").await;
-    let response = admin_router(state.metrics.clone(), state.ready.clone())
+    let response = admin_router(registry, state.ready.clone())
         .oneshot(Request::get("/metrics").body(Body::empty()).expect("request"))
         .await
         .expect("infallible");
@@ -213,12 +226,13 @@ impl ObjectSource for Gate {
 async fn reviews_over_the_in_flight_limit_are_answered_at_once_unchanged() {
     let inner = FileSource::parse(OBJECTS, std::path::Path::new("test")).expect("objects");
     let gate = Gate { inner, open: tokio::sync::Semaphore::new(0), waiting: Default::default() };
+    let mut registry = MetricsRegistry::new();
     let state = Arc::new(AppState::new(
         gate,
         Digester::default(),
         Settings::default(),
         Duration::from_secs(60),
-        Arc::new(Metrics::new()),
+        WebhookMetrics::register(&mut registry),
         Readiness::new(true),
     ));
     let send = |state: Arc<AppState<Gate>>| async move {
@@ -250,7 +264,7 @@ async fn reviews_over_the_in_flight_limit_are_answered_at_once_unchanged() {
     }
     // Capacity is back.
     assert!(send(state.clone()).await["response"]["patch"].is_string());
-    let text = state.metrics.encode();
+    let text = registry.encode();
     assert!(text.contains(r#"outcome="overloaded"} 1"#), "{text}");
 }
 
@@ -270,7 +284,7 @@ async fn a_body_that_stalls_gets_408_after_ten_seconds() {
 
 #[tokio::test]
 async fn bodies_beyond_the_replica_byte_budget_get_503_at_once() {
-    let state = state(Duration::ZERO);
+    let (state, registry) = state_exposing(Duration::ZERO);
     // Stalled senders that declared the largest body each hold 8 MiB of budget.
     let mut stalled = Vec::new();
     for _ in 0..BODY_BYTES_IN_FLIGHT / MAX_BODY_BYTES {
@@ -290,7 +304,7 @@ async fn bodies_beyond_the_replica_byte_budget_get_503_at_once() {
     let (status, answer) = post(state.clone(), "/mutate", review(false).to_string()).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(answer["error"].as_str().is_some_and(|e| e.contains("overloaded")), "{answer}");
-    let text = state.metrics.encode();
+    let text = registry.encode();
     assert!(text.contains(r#"outcome="over_body_budget"} 1"#), "{text}");
     for request in &stalled {
         request.abort();

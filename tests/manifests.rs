@@ -24,10 +24,9 @@ use configsum::core::rbac::{LEASE_VERBS, controller_permissions, webhook_permiss
 use configsum::core::workload::{Operation, WorkloadKind};
 use configsum::core::{Digester, Settings};
 use configsum::lookup::{FileSource, lookup_budget};
-use configsum::metrics::Metrics;
-use configsum::process::{Readiness, admin_router};
-use configsum::webhook::DRAIN_TIMEOUT;
-use configsum::webhook::app::{AppState, router};
+use configsum::process::{MetricsRegistry, Readiness, admin_router};
+use configsum::webhook::api::{AppState, router};
+use configsum::webhook::{DRAIN_TIMEOUT, WebhookMetrics};
 use serde_json::Value;
 use tower::ServiceExt as _;
 
@@ -343,7 +342,7 @@ async fn probe_paths_answer_on_their_listeners(m: &Manifests) {
         Digester::default(),
         Settings::default(),
         args.lookup_timeout,
-        Arc::new(Metrics::new()),
+        WebhookMetrics::default(),
         Readiness::new(true),
     ));
     for probe in ["readinessProbe", "livenessProbe"] {
@@ -356,7 +355,7 @@ async fn probe_paths_answer_on_their_listeners(m: &Manifests) {
         } else {
             assert_eq!(port, args.admin.metrics_listen.port(), "{probe}: an unknown port");
             assert_eq!(get["scheme"], "HTTP", "{probe}: the metrics listener is plain HTTP");
-            admin_router(state.metrics.clone(), state.ready.clone())
+            admin_router(Arc::new(MetricsRegistry::new()), state.ready.clone())
         };
         let response = app
             .oneshot(Request::get(&path).body(Body::empty()).expect("request"))
@@ -609,7 +608,7 @@ async fn the_controller_deployment_agrees_with_the_code(m: &Manifests) {
             args.admin.metrics_listen.port()
         );
         let path = get["path"].as_str().expect("path").to_owned();
-        let app = admin_router(Arc::new(Metrics::new()), ready.clone());
+        let app = admin_router(Arc::new(MetricsRegistry::new()), ready.clone());
         let response = app
             .oneshot(Request::get(&path).body(Body::empty()).expect("request"))
             .await

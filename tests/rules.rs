@@ -487,6 +487,18 @@ fn deny_mode_denies_on_lookup_errors_only() {
 }
 
 #[test]
+fn unreadable_objects_are_named_under_either_policy() {
+    let object = workload("Deployment", NS, spec());
+    for on_lookup_error in [LookupErrorPolicy::Allow, LookupErrorPolicy::Deny] {
+        let settings = Settings { on_lookup_error, ..Settings::default() };
+        let admit = Admit { settings, ..Admit::new("Deployment", "CREATE", &object) };
+        let decision = admit.run(&objects().unreadable(NS, ObjectRef::secret("db"), "HTTP 403"));
+        assert_eq!(decision.unreadable, [ObjectRef::secret("db")], "{on_lookup_error:?}");
+        assert!(admit.run(&objects()).unreadable.is_empty());
+    }
+}
+
+#[test]
 fn objects_beyond_the_limit_keep_their_annotations() {
     let names: Vec<String> = (0..130).map(|i| format!("cm-{i:03}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();

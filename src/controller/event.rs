@@ -119,8 +119,8 @@ mod tests {
             name: "db".into(),
         };
         let changed = BTreeSet::from([
-            Trigger::from(ObjectRef::secret("creds")),
-            Trigger::from(ObjectRef::config_map("app")),
+            Trigger::Object(ObjectRef::secret("creds")),
+            Trigger::Object(ObjectRef::config_map("app")),
         ]);
         let event = rolled(&key, Some("u1".into()), &changed);
         assert_eq!(
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn a_moved_tag_names_the_container_the_reference_and_both_digests() {
         let changed = BTreeSet::from([
-            Trigger::from(ObjectRef::config_map("app")),
+            Trigger::Object(ObjectRef::config_map("app")),
             Trigger::Image {
                 container: "app".into(),
                 image: "ghcr.io/org/app:prod".into(),
@@ -163,7 +163,7 @@ mod tests {
         // 128 objects of 253 characters, and images with 384-character
         // references and a hostile "digest" from the template's annotation.
         let mut changed: BTreeSet<Trigger> = (0..128)
-            .map(|i| Trigger::from(ObjectRef::secret(format!("{i:03}{}", "s".repeat(250)))))
+            .map(|i| Trigger::Object(ObjectRef::secret(format!("{i:03}{}", "s".repeat(250)))))
             .collect();
         for i in 0..3 {
             changed.insert(Trigger::Image {

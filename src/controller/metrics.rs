@@ -1,5 +1,6 @@
-//! The controller's metrics (docs/controller.md), beside the lookup metrics it shares
-//! with the webhook.
+//! The controller's metrics (docs/controller.md): its own, and the lookup and
+//! registry metrics it sets as the webhook does. Nothing else is registered,
+//! so its `/metrics` carries only series it sets.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -7,7 +8,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
-use crate::metrics::Metrics;
+use crate::lookup::LookupMetrics;
+use crate::process::MetricsRegistry;
+use crate::registry::RegistryMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
@@ -20,11 +23,14 @@ pub struct ControllerMetrics {
     pub queue_depth: Gauge,
     reaction: Histogram,
     pub watched_objects: Gauge,
+    /// The reconciliations' ConfigMap and Secret reads.
+    pub lookups: LookupMetrics,
+    /// The image poller's resolutions, handed to its registry client.
+    pub registries: RegistryMetrics,
 }
 
 impl ControllerMetrics {
-    pub fn register(metrics: &mut Metrics) -> Self {
-        let registry = metrics.registry_mut();
+    pub fn register(registry: &mut MetricsRegistry) -> Self {
         let patches = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "controller_patches",
@@ -50,7 +56,14 @@ impl ControllerMetrics {
             "Distinct ConfigMaps and Secrets tracked by workloads",
             watched_objects.clone(),
         );
-        ControllerMetrics { patches, queue_depth, reaction, watched_objects }
+        ControllerMetrics {
+            patches,
+            queue_depth,
+            reaction,
+            watched_objects,
+            lookups: LookupMetrics::register(registry),
+            registries: RegistryMetrics::register(registry),
+        }
     }
 
     pub fn count(&self, outcome: &'static str) {
@@ -59,5 +72,39 @@ impl ControllerMetrics {
 
     pub fn reacted(&self, seconds: f64) {
         self.reaction.observe(seconds);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_series_the_controller_sets_are_exposed() {
+        let mut registry = MetricsRegistry::new();
+        let metrics = ControllerMetrics::register(&mut registry);
+        metrics.count("patched");
+        let took = std::time::Duration::from_millis(2);
+        metrics.lookups.observe(took, Some("timeout"));
+        metrics.registries.observe("ghcr.io", "digest", took);
+        let text = registry.encode();
+        for needle in [
+            r#"configsum_controller_patches_total{outcome="patched"} 1"#,
+            "configsum_controller_queue_depth ",
+            "configsum_controller_reaction_seconds_count 0",
+            "configsum_controller_watched_objects ",
+            "configsum_lookup_duration_seconds_count 1",
+            r#"configsum_lookup_errors_total{reason="timeout"} 1"#,
+            r#"configsum_registry_requests_total{registry="ghcr.io",outcome="digest"} 1"#,
+            "configsum_registry_duration_seconds_count 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+        for webhook_only in ["admission", "certificate", "connections"] {
+            assert!(
+                !text.contains(&format!("configsum_{webhook_only}")),
+                "{webhook_only}:\n{text}"
+            );
+        }
     }
 }

@@ -26,7 +26,7 @@ pub mod watches;
 pub mod worker;
 pub mod workload;
 
-pub use run::{ControllerError, run};
+pub use run::run;
 
 /// The field manager of every write the controller makes (its patches, Events and Lease), so
 /// that `metadata.managedFields` names configsum and GitOps tools can ignore exactly its fields

@@ -25,13 +25,6 @@ impl<K: Eq + Hash + Clone> Coalescer<K> {
         self.pending.entry(key).or_insert(now);
     }
 
-    /// Makes `key` due at once (start-up catch-up), keeping an open window's start.
-    pub fn due_now(&mut self, key: K, now: Instant) {
-        let opened = now.checked_sub(self.window).unwrap_or(now);
-        let entry = self.pending.entry(key).or_insert(opened);
-        *entry = (*entry).min(opened);
-    }
-
     /// Removes and returns every workload whose window has closed, oldest first.
     pub fn take_due(&mut self, now: Instant) -> Vec<(K, Instant)> {
         let mut due: Vec<(K, Instant)> = self

@@ -23,9 +23,8 @@ use super::queue::TokenBucket;
 use super::trigger::Trigger;
 use super::workload::{Snapshot, Snapshots, WorkloadKey, api_resource};
 use crate::core::inputs::image::ImageObservation;
-use crate::core::{Digester, Mutation, Observation, Settings};
-use crate::lookup::{Inputs, KubeSource, observe, observe_all};
-use crate::metrics::Metrics;
+use crate::core::{Digester, Mutation, ObjectRef, Observation, Settings};
+use crate::lookup::{Inputs, KubeSource, LookupMetrics, observe, observe_all};
 
 /// Bound on each API call, and on one reconciliation's lookups together.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,8 +49,9 @@ async fn fresh_snapshot(
     }
 }
 
+/// How a reconciliation ended, short of an error.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Reconciled {
     Patched,
     Unchanged,
     /// Deleted, or no longer one the webhook would mutate.
@@ -88,7 +88,7 @@ pub struct Reconciler {
     pub source: Arc<KubeSource>,
     pub digester: Digester,
     pub settings: Settings,
-    pub metrics: Arc<Metrics>,
+    pub lookups: LookupMetrics,
     pub snapshots: Snapshots,
     pub leadership: watch::Receiver<Leadership>,
     /// The digests the image poller found, by slot.
@@ -107,7 +107,7 @@ impl Reconciler {
         changed: &BTreeSet<Trigger>,
         term: u64,
         bucket: &mut TokenBucket,
-    ) -> Result<Outcome, ReconcileError> {
+    ) -> Result<Reconciled, ReconcileError> {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind));
         let mut conflicted: Option<Option<String>> = None;
@@ -117,7 +117,7 @@ impl Reconciler {
                 return if conflicted.is_some() {
                     Err(ReconcileError::Conflict)
                 } else {
-                    Ok(Outcome::Gone)
+                    Ok(Reconciled::Gone)
                 };
             };
             let mutation = snapshot.mutation;
@@ -125,18 +125,20 @@ impl Reconciler {
                 ReconcileInputs { reconciler: self, key, deadline: Instant::now() + CALL_TIMEOUT };
             let observed = observe(&mutation, &inputs).await;
             let decision = mutation.decide(observed, &self.settings);
-            if let Some(denied) = decision.denied {
-                return Err(ReconcileError::Lookup(denied));
+            // Retried with backoff; named as the controller says it, not in
+            // the webhook's denial, which names a flag the controller lacks.
+            if !decision.unreadable.is_empty() {
+                return Err(ReconcileError::Lookup(unreadable(&decision.unreadable)));
             }
             if decision.patch.is_empty() {
-                return Ok(Outcome::Unchanged);
+                return Ok(Reconciled::Unchanged);
             }
             // Only patches are paced; reconciliations that change nothing are free.
             while let Err(wait) = bucket.take(std::time::Instant::now()) {
                 tokio::time::sleep(wait).await;
             }
             let Some(left) = self.leadership.borrow().remaining(term, Instant::now()) else {
-                return Ok(Outcome::NotLeading);
+                return Ok(Reconciled::NotLeading);
             };
             let version = snapshot.resource_version.clone();
             let params = super::patch_params();
@@ -156,19 +158,25 @@ impl Reconciler {
                     named.extend(decision.changed.into_iter().map(Trigger::Object));
                     let event = event::rolled(key, snapshot.uid, &named);
                     event::record(&self.client, event, CALL_TIMEOUT).await;
-                    return Ok(Outcome::Patched);
+                    return Ok(Reconciled::Patched);
                 }
                 Ok(Err(kube::Error::Api(status))) if status.code == 409 => {
                     conflicted = Some(snapshot.resource_version)
                 }
                 Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
-                    return Ok(Outcome::Gone);
+                    return Ok(Reconciled::Gone);
                 }
                 Ok(Err(e)) => return Err(e.into()),
             }
         }
         Err(ReconcileError::Conflict)
     }
+}
+
+/// `could not read secret/db, configmap/app`.
+fn unreadable(objects: &[ObjectRef]) -> String {
+    let names: Vec<String> = objects.iter().map(ToString::to_string).collect();
+    format!("could not read {}", names.join(", "))
 }
 
 /// A reconciliation's observations: its objects read fresh from the API server, its images
@@ -182,7 +190,7 @@ struct ReconcileInputs<'a> {
 impl Inputs for ReconcileInputs<'_> {
     async fn objects(&self, mutation: &Mutation) -> Vec<Observation> {
         let r = self.reconciler;
-        observe_all(&*r.source, &r.digester, mutation, self.deadline, &r.metrics).await
+        observe_all(&*r.source, &r.digester, mutation, self.deadline, &r.lookups).await
     }
 
     async fn images(&self, mutation: &Mutation) -> Vec<ImageObservation> {
@@ -253,6 +261,12 @@ mod tests {
             merge_patch(WorkloadKind::Pod.annotations_path(), &ops, Some("7".into())),
             json!({"metadata": {"resourceVersion": "7", "annotations": {"secret.configsum.dev/db": "x"}}})
         );
+    }
+
+    #[test]
+    fn unreadable_objects_are_named_without_the_webhooks_flag() {
+        let message = unreadable(&[ObjectRef::secret("db"), ObjectRef::config_map("app")]);
+        assert_eq!(message, "could not read secret/db, configmap/app");
     }
 
     #[test]

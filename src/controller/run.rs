@@ -19,39 +19,22 @@ use super::watches::{Message, Watches};
 use super::worker;
 use super::workload::Snapshots;
 use crate::config::ControllerArgs;
-use crate::core::{Digester, LookupErrorPolicy, Settings};
-use crate::lookup::{KubeSource, kube_client_with};
-use crate::metrics::Metrics;
-use crate::process::{
-    BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
-    own_namespace, serve_admin,
-};
-use crate::registry::{ClientError, RegistryClient, RegistryConfig, RegistryMetrics};
+use crate::core::LookupErrorPolicy;
+use crate::lookup::KubeSource;
+use crate::process::{self, MetricsRegistry, Running, StartupError, own_namespace};
+use crate::registry::RegistryConfig;
 
 /// No answer on an API connection for this long fails the call; watches
 /// are ended by the server well before (`WATCH_TIMEOUT_SECONDS`).
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
-#[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
-    #[error(transparent)]
-    DigestKeys(#[from] KeyFileError),
-    #[error(transparent)]
-    Bind(#[from] BindError),
-    #[error("cannot find the Kubernetes API (in-cluster, KUBECONFIG or ~/.kube/config): {0}")]
-    Kube(#[from] kube::Error),
-    #[error(transparent)]
-    Registry(#[from] ClientError),
-}
-
-pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
-    let keys = load_digest_keys(
-        args.keys.digest_key_file.as_deref(),
-        args.keys.allow_plain_secret_digests,
-    )?;
-    let digester = Digester::new(keys);
-    let client = kube_client_with(Some(READ_TIMEOUT)).await?;
-    let own_namespace = args.lease_namespace.clone().unwrap_or_else(own_namespace);
+pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
+    let digester = process::digester(&args.keys)?;
+    let client = process::api_client(Some(READ_TIMEOUT)).await?;
+    // The Lease's namespace only; the namespace configsum protects is its own
+    // (POD_NAMESPACE) in the controller as in the webhook.
+    let own_namespace = own_namespace();
+    let lease_namespace = args.lease_namespace.clone().unwrap_or_else(|| own_namespace.clone());
     let identity = args
         .identity
         .clone()
@@ -59,38 +42,27 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()))
         .unwrap_or_else(|| format!("configsum-controller-{}", std::process::id()));
 
-    let mut metrics = Metrics::new();
-    let controller_metrics = ControllerMetrics::register(&mut metrics);
+    let mut metrics_registry = MetricsRegistry::new();
+    let controller_metrics = ControllerMetrics::register(&mut metrics_registry);
     // Each poll asks afresh: the reuse that shares a burst of reviews'
     // resolutions would only delay what a poll sees.
     let registry_config = RegistryConfig { reuse_for: Duration::ZERO, ..args.registries.config() };
-    let registry = RegistryClient::new(registry_config, RegistryMetrics::register(&mut metrics))?;
-    let metrics = Arc::new(metrics);
-    let readiness = Readiness::new(false);
-    let signals = ShutdownSignals::register();
-    let (stop, stopped) = watch::channel(false);
-    let listener = bind(args.admin.metrics_listen).await?;
-    let local = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let admin = admin_router(metrics.clone(), readiness.clone());
-    let admin = tokio::spawn(serve_admin(listener, admin, stopped.clone()));
-    info!(identity = %identity, metrics_listen = %local, "configsum controller started");
+    let registry = process::registry_client(registry_config, &controller_metrics.registries)?;
+    let (running, signals) = Running::start(args.admin.metrics_listen, metrics_registry).await?;
+    info!(identity = %identity, metrics_listen = %running.admin_address, "configsum controller started");
 
     let (leadership_tx, mut leadership) = watch::channel(Leadership::default());
     let elector = LeaderElector::new(
         client.clone(),
-        &own_namespace,
+        &lease_namespace,
         &args.lease_name,
         &identity,
         args.lease_duration,
     );
-    let election = tokio::spawn(elector.run(leadership_tx, stopped.clone()));
+    let election = tokio::spawn(elector.run(leadership_tx, running.stopping()));
 
     // Internally, an unreadable object means "retry", never "keep".
-    let settings = Settings {
-        domain: args.annotations.annotation_domain.clone(),
-        on_lookup_error: LookupErrorPolicy::Deny,
-        own_namespace: Some(own_namespace.clone()),
-    };
+    let settings = process::settings(&args.annotations, LookupErrorPolicy::Deny);
     let source = Arc::new(KubeSource::new(client.clone()));
     let snapshots = Snapshots::default();
     // Small: a full channel holds the watches back rather than buffering a list.
@@ -101,7 +73,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         source: source.clone(),
         digester: digester.clone(),
         settings: settings.clone(),
-        metrics: metrics.clone(),
+        lookups: controller_metrics.lookups.clone(),
         snapshots: snapshots.clone(),
         leadership: leadership.clone(),
         latest_digests: latest_digests.clone(),
@@ -155,8 +127,8 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
             state.restart_workload_watches = false;
             state.generation = watches.restart_workloads();
         }
-        if !readiness.is_ready() && state.ready() {
-            readiness.set(true);
+        if !running.readiness.is_ready() && state.ready() {
+            running.readiness.set(true);
             info!(workloads = state.workloads(), objects = state.watched_objects(), "ready");
         }
         state.dispatch();
@@ -164,9 +136,8 @@ pub async fn run(args: ControllerArgs) -> Result<(), ControllerError> {
         state.metrics.watched_objects.set(state.watched_objects() as i64);
     }
     info!("shutting down: releasing the Lease");
-    readiness.set(false);
-    let _ = stop.send(true);
+    running.begin_shutdown();
     let _ = election.await;
-    let _ = admin.await;
+    running.finished().await;
     Ok(())
 }

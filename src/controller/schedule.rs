@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::backoff;
 use super::queue::{Coalescer, MinInterval};
-use super::reconcile::Outcome;
+use super::reconcile::Reconciled;
 use super::trigger::Trigger;
 use super::worker::{Done, Work};
 use super::workload::WorkloadKey;
@@ -160,16 +160,16 @@ impl Schedule {
         self.in_worker.remove(&work.key);
         let key = work.key.clone();
         let finished = match result {
-            Ok(Outcome::Patched) => {
+            Ok(Reconciled::Patched) => {
                 self.min_interval.patched(key.clone(), now);
                 self.failures.remove(&key);
                 Finished::Patched
             }
-            Ok(Outcome::Unchanged | Outcome::Gone) => {
+            Ok(Reconciled::Unchanged | Reconciled::Gone) => {
                 self.failures.remove(&key);
                 Finished::Unchanged
             }
-            Ok(Outcome::NotLeading) => Finished::NotLeading,
+            Ok(Reconciled::NotLeading) => Finished::NotLeading,
             Err(_) => {
                 let failures = self.failures.entry(key.clone()).or_default();
                 *failures += 1;
@@ -275,7 +275,7 @@ mod tests {
         }
         let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
         assert_eq!(secs, [1, 2, 4, 8]);
-        let (finished, _) = s.done(work, &Ok(Outcome::Patched), now, 1.0);
+        let (finished, _) = s.done(work, &Ok(Reconciled::Patched), now, 1.0);
         assert_eq!(finished, Finished::Patched);
         s.changed(web(), &ObjectRef::secret("db"), now);
         let work = s.take_due(now).pop().expect("due");
@@ -292,10 +292,10 @@ mod tests {
         let first = s.take_due(t0).pop().expect("due");
         s.changed(web(), &ObjectRef::config_map("app"), t0 + MS);
         assert!(s.take_due(t0 + MS).is_empty(), "one reconciliation of a workload at a time");
-        let (_, next) = s.done(first, &Ok(Outcome::Patched), t0 + 2 * MS, 0.0);
+        let (_, next) = s.done(first, &Ok(Reconciled::Patched), t0 + 2 * MS, 0.0);
         let next = next.expect("due again");
         assert_eq!(next.opened, t0 + MS);
-        assert!(next.triggers.iter().any(|t| *t == ObjectRef::config_map("app")));
+        assert!(next.triggers.contains(&Trigger::Object(ObjectRef::config_map("app"))));
     }
 
     #[test]
@@ -305,7 +305,7 @@ mod tests {
         s.lead(Some(1));
         s.changed(web(), &ObjectRef::secret("db"), t0);
         let work = s.take_due(t0).pop().expect("due");
-        s.done(work, &Ok(Outcome::Patched), t0, 0.0);
+        s.done(work, &Ok(Reconciled::Patched), t0, 0.0);
         s.changed(web(), &ObjectRef::secret("db"), t0 + MS);
         assert!(s.take_due(t0 + MS).is_empty());
         assert_eq!(s.next_due(), Some(t0 + Duration::from_secs(60)));

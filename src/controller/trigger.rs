@@ -27,18 +27,6 @@ pub enum Trigger {
     },
 }
 
-impl From<ObjectRef> for Trigger {
-    fn from(object: ObjectRef) -> Self {
-        Trigger::Object(object)
-    }
-}
-
-impl PartialEq<ObjectRef> for Trigger {
-    fn eq(&self, other: &ObjectRef) -> bool {
-        matches!(self, Trigger::Object(object) if object == other)
-    }
-}
-
 impl fmt::Display for Trigger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

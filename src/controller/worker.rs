@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::queue::TokenBucket;
-use super::reconcile::{Outcome, ReconcileError, Reconciler};
+use super::reconcile::{ReconcileError, Reconciled, Reconciler};
 use super::trigger::Trigger;
 use super::watches::Message;
 use super::workload::WorkloadKey;
@@ -25,7 +25,7 @@ pub struct Work {
     pub term: u64,
 }
 
-pub type Done = Result<Outcome, ReconcileError>;
+pub type Done = Result<Reconciled, ReconcileError>;
 
 pub async fn run(
     reconciler: Arc<Reconciler>,
@@ -38,7 +38,7 @@ pub async fn run(
         let result = if leading {
             reconciler.reconcile(&item.key, &item.triggers, item.term, &mut bucket).await
         } else {
-            Ok(Outcome::NotLeading)
+            Ok(Reconciled::NotLeading)
         };
         if done.send(Message::Done(Box::new((item, result)))).await.is_err() {
             break;

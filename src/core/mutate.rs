@@ -137,7 +137,10 @@ pub struct Decision {
     pub changed: Vec<ObjectRef>,
     /// Containers whose existing image digest changed value, likewise.
     pub changed_images: Vec<String>,
-    /// Set when the request is denied (`--on-lookup-error=deny`).
+    /// Objects that could not be read: their annotations were kept, or the
+    /// request is denied. The controller retries these rather than deny.
+    pub unreadable: Vec<ObjectRef>,
+    /// The webhook's denial (`--on-lookup-error=deny` and something unreadable).
     pub denied: Option<String>,
 }
 
@@ -229,11 +232,6 @@ pub fn plan(
 }
 
 impl Mutation {
-    /// Whether the template already carries configsum digests.
-    pub fn has_digests(&self) -> bool {
-        !self.existing.is_empty()
-    }
-
     /// Whether the image pass must read the pod spec: the workload tracks
     /// images, or carries image annotations that may need updating or removing.
     fn wants_pod_images(&self, settings: &Settings) -> bool {
@@ -350,6 +348,7 @@ impl Mutation {
             return Decision {
                 denied: Some(denied),
                 warnings: warnings.into_response(),
+                unreadable,
                 ..Decision::default()
             };
         }
@@ -364,7 +363,11 @@ impl Mutation {
                 warnings.push_plain(format_args!(
                     "configsum: no digests written: the annotations would total {size} bytes, over the 262144 limit"
                 ));
-                return Decision { warnings: warnings.into_response(), ..Decision::default() };
+                return Decision {
+                    warnings: warnings.into_response(),
+                    unreadable,
+                    ..Decision::default()
+                };
             }
         }
         Decision {
@@ -372,6 +375,7 @@ impl Mutation {
             warnings: warnings.into_response(),
             changed,
             changed_images: images.changed,
+            unreadable,
             denied: None,
         }
     }
@@ -401,10 +405,6 @@ impl SortedPairs {
     fn get(&self, key: &str) -> Option<&str> {
         let i = self.0.binary_search_by(|(k, _)| k.as_str().cmp(key)).ok()?;
         Some(self.0[i].1.as_str())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     fn into_map(self) -> BTreeMap<String, String> {

@@ -30,10 +30,6 @@ impl KubeSource {
     pub fn new(client: Client) -> Self {
         KubeSource { client, in_flight: Semaphore::new(SERVER_WIDE_LOOKUPS) }
     }
-
-    pub async fn infer() -> Result<Self, kube::Error> {
-        Ok(KubeSource::new(kube_client().await?))
-    }
 }
 
 /// A client for the API server, found in the order docs/flags.md

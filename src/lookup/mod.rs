@@ -5,6 +5,7 @@ pub mod api_object;
 mod file;
 mod images;
 mod kube;
+mod metrics;
 mod observe;
 
 use std::future::Future;
@@ -15,13 +16,13 @@ use futures_util::StreamExt as _;
 use tokio::time::Instant;
 
 use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
-use crate::metrics::Metrics;
 use crate::registry::PullCredential;
 
 pub use file::{FileSource, FileSourceError};
 pub(crate) use file::{describe_before, scan_reason, split_documents};
 pub use images::resolve_all;
 pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with};
+pub use metrics::LookupMetrics;
 pub use observe::{Inputs, observe};
 
 /// At most this many lookups of one review run at once (docs/behaviour.md, "Reading ConfigMaps and Secrets").
@@ -104,7 +105,7 @@ pub async fn observe_all<S: ObjectSource>(
     digester: &Digester,
     mutation: &Mutation,
     deadline: Instant,
-    metrics: &Metrics,
+    metrics: &LookupMetrics,
 ) -> Vec<Observation> {
     let mut observations: Vec<Option<Observation>> = vec![None; mutation.targets.len()];
     // Collected first: a lazy `map` closure here trips the `Send` check on the handler.
@@ -122,7 +123,7 @@ pub async fn observe_all<S: ObjectSource>(
     }
     let timed_out = observations.iter().filter(|o| o.is_none()).count();
     for _ in 0..timed_out {
-        metrics.count_lookup_error(LookupError::Timeout.metric_label());
+        metrics.count_error(LookupError::Timeout.metric_label());
     }
     observations
         .into_iter()
@@ -134,13 +135,13 @@ async fn observe_one<S: ObjectSource>(
     source: &S,
     digester: &Digester,
     mutation: &Mutation,
-    metrics: &Metrics,
+    metrics: &LookupMetrics,
     index: usize,
     target: &Target,
 ) -> (usize, Observation) {
     let started = Instant::now();
     let found = source.fetch(&mutation.namespace, &target.object).await;
-    metrics.observe_lookup(started.elapsed(), found.as_ref().err().map(LookupError::metric_label));
+    metrics.observe(started.elapsed(), found.as_ref().err().map(LookupError::metric_label));
     let found = match &found {
         Ok(content) => Ok(content.as_deref()),
         Err(e) => Err(e.to_string()),
@@ -198,8 +199,14 @@ mod tests {
         let source = Counting::default();
         let mutation = mutation_with(20);
         let deadline = Instant::now() + Duration::from_secs(1);
-        let observations =
-            observe_all(&source, &Digester::default(), &mutation, deadline, &Metrics::new()).await;
+        let observations = observe_all(
+            &source,
+            &Digester::default(),
+            &mutation,
+            deadline,
+            &LookupMetrics::default(),
+        )
+        .await;
         assert_eq!(observations, vec![Observation::Absent; 20]);
         assert_eq!(source.most.load(Ordering::SeqCst), LOOKUPS_PER_REVIEW);
         assert_eq!(source.calls.load(Ordering::SeqCst), 20);
@@ -211,8 +218,14 @@ mod tests {
         let mutation = mutation_with(9);
         // Eight finish at 10 ms; the ninth would finish at 20 ms.
         let deadline = Instant::now() + Duration::from_millis(15);
-        let observations =
-            observe_all(&source, &Digester::default(), &mutation, deadline, &Metrics::new()).await;
+        let observations = observe_all(
+            &source,
+            &Digester::default(),
+            &mutation,
+            deadline,
+            &LookupMetrics::default(),
+        )
+        .await;
         assert_eq!(observations.iter().filter(|o| **o == Observation::Absent).count(), 8);
         assert_eq!(observations[8], Observation::Unreadable("timeout".into()));
     }

@@ -13,8 +13,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::warn;
 
-use super::Readiness;
-use crate::metrics::Metrics;
+use super::{MetricsRegistry, Readiness};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot listen on {addr}: {source}")]
@@ -28,11 +27,11 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, BindError> {
 }
 
 /// `/metrics`, `/healthz` and `/readyz`.
-pub fn admin_router(metrics: Arc<Metrics>, readiness: Readiness) -> Router {
+pub fn admin_router(metrics: Arc<MetricsRegistry>, readiness: Readiness) -> Router {
     Router::new()
         .route(
             "/metrics",
-            get(|State((metrics, _)): State<(Arc<Metrics>, Readiness)>| async move {
+            get(|State((metrics, _)): State<(Arc<MetricsRegistry>, Readiness)>| async move {
                 (
                     [(
                         header::CONTENT_TYPE,
@@ -45,7 +44,7 @@ pub fn admin_router(metrics: Arc<Metrics>, readiness: Readiness) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
-            get(|State((_, readiness)): State<(Arc<Metrics>, Readiness)>| async move {
+            get(|State((_, readiness)): State<(Arc<MetricsRegistry>, Readiness)>| async move {
                 if readiness.is_ready() {
                     (StatusCode::OK, "ok")
                 } else {

@@ -1,23 +1,24 @@
-//! What `configsum serve` and `configsum controller` share as processes:
-//! shutdown signals, the plain-HTTP admin listener with its readiness,
-//! loading the Secret-digest keys and the open-file limit.
+//! What `configsum serve` and `configsum controller` share as processes,
+//! written once: what they build before they run (`startup`: digest keys, the
+//! API server's client, the registry client, the core's settings and why
+//! start-up fails), the running command (`running`: the plain-HTTP admin
+//! listener with its readiness and metrics registry, the shutdown signals and
+//! the stop), and the open-file limit.
 
 pub mod admin;
 pub mod digest_keys;
+pub mod metrics;
 pub mod open_files;
 pub mod readiness;
+pub mod running;
 pub mod signals;
+pub mod startup;
 
 pub use admin::{BindError, admin_router, bind, serve_admin};
 pub use digest_keys::{KeyFileError, load_digest_keys};
+pub use metrics::MetricsRegistry;
 pub use open_files::raise_open_file_limit;
 pub use readiness::Readiness;
+pub use running::{Running, local_address};
 pub use signals::ShutdownSignals;
-
-/// configsum's own namespace: `POD_NAMESPACE`, else `configsum-system`.
-pub fn own_namespace() -> String {
-    std::env::var("POD_NAMESPACE")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| crate::core::DEFAULT_OWN_NAMESPACE.to_owned())
-}
+pub use startup::{StartupError, api_client, digester, own_namespace, registry_client, settings};

@@ -25,20 +25,22 @@ pub(crate) trait Reusable: Clone + Send + Sync + 'static {
     fn lost() -> Self;
 }
 
-enum Slot<V> {
+/// One key's fetch: running, or answered at `answered`.
+enum Entry<V> {
     Pending(Shared<BoxFuture<'static, V>>),
     Ready { value: V, answered: Instant },
 }
 
-struct Slots<K, V> {
-    map: HashMap<K, Slot<V>>,
+/// Every key's entry, swept of expired answers as it grows.
+struct Entries<K, V> {
+    map: HashMap<K, Entry<V>>,
     /// Size at which expired entries are next swept out.
     sweep_at: usize,
 }
 
 /// See the module docs.
 pub(crate) struct SingleFlight<K, V> {
-    slots: Arc<Mutex<Slots<K, V>>>,
+    entries: Arc<Mutex<Entries<K, V>>>,
     reuse_for: Duration,
 }
 
@@ -51,7 +53,7 @@ where
 {
     pub(crate) fn new(reuse_for: Duration) -> Self {
         SingleFlight {
-            slots: Arc::new(Mutex::new(Slots { map: HashMap::new(), sweep_at: FIRST_SWEEP })),
+            entries: Arc::new(Mutex::new(Entries { map: HashMap::new(), sweep_at: FIRST_SWEEP })),
             reuse_for,
         }
     }
@@ -64,16 +66,16 @@ where
         Fut: Future<Output = V> + Send + 'static,
     {
         let pending = {
-            let mut slots = lock(&self.slots);
-            match slots.map.get(&key) {
-                Some(Slot::Ready { value, answered }) if answered.elapsed() < self.reuse_for => {
+            let mut entries = lock(&self.entries);
+            match entries.map.get(&key) {
+                Some(Entry::Ready { value, answered }) if answered.elapsed() < self.reuse_for => {
                     return value.clone();
                 }
-                Some(Slot::Pending(pending)) => pending.clone(),
+                Some(Entry::Pending(pending)) => pending.clone(),
                 _ => {
-                    slots.sweep(self.reuse_for);
+                    entries.sweep(self.reuse_for);
                     let pending = self.start(key.clone(), fetch());
-                    slots.map.insert(key, Slot::Pending(pending.clone()));
+                    entries.map.insert(key, Entry::Pending(pending.clone()));
                     pending
                 }
             }
@@ -81,21 +83,21 @@ where
         pending.await
     }
 
-    /// Spawns the fetch; its task files the result (or clears the slot) before waking waiters.
+    /// Spawns the fetch; its task files the result (or removes the entry) before waking waiters.
     fn start<Fut>(&self, key: K, fetch: Fut) -> Shared<BoxFuture<'static, V>>
     where
         Fut: Future<Output = V> + Send + 'static,
     {
-        let slots = Arc::clone(&self.slots);
+        let entries = Arc::clone(&self.entries);
         let task = tokio::spawn(async move {
             let value = AssertUnwindSafe(fetch).catch_unwind().await.unwrap_or_else(|_| V::lost());
-            let mut slots = lock(&slots);
+            let mut entries = lock(&entries);
             if value.reusable() {
-                slots
+                entries
                     .map
-                    .insert(key, Slot::Ready { value: value.clone(), answered: Instant::now() });
+                    .insert(key, Entry::Ready { value: value.clone(), answered: Instant::now() });
             } else {
-                slots.map.remove(&key);
+                entries.map.remove(&key);
             }
             value
         });
@@ -105,20 +107,20 @@ where
 
     #[cfg(test)]
     fn len(&self) -> usize {
-        lock(&self.slots).map.len()
+        lock(&self.entries).map.len()
     }
 }
 
-impl<K: Eq + Hash, V> Slots<K, V> {
+impl<K: Eq + Hash, V> Entries<K, V> {
     /// Drops expired results once the map has doubled since the last sweep, so a steady stream of
     /// distinct keys costs amortised O(1) per fetch.
     fn sweep(&mut self, reuse_for: Duration) {
         if self.map.len() < self.sweep_at {
             return;
         }
-        self.map.retain(|_, slot| match slot {
-            Slot::Pending(_) => true,
-            Slot::Ready { answered, .. } => answered.elapsed() < reuse_for,
+        self.map.retain(|_, entry| match entry {
+            Entry::Pending(_) => true,
+            Entry::Ready { answered, .. } => answered.elapsed() < reuse_for,
         });
         self.sweep_at = (self.map.len() * 2).max(FIRST_SWEEP);
     }

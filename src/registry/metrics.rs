@@ -14,9 +14,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 
-use crate::metrics::Metrics;
+use crate::process::MetricsRegistry;
 
 /// Distinct `registry` label values before the rest are counted as `other`.
 pub const MAX_REGISTRY_LABELS: usize = 32;
@@ -49,24 +48,19 @@ impl Default for RegistryMetrics {
 }
 
 impl RegistryMetrics {
-    /// Registers the registry metrics with the process's metrics, as the controller's are.
-    pub fn register(metrics: &mut Metrics) -> Self {
+    pub fn register(registry: &mut MetricsRegistry) -> Self {
         let this = RegistryMetrics::default();
-        this.register_into(metrics.registry_mut());
-        this
-    }
-
-    fn register_into(&self, registry: &mut Registry) {
         registry.register(
             "registry_requests",
             "Image resolutions sent to a registry, by registry and outcome",
-            self.requests.clone(),
+            this.requests.clone(),
         );
         registry.register(
             "registry_duration_seconds",
             "Time to resolve one image reference at its registry, token handshake included",
-            self.duration.clone(),
+            this.duration.clone(),
         );
+        this
     }
 
     /// Records one resolution at `registry` (as in [`super::ImageRef::registry`]).
@@ -95,7 +89,7 @@ mod tests {
 
     #[test]
     fn exposes_the_names_and_caps_the_registry_label() {
-        let mut metrics = Metrics::new();
+        let mut metrics = MetricsRegistry::new();
         let registry_metrics = RegistryMetrics::register(&mut metrics);
         registry_metrics.observe("docker.io", "digest", Duration::from_millis(40));
         registry_metrics.observe("docker.io", "digest", Duration::from_millis(40));

@@ -5,12 +5,12 @@
 //! # How
 //!
 //! The distribution API is spoken here, over hyper-util's pooled client with rustls, rather than
-//! through oci-client's client: image references, token realms and redirects are tenant input,
-//! and only a client that owns every request can decide where each goes and how much of each
-//! answer it reads (docs/security.md, "Registries"). oci-client still parses references by the
-//! distribution grammar.
+//! through a registry client library: image references, token realms and redirects are tenant
+//! input, and only a client that owns every request can decide where each goes and how much of
+//! each answer it reads (docs/security.md, "Registries").
 //!
-//! - [`reference`](mod@reference): references with Docker Hub's normalisation, lower-cased
+//! - [`reference`](mod@reference): references built from the core's parse of the distribution
+//!   grammar (`core::inputs::image::reference`), with Docker Hub's normalisation, lower-cased
 //!   registry hosts, "is this pinned", and Docker Hub reached at `registry-1.docker.io`.
 //! - [`policy`]: where requests may go: plain HTTP only to `--insecure-registry`, no loopback,
 //!   link-local or unspecified address unless listed, `--registry-allow`.

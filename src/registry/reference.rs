@@ -1,17 +1,19 @@
-//! Image references, parsed by the distribution grammar (the one `docker pull` and the kubelet
-//! use) through [`oci_client::Reference`], and normalised: `nginx` is
-//! `docker.io/library/nginx:latest`, `index.docker.io/x` is `docker.io/library/x:latest`.
+//! Image references as the registry client addresses them, built from the core's parse of the
+//! distribution grammar ([`ImageName`], the one `docker pull` and the kubelet use), so that what
+//! the webhook tracks and what the registry client asks for are read by one grammar. Normalised:
+//! `nginx` is `docker.io/library/nginx:latest`, `index.docker.io/x` is `docker.io/library/x:latest`.
 //!
-//! What this adds to `oci_client::Reference`: a lower-cased registry host (host names are
+//! What this adds to [`ImageName`]: the registry host, lower-cased (host names are
 //! case-insensitive, so `GHCR.io/o/a` and `ghcr.io/o/a` share one cache entry and one set of
-//! credentials), the grammar's rule that a repository path is lower case (which
-//! `oci_client::Reference` lets through for `UPPER/case`), "is this pinned", and the host to
-//! contact, which for Docker Hub is `registry-1.docker.io` (oci-client would contact
-//! `index.docker.io`).
+//! credentials) and Docker Hub's three spellings folded into `docker.io`; the repository inside
+//! it; the limits a registry imposes beyond the grammar (a repository of at most 255 characters,
+//! digests of a registered algorithm at its length); "is this pinned"; and the host to contact,
+//! which for Docker Hub is `registry-1.docker.io`.
 
 use std::fmt;
 
-use oci_client::Reference;
+use crate::core::inputs::image::ImageName;
+use crate::core::inputs::image::reference::DEFAULT_TAG;
 
 /// The registry name Docker Hub images carry once normalised.
 pub const DOCKER_HUB: &str = "docker.io";
@@ -19,6 +21,15 @@ pub const DOCKER_HUB: &str = "docker.io";
 pub const DOCKER_HUB_ENDPOINT: &str = "registry-1.docker.io";
 /// Other names that mean Docker Hub in references and in pull secrets' registry keys.
 const DOCKER_HUB_ALIASES: [&str; 3] = [DOCKER_HUB, "index.docker.io", DOCKER_HUB_ENDPOINT];
+/// Docker Hub's namespace of official images, implied by a one-component repository.
+const DOCKER_HUB_OFFICIAL: &str = "library";
+
+/// The longest repository a registry accepts (the distribution reference's `NameTotalLengthMax`).
+const MAX_REPOSITORY: usize = 255;
+
+/// The digest algorithms registries serve, with the hex length of each (the OCI image spec's
+/// registered algorithms).
+const DIGEST_ALGORITHMS: [(&str, usize); 3] = [("sha256", 64), ("sha384", 96), ("sha512", 128)];
 
 /// Whether `host` (without a port) is one of Docker Hub's names.
 pub fn is_docker_hub(host: &str) -> bool {
@@ -34,38 +45,61 @@ pub struct ImageRef {
     digest: Option<String>,
 }
 
-/// Why an image string is not a reference. The variants carry no part of the input.
+/// Why an image string is not a reference a registry can be asked for. The variants carry no
+/// part of the input.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReferenceError {
-    #[error("invalid image reference: {0}")]
-    Invalid(oci_client::ParseError),
+    #[error("invalid image reference: invalid reference format")]
+    Invalid,
+    #[error(
+        "invalid image reference: repository name must not be more than {MAX_REPOSITORY} characters"
+    )]
+    NameTooLong,
+    #[error("invalid image reference: unsupported digest algorithm or length")]
+    DigestUnsupported,
 }
 
 impl ImageRef {
     /// Parses `image` as a container's `image` field. A reference with neither tag nor digest
     /// gets the tag `latest`.
     pub fn parse(image: &str) -> Result<Self, ReferenceError> {
-        let parsed = Reference::try_from(image).map_err(ReferenceError::Invalid)?;
-        // oci-spec's pattern lets `UPPER/case` through as a Docker Hub repository; the
-        // distribution grammar (and `docker pull`) rejects upper case in the path.
-        if parsed.repository().bytes().any(|b| b.is_ascii_uppercase()) {
-            return Err(ReferenceError::Invalid(oci_client::ParseError::NameContainsUppercase));
-        }
-        let mut registry = parsed.registry().to_ascii_lowercase();
-        // oci-spec folds `index.docker.io` into `docker.io`; do the same for the API host, which
-        // the kubelet also pulls from, so all three spellings share a cache entry.
-        let mut repository = parsed.repository().to_owned();
-        if registry == DOCKER_HUB_ENDPOINT {
+        let name = ImageName::parse(image).ok_or(ReferenceError::Invalid)?;
+        ImageRef::from_name(&name)
+    }
+
+    /// The reference the registry client asks for `name`, as the core parsed it.
+    pub fn from_name(name: &ImageName<'_>) -> Result<Self, ReferenceError> {
+        let mut registry =
+            name.host().map_or_else(|| DOCKER_HUB.to_owned(), str::to_ascii_lowercase);
+        // All three spellings of Docker Hub, which the kubelet pulls from alike, share a cache
+        // entry; its one-component repositories are official images.
+        let mut repository = name.path().to_owned();
+        if is_docker_hub(&registry) {
             registry = DOCKER_HUB.to_owned();
             if !repository.contains('/') {
-                repository = format!("library/{repository}");
+                repository = format!("{DOCKER_HUB_OFFICIAL}/{repository}");
             }
         }
+        if repository.len() > MAX_REPOSITORY {
+            return Err(ReferenceError::NameTooLong);
+        }
+        if let Some(digest) = name.digest {
+            let supported = digest.split_once(':').is_some_and(|(algorithm, hex)| {
+                DIGEST_ALGORITHMS.iter().any(|&(a, length)| a == algorithm && hex.len() == length)
+            });
+            if !supported {
+                return Err(ReferenceError::DigestUnsupported);
+            }
+        }
+        let tag = match (name.tag, name.digest) {
+            (None, None) => Some(DEFAULT_TAG),
+            (tag, _) => tag,
+        };
         Ok(ImageRef {
             registry,
             repository,
-            tag: parsed.tag().map(str::to_owned),
-            digest: parsed.digest().map(str::to_owned),
+            tag: tag.map(str::to_owned),
+            digest: name.digest.map(str::to_owned),
         })
     }
 
@@ -121,24 +155,6 @@ impl ImageRef {
     /// `registry/repository`, the name without tag or digest.
     pub fn name(&self) -> String {
         format!("{}/{}", self.registry, self.repository)
-    }
-
-    /// The reference oci-client is given: addressed to [`ImageRef::endpoint`], so Docker Hub is
-    /// reached at `registry-1.docker.io`.
-    pub fn to_oci(&self) -> Reference {
-        let registry = self.endpoint().to_owned();
-        let repository = self.repository.clone();
-        match (&self.tag, &self.digest) {
-            (Some(tag), Some(digest)) => {
-                Reference::with_tag_and_digest(registry, repository, tag.clone(), digest.clone())
-            }
-            (None, Some(digest)) => Reference::with_digest(registry, repository, digest.clone()),
-            (tag, None) => Reference::with_tag(
-                registry,
-                repository,
-                tag.clone().unwrap_or_else(|| "latest".to_owned()),
-            ),
-        }
     }
 }
 
@@ -249,7 +265,7 @@ mod tests {
         let tagged = parse(&format!("ghcr.io/o/x:prod@{D}"));
         assert!(tagged.is_pinned());
         assert_eq!((tagged.tag(), tagged.digest()), (Some("prod"), Some(D)));
-        assert_eq!(tagged.to_oci().to_string(), format!("ghcr.io/o/x:prod@{D}"));
+        assert_eq!(tagged.to_string(), format!("ghcr.io/o/x:prod@{D}"));
         let floating = tagged.without_digest();
         assert_eq!(floating.as_ref().map(ToString::to_string).as_deref(), Some("ghcr.io/o/x:prod"));
         assert!(floating.is_some_and(|f| !f.is_pinned()));
@@ -257,12 +273,12 @@ mod tests {
     }
 
     #[test]
-    fn oci_reference_goes_to_the_endpoint() {
-        let oci = parse("nginx:1.27").to_oci();
-        assert_eq!(oci.resolve_registry(), "registry-1.docker.io");
-        assert_eq!(oci.repository(), "library/nginx");
-        assert_eq!(oci.tag(), Some("1.27"));
-        assert_eq!(parse("localhost:5000/a/b:1").to_oci().resolve_registry(), "localhost:5000");
+    fn requests_go_to_the_endpoint() {
+        let hub = parse("nginx:1.27");
+        assert_eq!(hub.endpoint(), "registry-1.docker.io");
+        assert_eq!(hub.repository(), "library/nginx");
+        assert_eq!(hub.tag(), Some("1.27"));
+        assert_eq!(parse("localhost:5000/a/b:1").endpoint(), "localhost:5000");
     }
 
     #[test]
@@ -281,6 +297,28 @@ mod tests {
             ":tag",
         ] {
             assert!(ImageRef::parse(image).is_err(), "{image:?} should not parse");
+        }
+    }
+
+    #[test]
+    fn what_registries_refuse_beyond_the_grammar_is_refused() {
+        let long = |n: usize| format!("ghcr.io/{}", "a".repeat(n));
+        assert!(ImageRef::parse(&long(255)).is_ok());
+        assert_eq!(ImageRef::parse(&long(256)), Err(ReferenceError::NameTooLong));
+        // Docker Hub's implied `library/` counts.
+        assert_eq!(ImageRef::parse(&"a".repeat(250)), Err(ReferenceError::NameTooLong));
+        for (algorithm, length) in [("sha256", 64), ("sha384", 96), ("sha512", 128)] {
+            let digest = format!("{algorithm}:{}", "0".repeat(length));
+            assert_eq!(parse(&format!("x@{digest}")).digest(), Some(digest.as_str()));
+            let short = format!("x@{algorithm}:{}", "0".repeat(length - 2));
+            assert!(ImageRef::parse(&short).is_err(), "{short}");
+        }
+    }
+
+    #[test]
+    fn every_spelling_of_docker_hub_is_folded_whatever_its_case() {
+        for image in ["Docker.IO/nginx", "INDEX.docker.io/nginx", "Registry-1.Docker.io/nginx"] {
+            assert_eq!(parse(image).to_string(), "docker.io/library/nginx:latest", "{image}");
         }
     }
 

@@ -245,6 +245,7 @@ mod tests {
                 crate::core::ObjectRef::secret("b"),
             ],
             changed_images: vec!["app".into()],
+            unreadable: Vec::new(),
             denied: None,
         };
         let out: Value = serde_json::from_slice(&encode_response("u", &decision)).expect("json");

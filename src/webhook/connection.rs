@@ -17,7 +17,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 use tracing::debug;
 
-use super::app::ClientCertificate;
+use super::api::ClientCertificate;
 use super::server::DRAIN_TIMEOUT;
 
 /// How long a client may take for the TLS handshake.

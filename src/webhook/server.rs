@@ -12,21 +12,20 @@ use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
-use super::app::{AppState, router};
+use super::api::{AppState, router};
 use super::connection::{IDLE_TIMEOUT, serve_connection};
+use super::metrics::WebhookMetrics;
 use super::tls::{
     CertificateStore, TlsError, expiry_unix_seconds, load_certified_key, load_client_roots,
     reload_on_change, server_config,
 };
 use crate::config::ServeArgs;
-use crate::core::{Digester, Settings};
+use crate::core::Digester;
 use crate::lookup::{FileSource, FileSourceError, KubeSource, ObjectSource};
-use crate::metrics::Metrics;
 use crate::process::{
-    BindError, KeyFileError, Readiness, ShutdownSignals, admin_router, bind, load_digest_keys,
-    own_namespace, raise_open_file_limit, serve_admin,
+    self, MetricsRegistry, Running, StartupError, bind, local_address, raise_open_file_limit,
 };
-use crate::registry::{ClientError, RegistryClient, RegistryMetrics};
+use crate::registry::RegistryClient;
 
 /// Connections open at once per replica; more wait to be accepted.
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -37,35 +36,23 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// Why `configsum serve` did not start. Never carries key material.
 #[derive(Debug, thiserror::Error)]
-pub enum StartupError {
+pub enum ServeError {
     #[error(transparent)]
-    DigestKeys(#[from] KeyFileError),
+    Startup(#[from] StartupError),
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error("TLS configuration: {0}")]
     TlsConfig(#[from] rustls::Error),
     #[error(transparent)]
     Objects(#[from] FileSourceError),
-    #[error("cannot find the Kubernetes API (in-cluster, KUBECONFIG or ~/.kube/config): {0}")]
-    Kube(#[source] kube::Error),
-    #[error(transparent)]
-    Bind(#[from] BindError),
-    #[error(transparent)]
-    Registry(ClientError),
 }
 
 /// Runs the webhook until SIGTERM or SIGINT.
-pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
-    let keys = load_digest_keys(
-        args.keys.digest_key_file.as_deref(),
-        args.keys.allow_plain_secret_digests,
-    )?;
-    let digester = Digester::new(keys);
-    let mut metrics = Metrics::new();
-    let registry =
-        RegistryClient::new(args.registries.config(), RegistryMetrics::register(&mut metrics))
-            .map_err(StartupError::Registry)?;
-    let metrics = Arc::new(metrics);
+pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
+    let digester = process::digester(&args.keys)?;
+    let mut metrics_registry = MetricsRegistry::new();
+    let metrics = WebhookMetrics::register(&mut metrics_registry);
+    let registry = process::registry_client(args.registries.config(), &metrics.registries)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certificate = load_certified_key(&args.tls_cert, &args.tls_key, &provider)?;
     metrics.set_certificate_expiry(expiry_unix_seconds(&certificate));
@@ -80,83 +67,72 @@ pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
         metrics.clone(),
         CERTIFICATE_POLL_INTERVAL,
     ));
+    let webhook = Webhook { digester, registry, tls, metrics, metrics_registry };
     match &args.objects_from {
         Some(path) => {
             let source = FileSource::load(path)?;
             info!(objects = source.len(), file = %path.display(), "serving ConfigMaps and Secrets from a file");
-            run(args, source, digester, registry, tls, metrics).await
+            webhook.run(args, source).await
         }
         None => {
-            let source = KubeSource::infer().await.map_err(StartupError::Kube)?;
-            run(args, source, digester, registry, tls, metrics).await
+            let source = KubeSource::new(process::api_client(None).await?);
+            webhook.run(args, source).await
         }
     }
 }
 
-async fn run<S: ObjectSource>(
-    args: ServeArgs,
-    source: S,
+/// What `serve` built before it knows its object source.
+struct Webhook {
     digester: Digester,
     registry: RegistryClient,
     tls: rustls::ServerConfig,
-    metrics: Arc<Metrics>,
-) -> Result<(), StartupError> {
-    let signals = ShutdownSignals::register();
-    let settings = Settings {
-        domain: args.annotations.annotation_domain.clone(),
-        on_lookup_error: args.on_lookup_error.into(),
-        own_namespace: Some(own_namespace()),
-    };
-    let ready = Readiness::new(false);
-    let state = AppState::new(
-        source,
-        digester,
-        settings,
-        args.lookup_timeout,
-        metrics.clone(),
-        ready.clone(),
-    )
-    .with_registry(registry);
-    let state = Arc::new(if args.client_ca_file.is_some() {
-        state.requiring_client_certificates()
-    } else {
-        state
-    });
-    let open_files = raise_open_file_limit();
-    if open_files.is_some_and(|limit| limit < MAX_CONNECTIONS as u64 + 256) {
-        warn!(limit = open_files, "the open-file limit is below the connection cap; raise it");
+    metrics: WebhookMetrics,
+    metrics_registry: MetricsRegistry,
+}
+
+impl Webhook {
+    async fn run<S: ObjectSource>(self, args: ServeArgs, source: S) -> Result<(), ServeError> {
+        let open_files = raise_open_file_limit();
+        if open_files.is_some_and(|limit| limit < MAX_CONNECTIONS as u64 + 256) {
+            warn!(limit = open_files, "the open-file limit is below the connection cap; raise it");
+        }
+        let (running, signals) =
+            Running::start(args.admin.metrics_listen, self.metrics_registry).await?;
+        let listener = bind(args.listen).await.map_err(StartupError::from)?;
+        // The bound addresses, so that port 0 (tests) can be found from the log.
+        info!(listen = %local_address(&listener), metrics_listen = %running.admin_address,
+            "configsum serve started");
+
+        let settings = process::settings(&args.annotations, args.on_lookup_error.into());
+        let state = AppState::new(
+            source,
+            self.digester,
+            settings,
+            args.lookup_timeout,
+            self.metrics.clone(),
+            running.readiness.clone(),
+        )
+        .with_registry(self.registry);
+        let state = Arc::new(if args.client_ca_file.is_some() {
+            state.requiring_client_certificates()
+        } else {
+            state
+        });
+        let acceptor = TlsAcceptor::from(Arc::new(self.tls));
+        let app = router(state.clone());
+        let webhook =
+            tokio::spawn(serve_tls(listener, acceptor, app, self.metrics, running.stopping()));
+        let readiness = tokio::spawn(become_ready(state));
+
+        signals.received().await;
+        info!("shutting down: no longer ready, finishing in-flight requests");
+        readiness.abort();
+        running.begin_shutdown();
+        let _ = webhook.await;
+        running.finished().await;
+        info!("stopped");
+        Ok(())
     }
-    let listener = bind(args.listen).await?;
-    let metrics_listener = bind(args.admin.metrics_listen).await?;
-    // The bound addresses, so that port 0 (tests) can be found from the log.
-    let local = |l: &TcpListener| l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    info!(listen = %local(&listener), metrics_listen = %local(&metrics_listener), "configsum serve started");
-
-    let (stop, stopped) = watch::channel(false);
-    let acceptor = TlsAcceptor::from(Arc::new(tls));
-    let webhook = tokio::spawn(serve_tls(
-        listener,
-        acceptor,
-        router(state.clone()),
-        metrics.clone(),
-        stopped.clone(),
-    ));
-    let metrics_server = tokio::spawn(serve_admin(
-        metrics_listener,
-        admin_router(metrics, ready.clone()),
-        stopped.clone(),
-    ));
-    let readiness = tokio::spawn(become_ready(state.clone()));
-
-    signals.received().await;
-    info!("shutting down: no longer ready, finishing in-flight requests");
-    readiness.abort();
-    ready.set(false);
-    let _ = stop.send(true);
-    let _ = webhook.await;
-    let _ = metrics_server.await;
-    info!("stopped");
-    Ok(())
 }
 
 /// Ready once the object source answers (the certificate is loaded already).
@@ -180,7 +156,7 @@ async fn serve_tls(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     app: Router,
-    metrics: Arc<Metrics>,
+    metrics: WebhookMetrics,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -188,12 +164,12 @@ async fn serve_tls(
     // its next request, so it is the idle timeout there.
     builder.http1().timer(TokioTimer::new()).header_read_timeout(IDLE_TIMEOUT);
     // One permit per open connection; all of them back means all closed.
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let open = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         // At the cap, further connections wait in the kernel's backlog.
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
+        let permit = tokio::select! {
+            permit = open.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
                 Err(_) => break,
             },
             _ = stop.changed() => break,
@@ -224,12 +200,12 @@ async fn serve_tls(
             metrics.connection_opened();
             connection.await;
             metrics.connection_closed();
-            drop(slot);
+            drop(permit);
         });
     }
     drop(listener);
     let all = u32::try_from(MAX_CONNECTIONS).unwrap_or(u32::MAX);
-    if tokio::time::timeout(DRAIN_TIMEOUT, slots.acquire_many(all)).await.is_err() {
+    if tokio::time::timeout(DRAIN_TIMEOUT, open.acquire_many(all)).await.is_err() {
         warn!("some connections were still open after the drain timeout");
     }
 }

@@ -16,7 +16,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tracing::{info, warn};
 
-use crate::metrics::Metrics;
+use super::WebhookMetrics;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -138,7 +138,7 @@ pub async fn reload_on_change(
     store: Arc<CertificateStore>,
     files: (PathBuf, PathBuf),
     provider: Arc<CryptoProvider>,
-    metrics: Arc<Metrics>,
+    metrics: WebhookMetrics,
     interval: Duration,
 ) {
     let (cert, key) = files;

@@ -43,6 +43,17 @@ impl Controller {
         identity: &str,
         extra: &[&str],
     ) -> Controller {
+        Controller::start_with_env(api, dir, identity, extra, &[]).await
+    }
+
+    /// The same, with `env` set for the process (as the Deployment sets `POD_NAMESPACE`).
+    pub async fn start_with_env(
+        api: &FakeApiServer,
+        dir: &TempDir,
+        identity: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Controller {
         // Each replica authenticates with its own token (its identity), so
         // faults and the request log can tell replicas apart.
         let kubeconfig = api.kubeconfig_for(&dir.0, identity).display().to_string();
@@ -67,9 +78,9 @@ impl Controller {
             "json",
         ];
         args.extend_from_slice(extra);
-        let (child, logs, line) =
-            server::spawn(&args, &[("KUBECONFIG", &kubeconfig)], "configsum controller started")
-                .await;
+        let mut env = env.to_vec();
+        env.push(("KUBECONFIG", &kubeconfig));
+        let (child, logs, line) = server::spawn(&args, &env, "configsum controller started").await;
         let controller = Controller {
             child,
             metrics_addr: line["metrics_listen"].as_str().expect("addr").to_owned(),

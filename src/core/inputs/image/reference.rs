@@ -1,7 +1,8 @@
 //! An image reference as a container spec writes it, split by the OCI
 //! distribution grammar: `[host[:port]/]path[:tag][@algorithm:hex]`. The
 //! repository is kept as written (`nginx` stays `nginx`); expanding it to
-//! `docker.io/library/nginx` is the registry client's business.
+//! `docker.io/library/nginx` is the registry client's business, which builds
+//! its reference from this parse (`crate::registry::ImageRef::from_name`).
 
 /// The parts of an image reference, borrowed from the text.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +39,17 @@ impl<'a> ImageName<'a> {
             return None;
         }
         Some(ImageName { repository, tag, digest })
+    }
+
+    /// The registry host as written (`ghcr.io`, `localhost:5000`), or `None`
+    /// when the repository names none (Docker Hub's short form).
+    pub fn host(&self) -> Option<&'a str> {
+        split_host(self.repository).0
+    }
+
+    /// The repository's path inside its registry, as written (`org/app`, `nginx`).
+    pub fn path(&self) -> &'a str {
+        split_host(self.repository).1
     }
 
     /// The tag, or `latest` when none is written.
@@ -80,28 +92,23 @@ fn is_tag(tag: &str) -> bool {
 }
 
 /// `[host[:port]/]component(/component)*`, components lower-case alphanumerics
-/// joined by `.`, `_`, `__` or runs of `-`. The first part is a host when it has
-/// a `.` or `:` or is `localhost`; a host may have upper case, a path may not.
+/// joined by `.`, `_`, `__` or runs of `-`. A host may have upper case, a path may not.
 fn is_repository(repository: &str) -> bool {
-    let mut parts = repository.split('/').peekable();
-    let Some(first) = parts.next() else { return false };
-    let first_is_host = parts.peek().is_some()
-        && (first.contains('.') || first.contains(':') || first == "localhost");
-    if first_is_host {
-        if !is_host(first) {
-            return false;
+    let (host, path) = split_host(repository);
+    host.is_none_or(is_host) && path.split('/').all(is_path_component)
+}
+
+/// Splits off the host: the first component is one when more follow and it
+/// has a `.` or `:` or is `localhost`, as `docker pull` decides.
+fn split_host(repository: &str) -> (Option<&str>, &str) {
+    match repository.split_once('/') {
+        Some((first, path))
+            if first.contains('.') || first.contains(':') || first == "localhost" =>
+        {
+            (Some(first), path)
         }
-    } else if !is_path_component(first) {
-        return false;
+        _ => (None, repository),
     }
-    let mut rest = 0;
-    for part in parts {
-        if !is_path_component(part) {
-            return false;
-        }
-        rest += 1;
-    }
-    !first_is_host || rest > 0
 }
 
 fn is_host(host: &str) -> bool {
@@ -202,6 +209,17 @@ mod tests {
             assert_eq!(ImageName::parse(bad), None, "{bad:?}");
         }
         assert!(ImageName::parse(&format!("app:{}", "t".repeat(128))).is_some());
+    }
+
+    #[test]
+    fn the_host_is_split_off_as_docker_pull_splits_it() {
+        let split = |image| ImageName::parse(image).map(|n| (n.host(), n.path()));
+        assert_eq!(split("nginx"), Some((None, "nginx")));
+        assert_eq!(split("library/nginx"), Some((None, "library/nginx")));
+        assert_eq!(split("localhost/app"), Some((Some("localhost"), "app")));
+        assert_eq!(split("localhost:5000/a/b:1"), Some((Some("localhost:5000"), "a/b")));
+        assert_eq!(split("Registry.Example.com/app"), Some((Some("Registry.Example.com"), "app")));
+        assert_eq!(split("localhost"), Some((None, "localhost")), "a host needs a path");
     }
 
     #[test]

@@ -1,15 +1,19 @@
-//! Reading a `/mutate` body: at most [`MAX_BODY_BYTES`], within
-//! [`BODY_TIMEOUT`] of its headers, and within a replica-wide budget of bytes
-//! held by bodies at once, which is what bounds the webhook's memory.
+//! [`ReviewBody`], the `/mutate` body as an extractor: read only from a caller
+//! allowed to send one, at most [`MAX_BODY_BYTES`], within [`BODY_TIMEOUT`]
+//! of its headers, and within a replica-wide budget of bytes held by bodies
+//! at once, which is what bounds the webhook's memory.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
+use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, header};
 use http_body_util::BodyExt as _;
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::app::AdmissionError;
+use super::error::AdmissionError;
+use super::state::{AppState, ClientCertificate};
 
 /// Largest AdmissionReview body accepted: an UPDATE carries `object` and
 /// `oldObject`, each up to the API server's 3 MiB request limit, plus the envelope.
@@ -27,29 +31,47 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 pub const BODY_BYTES_IN_FLIGHT: usize = 2 * MAX_BODY_BYTES;
 
 /// The replica-wide budget of body bytes, one permit per byte.
-pub struct BodyBudget(Semaphore);
+pub struct BodyBudget(Arc<Semaphore>);
 
 impl Default for BodyBudget {
     fn default() -> Self {
-        BodyBudget(Semaphore::new(BODY_BYTES_IN_FLIGHT))
+        BodyBudget(Arc::new(Semaphore::new(BODY_BYTES_IN_FLIGHT)))
     }
 }
 
-/// A body read whole, and its share of the budget until dropped.
-pub struct HeldBody<'a> {
+/// A review's body, read whole, and its share of the budget until dropped.
+pub struct ReviewBody {
     pub bytes: Bytes,
-    _held: SemaphorePermit<'a>,
+    _held: OwnedSemaphorePermit,
+}
+
+/// Checks the caller before a byte of the body is read: with `--client-ca-file`, a caller
+/// without a verified certificate costs no budget. Then reads within the bounds.
+impl<S: Send + Sync> FromRequest<Arc<AppState<S>>> for ReviewBody {
+    type Rejection = AdmissionError;
+
+    async fn from_request(
+        request: Request,
+        state: &Arc<AppState<S>>,
+    ) -> Result<Self, Self::Rejection> {
+        let certificate = request.extensions().get::<ClientCertificate>().copied();
+        if state.require_client_certificate && !certificate.unwrap_or_default().0 {
+            return Err(AdmissionError::Unauthenticated);
+        }
+        let (parts, body) = request.into_parts();
+        state.bodies.read(&parts.headers, body).await
+    }
 }
 
 impl BodyBudget {
     /// Reads `body`, taking budget for the buffer as it grows. A body that
     /// would exceed the budget is refused at once rather than queued: waiting
     /// would let stalled senders hold the API server's calls too.
-    pub async fn read<'a>(
-        &'a self,
+    pub async fn read(
+        &self,
         headers: &HeaderMap,
         body: Body,
-    ) -> Result<HeldBody<'a>, AdmissionError> {
+    ) -> Result<ReviewBody, AdmissionError> {
         // The declared length sizes the buffer at once. One over the limit is
         // still read up to the limit, so that the client gets the 413 instead
         // of a broken pipe while it writes.
@@ -82,12 +104,12 @@ impl BodyBudget {
         tokio::time::timeout(BODY_TIMEOUT, read)
             .await
             .map_err(|_| AdmissionError::BodyTimeout)??;
-        Ok(HeldBody { bytes: Bytes::from(buffer), _held: held })
+        Ok(ReviewBody { bytes: Bytes::from(buffer), _held: held })
     }
 
-    fn take(&self, bytes: usize) -> Result<SemaphorePermit<'_>, AdmissionError> {
+    fn take(&self, bytes: usize) -> Result<OwnedSemaphorePermit, AdmissionError> {
         let bytes = u32::try_from(bytes).map_err(|_| AdmissionError::TooLarge)?;
-        self.0.try_acquire_many(bytes).map_err(|_| AdmissionError::Overloaded)
+        self.0.clone().try_acquire_many_owned(bytes).map_err(|_| AdmissionError::Overloaded)
     }
 
     /// Bytes not held by any body now.

@@ -1,0 +1,70 @@
+//! What `configsum serve` and `configsum controller` build alike before they
+//! run, and why either may fail to start: the digest keys, the API server's
+//! client, the registry client, the core's settings with configsum's own
+//! namespace.
+
+use std::time::Duration;
+
+use kube::Client;
+
+use super::admin::BindError;
+use super::digest_keys::{KeyFileError, load_digest_keys};
+use crate::config::{AnnotationArgs, DigestKeyArgs};
+use crate::core::{DEFAULT_OWN_NAMESPACE, Digester, LookupErrorPolicy, Settings};
+use crate::lookup::kube_client_with;
+use crate::registry::{ClientError, RegistryClient, RegistryConfig, RegistryMetrics};
+
+/// Why a long-running command did not start, for the causes both commands
+/// share. Never carries key material.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error(transparent)]
+    DigestKeys(#[from] KeyFileError),
+    #[error("cannot find the Kubernetes API (in-cluster, KUBECONFIG or ~/.kube/config): {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Bind(#[from] BindError),
+    #[error(transparent)]
+    Registry(#[from] ClientError),
+}
+
+/// The digester of `--digest-key-file`, or of plain digests when the
+/// operator accepted them: `serve` and `controller` must digest alike.
+pub fn digester(keys: &DigestKeyArgs) -> Result<Digester, StartupError> {
+    let keys = load_digest_keys(keys.digest_key_file.as_deref(), keys.allow_plain_secret_digests)?;
+    Ok(Digester::new(keys))
+}
+
+/// The API server's client, found as docs/flags.md says; with `read_timeout`,
+/// a call whose connection stays silent that long fails.
+pub async fn api_client(read_timeout: Option<Duration>) -> Result<Client, StartupError> {
+    Ok(kube_client_with(read_timeout).await?)
+}
+
+/// The registry client, recording into `metrics`.
+pub fn registry_client(
+    config: RegistryConfig,
+    metrics: &RegistryMetrics,
+) -> Result<RegistryClient, StartupError> {
+    Ok(RegistryClient::new(config, metrics.clone())?)
+}
+
+/// configsum's own namespace: `POD_NAMESPACE`, else `configsum-system`.
+pub fn own_namespace() -> String {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| DEFAULT_OWN_NAMESPACE.to_owned())
+}
+
+/// The core's settings as both commands run it: the annotation domain, what
+/// an unreadable object means, and [`own_namespace`], which neither command
+/// mutates or reads from, whatever else it is told (the controller's
+/// `--lease-namespace` says only where its Lease is).
+pub fn settings(annotations: &AnnotationArgs, on_lookup_error: LookupErrorPolicy) -> Settings {
+    Settings {
+        domain: annotations.annotation_domain.clone(),
+        on_lookup_error,
+        own_namespace: Some(own_namespace()),
+    }
+}
