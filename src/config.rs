@@ -34,6 +34,14 @@ pub enum Command {
     Render(RenderArgs),
 }
 
+/// Workload CRDs and operators' custom resources declared in a file (docs/custom-kinds.md).
+#[derive(Args, Debug, Clone, Default)]
+pub struct CustomKindsArgs {
+    /// A CustomKinds file: more kinds, handled like the built-in ones.
+    #[arg(long, env = "CONFIGSUM_CUSTOM_KINDS")]
+    pub custom_kinds: Option<PathBuf>,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RenderArgs {
     /// The YAML stream or ResourceList to read; `-` is stdin.
@@ -49,10 +57,14 @@ pub struct RenderArgs {
     pub keys: DigestKeyArgs,
     #[command(flatten)]
     pub annotations: AnnotationArgs,
+    #[command(flatten)]
+    pub kinds: CustomKindsArgs,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct ControllerArgs {
+    #[command(flatten)]
+    pub kinds: CustomKindsArgs,
     #[command(flatten)]
     pub keys: DigestKeyArgs,
     #[command(flatten)]
@@ -120,6 +132,8 @@ pub const DIGEST_KEY_FILE_NAME: &str = "keys";
 
 #[derive(Args, Debug, Clone)]
 pub struct ServeArgs {
+    #[command(flatten)]
+    pub kinds: CustomKindsArgs,
     /// PEM certificate chain for the TLS listener (leaf first).
     #[arg(long, env = "CONFIGSUM_TLS_CERT")]
     pub tls_cert: PathBuf,

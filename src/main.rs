@@ -12,6 +12,16 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let cli = Cli::parse();
+    // Declared kinds join the table before anything reads a kind; a bad file is a usage error.
+    let custom_kinds = match &cli.command {
+        Command::Serve(args) => args.kinds.custom_kinds.as_deref(),
+        Command::Controller(args) => args.kinds.custom_kinds.as_deref(),
+        Command::Render(_) | Command::EnsureDigestKey(_) => None,
+    };
+    if let Err(e) = configsum::process::startup::declare_custom_kinds(custom_kinds) {
+        eprintln!("configsum: {e}");
+        return ExitCode::from(2);
+    }
     let log_format = match cli.command {
         // A filter: no runtime, no log lines, notes on stderr, its own exit codes.
         Command::Render(args) => return ExitCode::from(configsum::render::command::run(args)),

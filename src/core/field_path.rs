@@ -6,7 +6,12 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use std::collections::BTreeMap;
+
+use serde::Deserialize as _;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+pub use super::kinds::Segment;
 
 /// Deserializes the value at `path` with `seed`; `None` when a field on the way is absent or
 /// `null`. A map on the way that is not a map is an error, as a wrongly typed field is.
@@ -110,6 +115,158 @@ pub fn read_at<'de, T: serde::Deserialize<'de>>(
     let value = AtPath { path, seed: PhantomData::<T> }.deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(value)
+}
+
+/// A string map at `path` (an annotations map), and how many leading segments of `path`
+/// exist: a patch must create the missing ones, and must not replace those that exist. Probes
+/// one prefix per pass: only kinds whose digests go somewhere of their own come here.
+pub fn map_at(
+    json: &str,
+    path: &[&str],
+) -> Result<(Option<BTreeMap<String, String>>, usize), serde_json::Error> {
+    let mut present = 0;
+    while present < path.len() {
+        let found: Option<Option<IgnoredAny>> = read_at(json, &path[..=present])?;
+        if found.flatten().is_none() {
+            return Ok((None, present));
+        }
+        present += 1;
+    }
+    #[derive(serde::Deserialize)]
+    struct Annotations(
+        #[serde(deserialize_with = "super::pod_spec::bounded_annotations")]
+        Option<BTreeMap<String, String>>,
+    );
+    let map = read_at::<Annotations>(json, path)?.and_then(|a| a.0);
+    Ok((map, present))
+}
+
+/// What is found at a reference path: a name, or a map that reads like a selector.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Named {
+    Name(String),
+    Selector(Selector),
+    /// Anything else (a number, a list, null): names nothing.
+    #[default]
+    #[serde(skip)]
+    Nothing,
+}
+
+/// `{name, key}` or `{name, items: [{key}]}`, as Kubernetes' own references are written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct Selector {
+    pub name: Option<String>,
+    pub key: Option<String>,
+    #[serde(default, deserialize_with = "super::pod_spec::item_keys")]
+    pub items: Option<super::pod_spec::ItemKeys>,
+    pub optional: Option<bool>,
+}
+
+/// At most this many values are collected at reference paths of one object; the selection
+/// digests at most 128 objects anyway, and a hostile object must not cost more than a pod spec.
+pub const MAX_NAMED: usize = 4096;
+
+/// Every value at `path` (`[]` for every element of a list) in one pass, at most
+/// [`MAX_NAMED`]; the count of those beyond is returned too.
+pub fn collect_at(
+    json: &str,
+    path: &[Segment<'_>],
+) -> Result<(Vec<Named>, usize), serde_json::Error> {
+    let mut out = Collected::default();
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    CollectSeed { path, out: &mut out }.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok((out.values, out.beyond))
+}
+
+#[derive(Default)]
+struct Collected {
+    values: Vec<Named>,
+    beyond: usize,
+}
+
+struct CollectSeed<'p, 'o> {
+    path: &'p [Segment<'p>],
+    out: &'o mut Collected,
+}
+
+impl<'de> DeserializeSeed<'de> for CollectSeed<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        match self.path.first() {
+            None => {
+                let value = Option::<Named>::deserialize(deserializer).unwrap_or(None);
+                if let Some(value) = value {
+                    if self.out.values.len() < MAX_NAMED {
+                        self.out.values.push(value);
+                    } else {
+                        self.out.beyond += 1;
+                    }
+                }
+                Ok(())
+            }
+            Some(_) => deserializer.deserialize_any(self),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for CollectSeed<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map or a list on a reference path")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let field = match self.path.first() {
+            Some(Segment::Field(field)) => Some(*field),
+            _ => None,
+        };
+        let mut done = false;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if !done && Some(key.as_str()) == field {
+                done = true;
+                map.next_value_seed(CollectSeed { path: &self.path[1..], out: &mut *self.out })?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        if self.path.first() == Some(&Segment::Each) {
+            let rest = &self.path[1..];
+            while seq.next_element_seed(CollectSeed { path: rest, out: &mut *self.out })?.is_some()
+            {
+            }
+        } else {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+        }
+        Ok(())
+    }
+
+    // Scalars on the way name nothing.
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use super::object_ref::ObjectKind;
 use super::workload::Operation;
 
 /// What configsum needs to know about one workload kind.
@@ -22,13 +23,36 @@ pub struct KindDeclaration {
     /// The operations whose reviews are mutated.
     pub operations: &'static [Operation],
     /// Field path from the object to its pod template (a map with `metadata` and `spec`), or
-    /// empty when the object is itself the pod (its own `metadata` and `spec`). The digests go
-    /// in that template's `metadata.annotations`.
-    pub template: &'static [&'static str],
+    /// empty when the object is itself the pod (its own `metadata` and `spec`); `None` for a
+    /// kind that has no pod template, only [`KindDeclaration::references`]. The digests go in
+    /// that template's `metadata.annotations` unless [`KindDeclaration::annotations`] says.
+    pub template: Option<&'static [&'static str]>,
     /// A field path whose presence means the object runs another workload's pod template and
     /// has none of its own to annotate (an Argo Rollout's `spec.workloadRef`).
     pub template_elsewhere: Option<&'static [&'static str]>,
+    /// Where the digests go, when not in the pod template's `metadata.annotations` (or, without
+    /// a template, the object's own): a map inside `spec` that an operator copies onto its pods.
+    pub annotations: Option<&'static [&'static str]>,
+    /// ConfigMaps and Secrets named at paths of the object (an operator's custom resource).
+    pub references: &'static [ReferenceDeclaration],
     pub controller: Controller,
+}
+
+/// A ConfigMap or Secret named at a path of an object: the value there is the object's name
+/// (a string), or a map with `name` (and `key` or `items`) that reads like a selector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReferenceDeclaration {
+    pub kind: ObjectKind,
+    pub path: &'static [Segment<'static>],
+    /// The keys consumed; `None`: every key (unless the selector names some).
+    pub keys: Option<&'static [&'static str]>,
+}
+
+/// One step of a reference path: a field, or every element of a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Segment<'a> {
+    Field(&'a str),
+    Each,
 }
 
 /// What the controller does with a kind.
@@ -57,8 +81,10 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         name: "Deployment",
         resource: "deployments",
         operations: CREATE_AND_UPDATE,
-        template: SPEC_TEMPLATE,
+        template: Some(SPEC_TEMPLATE),
         template_elsewhere: None,
+        annotations: None,
+        references: &[],
         controller: Controller::Rolls,
     },
     KindDeclaration {
@@ -67,8 +93,10 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         name: "StatefulSet",
         resource: "statefulsets",
         operations: CREATE_AND_UPDATE,
-        template: SPEC_TEMPLATE,
+        template: Some(SPEC_TEMPLATE),
         template_elsewhere: None,
+        annotations: None,
+        references: &[],
         controller: Controller::Rolls,
     },
     KindDeclaration {
@@ -77,8 +105,10 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         name: "DaemonSet",
         resource: "daemonsets",
         operations: CREATE_AND_UPDATE,
-        template: SPEC_TEMPLATE,
+        template: Some(SPEC_TEMPLATE),
         template_elsewhere: None,
+        annotations: None,
+        references: &[],
         controller: Controller::Rolls,
     },
     KindDeclaration {
@@ -87,8 +117,10 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         name: "ReplicaSet",
         resource: "replicasets",
         operations: CREATE_AND_UPDATE,
-        template: SPEC_TEMPLATE,
+        template: Some(SPEC_TEMPLATE),
         template_elsewhere: None,
+        annotations: None,
+        references: &[],
         controller: Controller::Rolls,
     },
     KindDeclaration {
@@ -97,8 +129,10 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         name: "Job",
         resource: "jobs",
         operations: CREATE_ONLY,
-        template: SPEC_TEMPLATE,
+        template: Some(SPEC_TEMPLATE),
         template_elsewhere: None,
+        annotations: None,
+        references: &[],
         controller: Controller::Never,
     },
     KindDeclaration {
@@ -107,8 +141,10 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         name: "Rollout",
         resource: "rollouts",
         operations: CREATE_AND_UPDATE,
-        template: SPEC_TEMPLATE,
+        template: Some(SPEC_TEMPLATE),
         template_elsewhere: Some(&["spec", "workloadRef"]),
+        annotations: None,
+        references: &[],
         controller: Controller::RollsWhereServed,
     },
     KindDeclaration {
@@ -117,8 +153,10 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         name: "Pod",
         resource: "pods",
         operations: CREATE_ONLY,
-        template: &[],
+        template: Some(&[]),
         template_elsewhere: None,
+        annotations: None,
+        references: &[],
         controller: Controller::Never,
     },
 ];
@@ -131,8 +169,8 @@ pub struct KindRow {
     pub api_version: String,
     /// Path of the annotations map that carries the digests.
     pub annotations: Vec<&'static str>,
-    /// Path of the pod spec.
-    pub pod_spec: Vec<&'static str>,
+    /// Path of the pod spec, for kinds with a pod template.
+    pub pod_spec: Option<Vec<&'static str>>,
 }
 
 impl KindRow {
@@ -141,16 +179,18 @@ impl KindRow {
         let api_version =
             if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
         let under_template = |field: &[&'static str]| {
-            let mut path = declaration.template.to_vec();
-            path.extend_from_slice(field);
-            path
+            declaration.template.map(|template| {
+                let mut path = template.to_vec();
+                path.extend_from_slice(field);
+                path
+            })
         };
-        KindRow {
-            api_version,
-            annotations: under_template(&["metadata", "annotations"]),
-            pod_spec: under_template(&["spec"]),
-            declaration,
-        }
+        let annotations = match declaration.annotations {
+            Some(path) => path.to_vec(),
+            None => under_template(&["metadata", "annotations"])
+                .unwrap_or_else(|| vec!["metadata", "annotations"]),
+        };
+        KindRow { api_version, annotations, pod_spec: under_template(&["spec"]), declaration }
     }
 }
 
@@ -159,7 +199,7 @@ impl KindRow {
 pub enum KindError {
     #[error("{0} is declared twice, or is a built-in kind")]
     Duplicate(String),
-    #[error("{0}: a pod template path must be empty or start at spec")]
+    #[error("{0}: a pod template or annotations path must start at spec")]
     TemplateOutsideSpec(String),
     #[error("the kinds are already in use; declare them once, at start-up")]
     TooLate,
@@ -184,8 +224,12 @@ fn rows(extra: Vec<KindDeclaration>) -> Result<Vec<KindRow>, KindError> {
         if taken {
             return Err(KindError::Duplicate(named));
         }
-        // The controller keeps only a workload's spec; a template elsewhere is not read.
-        if declaration.template.first().is_some_and(|f| *f != "spec") {
+        // The controller keeps only a workload's metadata and spec.
+        let outside = |path: &[&str]| path.first().is_some_and(|f| *f != "spec");
+        let annotations_ok = declaration
+            .annotations
+            .is_none_or(|p| p == ["metadata", "annotations"] || (p.len() > 1 && !outside(p)));
+        if declaration.template.is_some_and(outside) || !annotations_ok {
             return Err(KindError::TemplateOutsideSpec(named));
         }
         rows.push(KindRow::new(declaration));
@@ -278,11 +322,11 @@ mod tests {
     fn paths_follow_from_the_template() {
         let deployment = WorkloadKind::Deployment.row();
         assert_eq!(deployment.annotations, ["spec", "template", "metadata", "annotations"]);
-        assert_eq!(deployment.pod_spec, ["spec", "template", "spec"]);
+        assert_eq!(deployment.pod_spec, Some(vec!["spec", "template", "spec"]));
         assert_eq!(deployment.api_version, "apps/v1");
         let pod = WorkloadKind::Pod.row();
         assert_eq!(pod.annotations, ["metadata", "annotations"]);
-        assert_eq!(pod.pod_spec, ["spec"]);
+        assert_eq!(pod.pod_spec, Some(vec!["spec"]));
         assert_eq!(pod.api_version, "v1");
     }
 
@@ -294,8 +338,10 @@ mod tests {
             name: "CloneSet",
             resource: "clonesets",
             operations: CREATE_AND_UPDATE,
-            template: SPEC_TEMPLATE,
+            template: Some(SPEC_TEMPLATE),
             template_elsewhere: None,
+            annotations: None,
+            references: &[],
             controller: Controller::RollsWhereServed,
         };
         let table = rows(vec![clone_set.clone()]).expect("a new kind");
@@ -308,7 +354,7 @@ mod tests {
         assert!(matches!(duplicate, Err(KindError::Duplicate(_))));
         let built_in = KindDeclaration { name: "Deployment", group: "apps", ..clone_set.clone() };
         assert!(matches!(rows(vec![built_in]), Err(KindError::Duplicate(_))));
-        let outside = KindDeclaration { template: &["status", "template"], ..clone_set };
+        let outside = KindDeclaration { template: Some(&["status", "template"]), ..clone_set };
         assert!(matches!(rows(vec![outside]), Err(KindError::TemplateOutsideSpec(_))));
         // The table is in use by now (this process's other tests read it): too late.
         let _ = WorkloadKind::all().count();

@@ -6,6 +6,7 @@
 //! the patch.
 
 pub mod annotations;
+pub mod custom_kinds;
 pub mod digest;
 pub mod field_path;
 pub mod inputs;

@@ -8,12 +8,13 @@ use json_patch::PatchOperation;
 
 use super::annotations::AnnotationDomain;
 use super::digest::ABSENT;
+use super::field_path::MAX_NAMED;
 use super::inputs::image::{ImageObservation, ImagePlan, ImageTracking, PodImages};
 use super::object_ref::ObjectRef;
 use super::patch::{
     AnnotationsLocation, MAX_ANNOTATIONS_BYTES, annotations_patch, annotations_size,
 };
-use super::refs::references;
+use super::refs::{References, add_named, references};
 use super::selection::{Target, select};
 use super::warnings::{Subject, Warnings, kept_or_none};
 use super::workload::{Template, Workload, WorkloadKind};
@@ -180,16 +181,23 @@ pub fn plan(
     if annotation(domain.enabled()) == Some("false") {
         return Plan::Skip(Skip::Disabled);
     }
-    let template = match workload.template {
-        Template::Present(template) => template,
+    let mut refs = match workload.template {
+        Template::Present(template) => references(&template.spec),
         Template::WorkloadRef => return Plan::Skip(Skip::WorkloadRef),
+        Template::None => References::default(),
     };
     let Some(namespace) = workload.namespace.filter(|n| !n.is_empty()) else {
         return unparsable("it has no namespace");
     };
 
     let mut warnings = Warnings::default();
-    let refs = references(&template.spec);
+    add_named(&mut refs, &workload.named);
+    let beyond: usize = workload.named.iter().map(|n| n.beyond).sum();
+    if beyond > 0 {
+        warnings.push_plain(format!(
+            "configsum: {beyond} values at reference paths beyond the first {MAX_NAMED} were not read"
+        ));
+    }
     let track = annotation(domain.track());
     let ignore = annotation(domain.ignore());
     let selection = select(&refs, track, ignore, domain, &mut warnings);
@@ -203,10 +211,9 @@ pub fn plan(
 
     let location = AnnotationsLocation {
         path: kind.annotations_path(),
-        metadata_present: template.metadata_present,
-        annotations_present: template.annotations.is_some(),
+        present: workload.annotations.present,
     };
-    let current = template.annotations.unwrap_or_default();
+    let current = workload.annotations.values.unwrap_or_default();
     let mut existing: BTreeMap<String, String> = current
         .iter()
         .filter(|(k, _)| domain.owns(k))

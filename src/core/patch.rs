@@ -10,13 +10,14 @@ use serde_json::Value;
 /// The API server's limit on the total size of one object's annotations.
 pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 
-/// Where the annotations map sits in the object, and whether it exists yet.
+/// Where the annotations map sits in the object, and how much of that path exists yet.
 #[derive(Clone, Copy, Debug)]
 pub struct AnnotationsLocation {
-    /// Path tokens of the annotations map; the one before last is its `metadata`.
+    /// Path tokens of the annotations map.
     pub path: &'static [&'static str],
-    pub metadata_present: bool,
-    pub annotations_present: bool,
+    /// How many leading tokens of `path` exist: the patch creates the others (as empty maps,
+    /// outermost first) and never replaces these.
+    pub present: usize,
 }
 
 /// `remove` for owned keys that are not desired, `add` for desired keys whose
@@ -35,16 +36,9 @@ pub fn annotations_patch(
     }
     let adds: Vec<_> = desired.iter().filter(|(k, v)| current.get(*k) != Some(*v)).collect();
     if !adds.is_empty() {
-        let (parents, _) = location.path.split_at(location.path.len() - 1);
-        if !location.metadata_present {
+        for missing in location.present.min(location.path.len())..location.path.len() {
             ops.push(add(
-                PointerBuf::from_tokens(parents.iter().copied()),
-                Value::Object(Default::default()),
-            ));
-        }
-        if !location.annotations_present {
-            ops.push(add(
-                PointerBuf::from_tokens(location.path.iter().copied()),
+                PointerBuf::from_tokens(location.path[..=missing].iter().copied()),
                 Value::Object(Default::default()),
             ));
         }
@@ -90,8 +84,7 @@ mod tests {
             .expect("json")
     }
 
-    const PRESENT: AnnotationsLocation =
-        AnnotationsLocation { path: TEMPLATE, metadata_present: true, annotations_present: true };
+    const PRESENT: AnnotationsLocation = AnnotationsLocation { path: TEMPLATE, present: 4 };
 
     #[test]
     fn adds_changes_removes_and_leaves_the_rest() {
@@ -121,11 +114,7 @@ mod tests {
 
     #[test]
     fn creates_missing_metadata_and_annotations_first() {
-        let location = AnnotationsLocation {
-            path: TEMPLATE,
-            metadata_present: false,
-            annotations_present: false,
-        };
+        let location = AnnotationsLocation { path: TEMPLATE, present: 2 };
         let got = ops(location, &[], &[("configmap.configsum.dev/a", "v")]);
         assert_eq!(
             got,
@@ -135,11 +124,7 @@ mod tests {
                 {"op": "add", "path": "/spec/template/metadata/annotations/configmap.configsum.dev~1a", "value": "v"},
             ])
         );
-        let pod = AnnotationsLocation {
-            path: &["metadata", "annotations"],
-            metadata_present: true,
-            annotations_present: false,
-        };
+        let pod = AnnotationsLocation { path: &["metadata", "annotations"], present: 1 };
         assert_eq!(
             ops(pod, &[], &[("secret.configsum.dev/s", "v")]),
             json!([
@@ -150,12 +135,22 @@ mod tests {
     }
 
     #[test]
+    fn a_map_deep_in_a_spec_is_made_level_by_level() {
+        let location =
+            AnnotationsLocation { path: &["spec", "operator", "podAnnotations"], present: 1 };
+        assert_eq!(
+            ops(location, &[], &[("secret.configsum.dev/s", "v")]),
+            json!([
+                {"op": "add", "path": "/spec/operator", "value": {}},
+                {"op": "add", "path": "/spec/operator/podAnnotations", "value": {}},
+                {"op": "add", "path": "/spec/operator/podAnnotations/secret.configsum.dev~1s", "value": "v"},
+            ])
+        );
+    }
+
+    #[test]
     fn nothing_to_do_is_an_empty_patch() {
-        let location = AnnotationsLocation {
-            path: TEMPLATE,
-            metadata_present: false,
-            annotations_present: false,
-        };
+        let location = AnnotationsLocation { path: TEMPLATE, present: 2 };
         assert_eq!(ops(location, &[], &[]), json!([]));
         assert_eq!(
             ops(

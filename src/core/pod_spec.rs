@@ -175,7 +175,9 @@ struct KeyToPath {
     key: Option<String>,
 }
 
-fn item_keys<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<ItemKeys>, D::Error> {
+pub(crate) fn item_keys<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<ItemKeys>, D::Error> {
     Ok(Option::<DistinctItemKeys>::deserialize(deserializer)?.map(|k| k.0))
 }
 

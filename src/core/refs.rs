@@ -5,9 +5,11 @@
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::field_path::Named;
 use super::inputs::{DECLARED, ReferenceSites, Site, SiteKeys};
 use super::object_ref::ObjectRef;
 use super::pod_spec::{ItemKeys, PodSpec};
+use super::workload::NamedAt;
 
 /// The keys of one object that the pods read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +98,35 @@ impl References {
             Entry::Vacant(entry) => {
                 entry.insert(Consumption { keys, optional });
             }
+        }
+    }
+}
+
+/// Adds the objects an operator's custom resource names at its kind's reference paths: a name,
+/// whose keys are the declaration's (all when it lists none), or a selector (`name` with `key`
+/// or `items`), whose keys are its own.
+pub fn add_named(refs: &mut References, named: &[NamedAt]) {
+    for at in named {
+        let declared = || match at.reference.keys {
+            Some(keys) => ConsumedKeys::Keys(keys.iter().map(|k| (*k).to_owned()).collect()),
+            None => ConsumedKeys::All,
+        };
+        for value in &at.values {
+            let (name, keys, optional) = match value {
+                Named::Name(name) => (name.clone(), declared(), None),
+                Named::Selector(selector) => {
+                    let keys = match (&selector.key, &selector.items) {
+                        (Some(key), _) => ConsumedKeys::Keys(BTreeSet::from([key.clone()])),
+                        (None, Some(items)) if !items.is_empty() => {
+                            ConsumedKeys::Keys(items.clone())
+                        }
+                        _ => declared(),
+                    };
+                    (selector.name.clone().unwrap_or_default(), keys, selector.optional)
+                }
+                Named::Nothing => continue,
+            };
+            refs.add(ObjectRef { kind: at.reference.kind, name }, keys, optional);
         }
     }
 }

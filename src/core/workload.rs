@@ -9,9 +9,9 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::field_path::{AtPath, Key, read_at};
-use super::kinds::KindRow;
+use super::field_path::{AtPath, Key, Named, collect_at, map_at, read_at};
 pub use super::kinds::WorkloadKind;
+use super::kinds::{KindRow, ReferenceDeclaration, Segment};
 use super::pod_spec::{Metadata, PodSpec};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,9 +55,9 @@ impl WorkloadKind {
         &self.row().annotations
     }
 
-    /// JSON path tokens of the pod spec.
-    pub fn pod_spec_path(self) -> &'static [&'static str] {
-        &self.row().pod_spec
+    /// JSON path tokens of the pod spec, for kinds with a pod template.
+    pub fn pod_spec_path(self) -> Option<&'static [&'static str]> {
+        self.row().pod_spec.as_deref()
     }
 
     /// `apiVersion` of this kind: `group/version`, or the version for the core group.
@@ -65,7 +65,8 @@ impl WorkloadKind {
         &self.row().api_version
     }
 
-    /// Reads an object sent as this kind (an admission request's `object`), in one pass:
+    /// Reads an object sent as this kind (an admission request's `object`), in one pass
+    /// (another for a kind whose digests go somewhere of its own, and one per reference path):
     /// its `apiVersion` and `kind` must match, and the fields configsum reads
     /// must have their API types.
     pub fn parse(self, object: &str) -> Result<Workload, ParseError> {
@@ -78,14 +79,8 @@ impl WorkloadKind {
             });
         }
         let metadata_present = read.metadata.is_some();
-        let mut workload = self.workload_from(read.metadata.unwrap_or_default(), read.spec)?;
-        // A Pod's digests go in its own metadata: a patch must create it if it is absent.
-        if let Template::Present(template) = &mut workload.template {
-            if self.declaration().template.is_empty() {
-                template.metadata_present = metadata_present;
-            }
-        }
-        Ok(workload)
+        let metadata = read.metadata.unwrap_or_default();
+        self.workload_from(metadata, metadata_present, read.spec, Text::Object(object))
     }
 
     /// The workload from its metadata and the text of its `spec`, known to be of this kind
@@ -95,7 +90,7 @@ impl WorkloadKind {
         metadata: Metadata,
         spec: Option<&str>,
     ) -> Result<Workload, ParseError> {
-        let spec = match spec {
+        let read = match spec {
             Some(text) => {
                 let mut deserializer = serde_json::Deserializer::from_str(text);
                 let read = SpecSeed { row: self.row() }.deserialize(&mut deserializer)?;
@@ -104,37 +99,66 @@ impl WorkloadKind {
             }
             None => None,
         };
-        self.workload_from(metadata, spec)
+        self.workload_from(metadata, true, read, Text::Spec(spec))
     }
 
     fn workload_from(
         self,
         metadata: Metadata,
+        metadata_present: bool,
         spec: Option<SpecRead>,
+        text: Text<'_>,
     ) -> Result<Workload, ParseError> {
-        let spec = spec.ok_or(ParseError::NoPodSpec)?;
+        let declaration = self.declaration();
+        let has_template = declaration.template.is_some();
+        // The annotations map as the pass over the object found it, and how much of its path
+        // exists: the template's metadata (or, for a Pod, the object's own).
+        let template_path_len = declaration.template.map_or(0, <[_]>::len);
+        let mut annotations = AnnotationsMap::default();
         let template = match spec {
-            SpecRead::Elsewhere => Template::WorkloadRef,
-            // The object is the pod: its own metadata holds the digests.
-            SpecRead::Pod(pod_spec) => Template::Present(Box::new(PodTemplate {
-                metadata_present: true,
-                annotations: metadata.annotations.clone(),
-                spec: pod_spec,
-            })),
-            SpecRead::Template(template) => {
+            None if has_template => return Err(ParseError::NoPodSpec),
+            None => Template::None,
+            Some(SpecRead::Elsewhere) => Template::WorkloadRef,
+            Some(SpecRead::Pod(pod_spec)) => {
+                annotations = AnnotationsMap {
+                    present: usize::from(metadata_present)
+                        + usize::from(metadata.annotations.is_some()),
+                    values: metadata.annotations.clone(),
+                };
+                Template::Present(Box::new(PodTemplate { spec: pod_spec }))
+            }
+            Some(SpecRead::Template(template)) if has_template => {
                 let template = template.ok_or(ParseError::NoPodSpec)?;
                 let pod_spec = template.spec.ok_or(ParseError::NoPodSpec)?;
-                let metadata_present = template.metadata.is_some();
-                let annotations = template.metadata.and_then(|m| m.annotations);
-                Template::Present(Box::new(PodTemplate {
-                    metadata_present,
-                    annotations,
-                    spec: pod_spec,
-                }))
+                let values = template.metadata.as_ref().and_then(|m| m.annotations.clone());
+                annotations = AnnotationsMap {
+                    present: template_path_len
+                        + usize::from(template.metadata.is_some())
+                        + usize::from(values.is_some()),
+                    values,
+                };
+                Template::Present(Box::new(PodTemplate { spec: pod_spec }))
             }
+            Some(SpecRead::Template(_)) => Template::None,
         };
+        let path = self.annotations_path();
+        if declaration.annotations.is_some() {
+            // Digests somewhere of the kind's own: one more pass to find that map.
+            annotations = text.map_at(path, &metadata, metadata_present)?;
+        } else if !has_template {
+            annotations = AnnotationsMap {
+                present: usize::from(metadata_present)
+                    + usize::from(metadata.annotations.is_some()),
+                values: metadata.annotations.clone(),
+            };
+        }
+        let mut named = Vec::new();
+        for reference in declaration.references {
+            let (values, beyond) = text.collect_at(reference.path)?;
+            named.push(NamedAt { reference, values, beyond });
+        }
         let namespace = metadata.namespace.clone().filter(|n| !n.is_empty());
-        Ok(Workload { kind: self, namespace, metadata, template })
+        Ok(Workload { kind: self, namespace, metadata, template, annotations, named })
     }
 
     /// Only the digest-carrying annotations of an object (for `oldObject`, whose
@@ -162,6 +186,10 @@ pub struct Workload {
     /// The workload's own metadata: opt-out annotations and owner references.
     pub metadata: Metadata,
     pub template: Template,
+    /// The map the digests go in, as found.
+    pub annotations: AnnotationsMap,
+    /// What the kind's reference paths hold (operators' custom resources).
+    pub named: Vec<NamedAt>,
 }
 
 #[derive(Debug)]
@@ -169,14 +197,72 @@ pub enum Template {
     Present(Box<PodTemplate>),
     /// An Argo Rollout whose pods come from `spec.workloadRef`, not its own template.
     WorkloadRef,
+    /// A kind with no pod template: only the objects it names at its reference paths.
+    None,
 }
 
 #[derive(Debug)]
 pub struct PodTemplate {
-    /// Whether the template's `metadata` exists (the patch must create it otherwise).
-    pub metadata_present: bool,
-    pub annotations: Option<BTreeMap<String, String>>,
     pub spec: PodSpec,
+}
+
+/// The map the digests go in, as found in the object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnnotationsMap {
+    pub values: Option<BTreeMap<String, String>>,
+    /// How many leading segments of the kind's annotations path exist (all of them when the
+    /// map does): a patch creates the others and never replaces these.
+    pub present: usize,
+}
+
+/// The values at one reference path of the kind.
+#[derive(Debug)]
+pub struct NamedAt {
+    pub reference: &'static ReferenceDeclaration,
+    pub values: Vec<Named>,
+    /// Values beyond [`super::field_path::MAX_NAMED`], counted only.
+    pub beyond: usize,
+}
+
+/// The text the paths of a kind's row are read from: the whole object (a review), or its
+/// `spec` alone (the controller keeps no more), which the paths start at.
+#[derive(Clone, Copy)]
+enum Text<'a> {
+    Object(&'a str),
+    Spec(Option<&'a str>),
+}
+
+impl Text<'_> {
+    /// The map at `path`, for a kind whose digests go somewhere of its own.
+    fn map_at(
+        self,
+        path: &[&str],
+        metadata: &Metadata,
+        metadata_present: bool,
+    ) -> Result<AnnotationsMap, serde_json::Error> {
+        let (values, present) = match self {
+            Text::Object(object) => map_at(object, path)?,
+            Text::Spec(_) if path == ["metadata", "annotations"] => (
+                metadata.annotations.clone(),
+                usize::from(metadata_present) + usize::from(metadata.annotations.is_some()),
+            ),
+            Text::Spec(Some(spec)) => {
+                let (values, present) = map_at(spec, path.get(1..).unwrap_or_default())?;
+                (values, present + 1)
+            }
+            Text::Spec(None) => (None, 0),
+        };
+        Ok(AnnotationsMap { values, present })
+    }
+
+    /// The values at a reference path (which starts at `spec`).
+    fn collect_at(self, path: &[Segment<'_>]) -> Result<(Vec<Named>, usize), serde_json::Error> {
+        match self {
+            Text::Object(object) => collect_at(object, path),
+            Text::Spec(Some(spec)) => collect_at(spec, path.get(1..).unwrap_or_default()),
+            Text::Spec(None) => Ok((Vec::new(), 0)),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -299,12 +385,14 @@ impl<'de> DeserializeSeed<'de> for SpecSeed<'_> {
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<SpecRead, D::Error> {
         let declaration = &self.row.declaration;
-        match declaration.template.split_first() {
-            None => PodSpec::deserialize(deserializer).map(SpecRead::Pod),
-            Some((_spec, rest)) => deserializer.deserialize_map(SpecVisitor {
+        match declaration.template.map(<[_]>::split_first) {
+            Some(None) => PodSpec::deserialize(deserializer).map(SpecRead::Pod),
+            Some(Some((_spec, rest))) => deserializer.deserialize_map(SpecVisitor {
                 template: rest,
                 elsewhere: declaration.template_elsewhere.and_then(|p| p.get(1..)),
             }),
+            // No pod template: the spec is read by the reference paths only.
+            None => IgnoredAny::deserialize(deserializer).map(|_| SpecRead::Template(None)),
         }
     }
 }

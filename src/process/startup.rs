@@ -68,3 +68,14 @@ pub fn settings(annotations: &AnnotationArgs, on_lookup_error: LookupErrorPolicy
         own_namespace: Some(own_namespace()),
     }
 }
+
+/// Reads `--custom-kinds` and adds its kinds to the table, before anything reads a kind. Every
+/// mistake is an error naming the file and the entry (docs/custom-kinds.md).
+pub fn declare_custom_kinds(path: Option<&std::path::Path>) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the custom kinds file {}: {e}", path.display()))?;
+    let kinds =
+        crate::core::custom_kinds::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    crate::core::kinds::declare(kinds).map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -11,6 +11,7 @@ use super::{Options, render};
 use crate::config::RenderArgs;
 use crate::core::{AnnotationDomain, Digester, Settings};
 use crate::process::load_digest_keys;
+use crate::process::startup::declare_custom_kinds;
 
 /// Exit codes: 0 written, 1 unreadable input, 2 usage.
 pub const EXIT_INPUT: u8 = 1;
@@ -34,6 +35,9 @@ pub fn run(mut args: RenderArgs) -> u8 {
         if let Err(e) = apply_function_config(stream.function_config(), &mut args) {
             return fail(EXIT_USAGE, &e);
         }
+    }
+    if let Err(e) = declare_custom_kinds(args.kinds.custom_kinds.as_deref()) {
+        return fail(EXIT_USAGE, &e);
     }
     let keys = match load_digest_keys(
         args.keys.digest_key_file.as_deref(),
@@ -114,6 +118,7 @@ fn apply_function_config(config: Option<&Node>, args: &mut RenderArgs) -> Result
                     AnnotationDomain::new(&value).map_err(|e| format!("functionConfig: {e}"))?;
             }
             "digest-key-file" => args.keys.digest_key_file = Some(PathBuf::from(value)),
+            "custom-kinds" => args.kinds.custom_kinds = Some(PathBuf::from(value)),
             "allow-plain-secret-digests" => {
                 args.keys.allow_plain_secret_digests = value == "true";
             }

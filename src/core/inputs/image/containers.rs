@@ -42,20 +42,27 @@ pub struct PodImages {
 impl PodImages {
     /// Reads the pod spec of `object`, sent as `kind`.
     pub fn of(kind: WorkloadKind, object: &str) -> Result<PodImages, serde_json::Error> {
-        PodImages::at(kind, object, kind.pod_spec_path())
+        match kind.pod_spec_path() {
+            Some(path) => PodImages::at(object, path, path),
+            None => Ok(PodImages::default()),
+        }
     }
 
     /// Reads `spec`, the `spec` of an object of `kind` (the controller keeps
     /// only that of a watched workload).
     pub fn of_spec(kind: WorkloadKind, spec: &str) -> Result<PodImages, serde_json::Error> {
         // The pod spec path starts at `spec` (kinds.rs refuses any other).
-        let below_spec = kind.pod_spec_path().get(1..).unwrap_or_default();
-        PodImages::at(kind, spec, below_spec)
+        match kind.pod_spec_path() {
+            Some(path) => PodImages::at(spec, path.get(1..).unwrap_or_default(), path),
+            None => Ok(PodImages::default()),
+        }
     }
 
-    fn at(kind: WorkloadKind, json: &str, path: &[&str]) -> Result<PodImages, serde_json::Error> {
+    /// Reads the pod spec at `path` in `json`; `pointer` is its path in the object, the base of
+    /// each container's image pointer.
+    fn at(json: &str, path: &[&str], pointer: &[&str]) -> Result<PodImages, serde_json::Error> {
         let spec: Option<PodSpec> = read_at(json, path)?;
-        let base = format!("/{}", kind.pod_spec_path().join("/"));
+        let base = format!("/{}", pointer.join("/"));
         let Some(spec) = spec else { return Ok(PodImages::default()) };
         let mut containers = Vec::new();
         let mut unread = 0;

@@ -1,0 +1,225 @@
+//! Kinds declared in a file (`--custom-kinds`, docs/custom-kinds.md), end to end with the real
+//! binary: a workload CRD whose pod template sits at a path (an OpenKruise CloneSet) and an
+//! operator's custom resource that names Secrets and ConfigMaps in its spec and takes its digests
+//! in a map of its spec (a Harbor operator HarborCluster), through `configsum serve` over TLS and
+//! through `configsum render`; and a bad file refused naming the entry, with exit 2.
+
+#[path = "support/digests.rs"]
+mod digests;
+#[path = "support/server.rs"]
+mod server;
+
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use server::*;
+
+const KEY: &str = "0123456789abcdef0123456789abcdef\n";
+
+const KINDS: &str = r#"apiVersion: configsum.dev/v1alpha1
+kind: CustomKinds
+kinds:
+- apiVersion: apps.kruise.io/v1alpha1
+  kind: CloneSet
+  resource: clonesets
+  template: spec.template
+- apiVersion: goharbor.io/v1beta1
+  kind: HarborCluster
+  resource: harborclusters
+  references:
+  - secret: spec.imageChartStorage.s3.secretRef
+    keys: [accesskey, secretkey]
+  - configMap: spec.components[].configRef
+  annotations: spec.podAnnotations
+"#;
+
+const OBJECTS: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: team-a}
+data: {mode: fast, level: "3"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: s3, namespace: team-a}
+stringData: {accesskey: AK, secretkey: SK, region: eu}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: core-config, namespace: team-a}
+data: {core.yaml: "a: 1", other: x}
+"#;
+
+struct Setup {
+    dir: TempDir,
+}
+
+impl Setup {
+    fn new(label: &str) -> Setup {
+        install_crypto_provider();
+        let dir = TempDir::new(label);
+        make_certs(&dir.0, "ec-sec1");
+        std::fs::write(dir.path("kinds.yaml"), KINDS).expect("kinds");
+        std::fs::write(dir.path("objects.yaml"), OBJECTS).expect("objects");
+        std::fs::write(dir.path("digest.key"), KEY).expect("key");
+        Setup { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path(name).display().to_string()
+    }
+}
+
+fn clone_set() -> Value {
+    json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "CloneSet",
+        "metadata": {"name": "web", "namespace": "team-a"},
+        "spec": {"replicas": 2, "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "app", "image": "web:1",
+                "envFrom": [{"configMapRef": {"name": "app"}}]}]}}}})
+}
+
+fn harbor_cluster() -> Value {
+    json!({"apiVersion": "goharbor.io/v1beta1", "kind": "HarborCluster",
+        "metadata": {"name": "harbor", "namespace": "team-a"},
+        "spec": {"imageChartStorage": {"s3": {"secretRef": "s3", "bucket": "charts"}},
+            "components": [{"name": "core", "configRef": {"name": "core-config", "key": "core.yaml"}},
+                {"name": "portal"}]}})
+}
+
+fn review(object: &Value, group: &str, version: &str, kind: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "custom", "kind": {"group": group, "version": version, "kind": kind},
+        "operation": "CREATE", "namespace": "team-a", "name": object["metadata"]["name"], "object": object}}))
+    .expect("json")
+}
+
+fn expected_clone_set_digest() -> String {
+    digests::config_map("team-a", "app", &[("mode", "fast"), ("level", "3")])
+}
+
+fn expected_harbor_digests() -> Value {
+    let s3 = [("accesskey", "AK"), ("secretkey", "SK"), ("region", "eu")];
+    json!({
+        "secret.configsum.dev/s3": digests::secret_keys(KEY, "team-a", "s3", &s3, &["accesskey", "secretkey"]),
+        "configmap.configsum.dev/core-config": digests::config_map_keys(
+            "team-a", "core-config", &[("core.yaml", "a: 1"), ("other", "x")], &["core.yaml"]),
+    })
+}
+
+#[tokio::test]
+async fn the_webhook_digests_what_declared_kinds_consume() {
+    let setup = Setup::new("custom-kinds-serve");
+    let (cert, key, objects, digest, kinds) = (
+        setup.path("tls.crt"),
+        setup.path("tls.key"),
+        setup.path("objects.yaml"),
+        setup.path("digest.key"),
+        setup.path("kinds.yaml"),
+    );
+    let args = [
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--objects-from",
+        &objects,
+        "--digest-key-file",
+        &digest,
+        "--custom-kinds",
+        &kinds,
+    ];
+    let server = Server::start(&args, &[], &setup.dir.path("ca.crt")).await;
+
+    // A workload CRD: digests on its pod template, as for a Deployment.
+    let object = clone_set();
+    let (status, body) =
+        server.post("/mutate", review(&object, "apps.kruise.io", "v1alpha1", "CloneSet")).await;
+    assert_eq!(status, 200);
+    let (answer, patched) = apply_response(&object, &body);
+    assert_eq!(
+        patched["spec"]["template"]["metadata"]["annotations"],
+        json!({"configmap.configsum.dev/app": expected_clone_set_digest()}),
+        "{answer}"
+    );
+
+    // An operator's resource: the Secret and ConfigMap its spec names, with the keys declared
+    // or selected, in spec.podAnnotations, which the patch creates.
+    let object = harbor_cluster();
+    let (status, body) =
+        server.post("/mutate", review(&object, "goharbor.io", "v1beta1", "HarborCluster")).await;
+    assert_eq!(status, 200);
+    let (answer, patched) = apply_response(&object, &body);
+    assert_eq!(patched["spec"]["podAnnotations"], expected_harbor_digests(), "{answer}");
+    assert_eq!(patched["metadata"].get("annotations"), None, "nothing written elsewhere");
+    // Applied again: nothing to do.
+    let (_, body) =
+        server.post("/mutate", review(&patched, "goharbor.io", "v1beta1", "HarborCluster")).await;
+    let (answer, _) = apply_response(&patched, &body);
+    assert!(answer["response"].get("patch").is_none(), "{answer}");
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+#[test]
+fn render_writes_the_same_digests_into_a_stream_of_custom_resources() {
+    let setup = Setup::new("custom-kinds-render");
+    let stream = format!(
+        "{OBJECTS}---\n{}\n---\n{}\n",
+        serde_json::to_string(&clone_set()).expect("json"),
+        serde_json::to_string(&harbor_cluster()).expect("json")
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_configsum"))
+        .args(["render", "--digest-key-file", &setup.path("digest.key")])
+        .args(["--custom-kinds", &setup.path("kinds.yaml")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child.stdin.take().expect("stdin").write_all(stream.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("render");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&output.stdout)).expect("yaml");
+    let of = |kind: &str| documents.iter().find(|d| d["kind"] == kind).expect(kind).clone();
+    assert_eq!(
+        of("CloneSet")["spec"]["template"]["metadata"]["annotations"]["configmap.configsum.dev/app"],
+        expected_clone_set_digest()
+    );
+    assert_eq!(of("HarborCluster")["spec"]["podAnnotations"], expected_harbor_digests());
+}
+
+#[test]
+fn a_bad_file_stops_every_command_naming_the_entry() {
+    let setup = Setup::new("custom-kinds-bad");
+    let bad = KINDS.replace("resource: harborclusters", "resource: harborclusters\n  colour: red");
+    std::fs::write(setup.dir.path("bad.yaml"), bad).expect("bad");
+    let built_in = "apiVersion: configsum.dev/v1alpha1\nkind: CustomKinds\nkinds:\n\
+                    - {apiVersion: apps/v1, kind: Deployment, resource: deployments, template: spec.template}\n";
+    std::fs::write(setup.dir.path("built-in.yaml"), built_in).expect("built-in");
+    for (file, expected) in [
+        ("bad.yaml", "kinds[1] (goharbor.io/v1beta1 HarborCluster): unknown field `colour`"),
+        ("built-in.yaml", "Deployment apps is declared twice, or is a built-in kind"),
+        ("missing.yaml", "cannot read the custom kinds file"),
+    ] {
+        let kinds = setup.path(file);
+        let (cert, key, digest) =
+            (setup.path("tls.crt"), setup.path("tls.key"), setup.path("digest.key"));
+        for args in [
+            vec!["serve", "--tls-cert", &cert, "--tls-key", &key, "--digest-key-file", &digest],
+            vec!["controller", "--digest-key-file", &digest],
+            vec!["render", "--digest-key-file", &digest, "-f", "/dev/null"],
+        ] {
+            let output = Command::new(env!("CARGO_BIN_EXE_configsum"))
+                .args(&args)
+                .args(["--custom-kinds", &kinds])
+                .env("KUBECONFIG", "/nonexistent")
+                .output()
+                .expect("run");
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{args:?} {file}: {stderr}");
+            assert!(stderr.contains(expected), "{args:?} {file}: {stderr}");
+        }
+    }
+}
