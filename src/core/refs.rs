@@ -21,7 +21,7 @@ pub enum ConsumedKeys {
 }
 
 impl ConsumedKeys {
-    fn merge(&mut self, other: ConsumedKeys) {
+    pub(crate) fn merge(&mut self, other: ConsumedKeys) {
         match (&mut *self, other) {
             (ConsumedKeys::All, _) => {}
             (this, ConsumedKeys::All) => *this = ConsumedKeys::All,

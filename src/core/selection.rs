@@ -41,19 +41,28 @@ pub fn select(
 ) -> Selection {
     let mut ignore_all = false;
     let mut ignored: BTreeSet<ObjectRef> = BTreeSet::new();
-    for token in tokens(ignore.unwrap_or(""), &domain.ignore(), warnings) {
+    let ignore_annotation = domain.ignore();
+    let mut key_tokens_ignored = Vec::new();
+    for token in tokens(ignore.unwrap_or(""), &ignore_annotation, warnings) {
         match token {
             Token::All => ignore_all = true,
             Token::Ref(object) => {
                 ignored.insert(object);
             }
+            Token::Key(object, key) => key_tokens_ignored.push((object, key)),
         }
+    }
+    for (object, key) in &key_tokens_ignored {
+        let text = format!("{object}/{key}");
+        let subject = Subject::Written { text: &text, annotation: &ignore_annotation };
+        warnings.push(subject, "ignore names whole objects; skipped");
     }
 
     // Linear in the annotation: `*` counts once, however often it is
     // repeated, and a repeated reference is looked up and copied once (its
     // consumption may list thousands of keys).
-    let mut named: BTreeMap<ObjectRef, Consumption> = BTreeMap::new();
+    let mut whole: BTreeSet<ObjectRef> = BTreeSet::new();
+    let mut keys: BTreeMap<ObjectRef, BTreeSet<String>> = BTreeMap::new();
     let mut all = false;
     for token in tokens(track.unwrap_or("*"), &domain.track(), warnings) {
         if ignore_all {
@@ -63,13 +72,32 @@ pub fn select(
         match token {
             Token::All => all = true,
             Token::Ref(object) => {
-                named.entry(object).or_insert_with_key(|object| {
-                    // Tracked but not referenced: the whole object, and expected to exist.
-                    let whole = Consumption { keys: ConsumedKeys::All, optional: false };
-                    refs.get(object).cloned().unwrap_or(whole)
-                });
+                whole.insert(object);
+            }
+            Token::Key(object, key) => {
+                keys.entry(object).or_default().insert(key);
             }
         }
+    }
+    // A tracked object is consumed as the pod spec (or the kind's paths) consume it, else whole
+    // when named whole; a tracked key adds to that. Not referenced, it is expected to exist.
+    let mut named: BTreeMap<ObjectRef, Consumption> = BTreeMap::new();
+    for object in whole.iter().chain(keys.keys()) {
+        if named.contains_key(object) {
+            continue;
+        }
+        let mut consumption = refs.get(object).cloned().unwrap_or_else(|| Consumption {
+            keys: if whole.contains(object) {
+                ConsumedKeys::All
+            } else {
+                ConsumedKeys::Keys(BTreeSet::new())
+            },
+            optional: false,
+        });
+        if let Some(keys) = keys.get(object) {
+            consumption.keys.merge(ConsumedKeys::Keys(keys.clone()));
+        }
+        named.insert(object.clone(), consumption);
     }
     // The references themselves are borrowed, never copied: a pod spec may
     // reference tens of thousands of objects, of which at most 128 are digested.
@@ -114,7 +142,7 @@ pub fn select(
 }
 
 /// Two iterators sorted by object, merged in order; an object in both comes
-/// once (with the same consumption either way).
+/// once, with `b`'s consumption (the tracked one, which holds the referenced one).
 fn merge_sorted<'a>(
     a: impl Iterator<Item = (&'a ObjectRef, &'a Consumption)>,
     b: impl Iterator<Item = (&'a ObjectRef, &'a Consumption)>,
@@ -125,8 +153,8 @@ fn merge_sorted<'a>(
             std::cmp::Ordering::Less => a.next(),
             std::cmp::Ordering::Greater => b.next(),
             std::cmp::Ordering::Equal => {
-                b.next();
-                a.next()
+                a.next();
+                b.next()
             }
         },
         (Some(_), None) => a.next(),
@@ -137,6 +165,8 @@ fn merge_sorted<'a>(
 enum Token {
     All,
     Ref(ObjectRef),
+    /// `secret/<name>/<key>`: one key of an object (keys hold no `/`).
+    Key(ObjectRef, String),
 }
 
 /// Comma-separated tokens; blanks are skipped, unparseable ones warned about.
@@ -149,7 +179,13 @@ fn tokens<'a>(
         if token == "*" {
             return Some(Token::All);
         }
-        let parsed = ObjectRef::parse(token).map(Token::Ref);
+        let parsed = ObjectRef::parse(token).map(|object| match object.name.split_once('/') {
+            Some((name, key)) if !key.is_empty() && !key.contains('/') => {
+                let object = ObjectRef { kind: object.kind, name: name.to_owned() };
+                Token::Key(object, key.to_owned())
+            }
+            _ => Token::Ref(object),
+        });
         if parsed.is_none() {
             let subject = Subject::Written { text: token, annotation };
             warnings.push(subject, "not configmap/<name> or secret/<name>; skipped");
@@ -217,6 +253,37 @@ mod tests {
             s.targets[1].consumption,
             Consumption { keys: ConsumedKeys::All, optional: false }
         );
+    }
+
+    #[test]
+    fn tracked_keys_add_to_what_is_consumed() {
+        let r = refs(&[("cm", "a")]);
+        let keys = |s: &Selection, name: &str| {
+            s.targets.iter().find(|t| t.object.to_string() == name).map(|t| t.consumption.clone())
+        };
+        // Not referenced: only the named keys, expected to exist.
+        let (s, w) = run(&r, Some("secret/db/password, secret/db/user"), None);
+        assert!(w.is_empty(), "{w:?}");
+        let consumed = keys(&s, "secret/db").expect("tracked");
+        assert_eq!(
+            consumed.keys,
+            ConsumedKeys::Keys(["password", "user"].map(String::from).into_iter().collect())
+        );
+        assert!(!consumed.optional);
+        // Named whole too: the whole object.
+        let (s, _) = run(&r, Some("secret/db/password, secret/db"), None);
+        assert_eq!(keys(&s, "secret/db").map(|c| c.keys), Some(ConsumedKeys::All));
+        // Referenced (all keys, through envFrom) with `*`: still all, once.
+        let (s, _) = run(&r, Some("*, configmap/a/extra"), None);
+        assert_eq!(names(&s), ["configmap/a"]);
+        assert_eq!(keys(&s, "configmap/a").map(|c| c.keys), Some(ConsumedKeys::All));
+        // `ignore` names whole objects only.
+        let (s, w) = run(&r, Some("*"), Some("configmap/a/k"));
+        assert_eq!(names(&s), ["configmap/a"]);
+        assert!(w.iter().any(|w| w.contains("ignore names whole objects")), "{w:?}");
+        // A key with a slash, or an empty one, is no key.
+        let (_, w) = run(&r, Some("secret/db/a/b, secret/db/"), None);
+        assert_eq!(w.len(), 2, "{w:?}");
     }
 
     #[test]
