@@ -20,8 +20,10 @@ use clap::Parser as _;
 use configsum::config::{Cli, Command, DIGEST_KEY_FILE_NAME, DIGEST_KEY_SECRET};
 use configsum::core::AnnotationDomain;
 use configsum::core::annotations::NAMESPACE_LABEL;
-use configsum::core::rbac::{LEASE_VERBS, controller_permissions, webhook_permissions};
-use configsum::core::workload::{Operation, WorkloadKind};
+use configsum::core::custom_kinds;
+use configsum::core::kinds::{self, KindRow};
+use configsum::core::rbac::{LEASE_VERBS, controller_permissions_among, webhook_permissions};
+use configsum::core::workload::Operation;
 use configsum::core::{Digester, Settings};
 use configsum::lookup::{FileSource, lookup_budget};
 use configsum::process::{MetricsRegistry, Readiness, admin_router};
@@ -112,6 +114,21 @@ impl Manifests {
 
     fn deployment(&self) -> &Value {
         self.one("Deployment", "configsum-webhook")
+    }
+
+    /// The kinds table of this installation: the built-in kinds and those its
+    /// configsum-custom-kinds ConfigMap declares, read by the real parser.
+    fn kinds(&self) -> Vec<KindRow> {
+        let declared = match self
+            .all("ConfigMap")
+            .into_iter()
+            .find(|c| c["metadata"]["name"] == "configsum-custom-kinds")
+        {
+            Some(config) => custom_kinds::parse(str_of(&config["data"]["kinds.yaml"]))
+                .unwrap_or_else(|e| panic!("the rendered custom kinds: {e}")),
+            None => Vec::new(),
+        };
+        kinds::table_with(declared).expect("the rendered kinds join the table")
     }
 
     fn webhook(&self) -> &Value {
@@ -249,15 +266,16 @@ fn webhook_rules_cover_exactly_what_the_server_mutates(m: &Manifests) {
         }
     }
     let mut in_code = BTreeSet::new();
-    for kind in WorkloadKind::all() {
-        let (group, version, resource) = kind.resource();
+    for row in m.kinds() {
+        let kind = &row.declaration;
+        let (group, version, resource) = (kind.group, kind.version, kind.resource);
         for (operation, name) in [
             (Operation::Create, "CREATE"),
             (Operation::Update, "UPDATE"),
             (Operation::Delete, "DELETE"),
             (Operation::Connect, "CONNECT"),
         ] {
-            if kind.mutates(operation) {
+            if kind.operations.contains(&operation) {
                 in_code.insert((
                     group.to_owned(),
                     version.to_owned(),
@@ -502,7 +520,9 @@ fn rbac_grants_what_the_code_calls_and_nothing_more(m: &Manifests) {
     assert_eq!(rules_of(key_role), expected);
 
     // The controller: exactly docs/controller.md's list for the controller, which is what its code calls.
-    let expected: BTreeSet<_> = controller_permissions()
+    let table = m.kinds();
+    let rolled = kinds::rolled_among(table.iter().map(|row| &row.declaration));
+    let expected: BTreeSet<_> = controller_permissions_among(rolled)
         .into_iter()
         .flat_map(|(g, r, verbs)| {
             verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))
@@ -750,6 +770,13 @@ fn chart_values_reach_the_arguments(m: &Manifests) {
         .collect();
     assert!(!allowed.is_empty(), "the custom values move registry.allow");
     let ca = &values["registry"]["ca"];
+    for (name, custom_kinds) in [
+        ("configsum-webhook", &serve.kinds.custom_kinds),
+        ("configsum-controller", &controller.kinds.custom_kinds),
+    ] {
+        let path = custom_kinds.as_ref().and_then(|p| p.to_str());
+        assert_eq!(path, Some("/etc/configsum/custom-kinds/kinds.yaml"), "{name}");
+    }
     for (name, annotations, registries) in [
         ("configsum-webhook", &serve.annotations, &serve.registries),
         ("configsum-controller", &controller.annotations, &controller.registries),
@@ -757,6 +784,12 @@ fn chart_values_reach_the_arguments(m: &Manifests) {
         assert_eq!(annotations.annotation_domain, domain, "{name}");
         assert_eq!(registries.insecure_registries, insecure, "{name}");
         assert_eq!(registries.allowed_registries, allowed, "{name}");
+        // customKinds: the rendered file, mounted and passed (its content is checked by kinds()).
+        let pod = &m.one("Deployment", name)["spec"]["template"]["spec"];
+        let mounted = pod["volumes"].as_array().expect("volumes").iter().any(|v| {
+            v["name"] == "custom-kinds" && v["configMap"]["name"] == "configsum-custom-kinds"
+        });
+        assert!(mounted, "{name}: the custom kinds ConfigMap is mounted");
         assert_eq!(registries.registry_timeout, Duration::from_secs(3), "{name}: extraArgs");
         // --registry-ca-file is the key of the named ConfigMap, mounted.
         let file = registries.registry_ca_file.as_ref().expect("--registry-ca-file");

@@ -240,6 +240,12 @@ fn rows(extra: Vec<KindDeclaration>) -> Result<Vec<KindRow>, KindError> {
     Ok(rows)
 }
 
+/// The table the built-in kinds and `extra` would make, without installing it: for tools and
+/// tests that check a rendered installation against the kinds it declares.
+pub fn table_with(extra: Vec<KindDeclaration>) -> Result<Vec<KindRow>, KindError> {
+    rows(extra)
+}
+
 /// Adds `extra` kinds to the built-in ones. Once, at start-up, before anything reads a kind.
 pub fn declare(extra: Vec<KindDeclaration>) -> Result<(), KindError> {
     let rows = rows(extra)?;
@@ -296,8 +302,14 @@ impl fmt::Debug for WorkloadKind {
 
 /// (API group, resource) of every kind the controller may roll.
 pub fn rolled_resources() -> impl Iterator<Item = (&'static str, &'static str)> {
-    WorkloadKind::all()
-        .map(WorkloadKind::declaration)
+    rolled_among(WorkloadKind::all().map(WorkloadKind::declaration))
+}
+
+/// (API group, resource) of the kinds among `declarations` the controller may roll.
+pub fn rolled_among<'a>(
+    declarations: impl Iterator<Item = &'a KindDeclaration>,
+) -> impl Iterator<Item = (&'static str, &'static str)> {
+    declarations
         .filter(|declared| declared.controller != Controller::Never)
         .map(|declared| (declared.group, declared.resource))
 }

@@ -32,9 +32,15 @@ pub fn webhook_permissions() -> impl Iterator<Item = Permission> {
 /// The controller's, cluster-wide: the opted-in namespaces, the kinds it rolls, what they
 /// consume, the ServiceAccounts of tracked images and the Events it records.
 pub fn controller_permissions() -> Vec<Permission> {
+    controller_permissions_among(rolled_resources())
+}
+
+/// The same, for the kinds a table other than this process's rolls (a rendered installation).
+pub fn controller_permissions_among(
+    rolled: impl Iterator<Item = (&'static str, &'static str)>,
+) -> Vec<Permission> {
     let mut permissions: Vec<Permission> = vec![("", "namespaces", &["list", "watch"])];
-    permissions
-        .extend(rolled_resources().map(|(group, resource)| (group, resource, ROLLED_KIND_VERBS)));
+    permissions.extend(rolled.map(|(group, resource)| (group, resource, ROLLED_KIND_VERBS)));
     permissions.extend(ObjectKind::all().map(|kind| {
         let input = kind.input();
         (input.group, input.resource, TRACKED_KIND_VERBS)

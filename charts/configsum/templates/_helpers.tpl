@@ -39,13 +39,26 @@ securityContext:
 {{/* Pod template metadata: the name label, and podAnnotations if any. Argument: (list $ "name"). */}}
 {{- define "configsum.podMetadata" -}}
 {{- $ := index . 0 -}}
+{{- $annotations := deepCopy ($.Values.podAnnotations | default dict) -}}
+{{- if and $.Values.customKinds (has (index . 1) (list "configsum-webhook" "configsum-controller")) -}}
+{{- /* The file is read at start-up: a changed declaration restarts the pods that read it. */ -}}
+{{- $_ := set $annotations "configsum.dev/custom-kinds-checksum" (include "configsum.customKindsFile" $ | sha256sum) -}}
+{{- end }}
 metadata:
   labels:
     app.kubernetes.io/name: {{ index . 1 }}
-  {{- with $.Values.podAnnotations }}
+  {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+{{- end }}
+
+{{/* The CustomKinds file of the customKinds value (docs/custom-kinds.md). */}}
+{{- define "configsum.customKindsFile" -}}
+apiVersion: configsum.dev/v1alpha1
+kind: CustomKinds
+kinds:
+{{- toYaml .Values.customKinds | nindent 0 }}
 {{- end }}
 
 {{/* Pod spec fields shared by every pod: pull secrets, node selector, tolerations. */}}
@@ -92,17 +105,26 @@ set, so the defaults render the base's arguments exactly.
 {{- if include "configsum.registryCaEnabled" . }}
 - --registry-ca-file=/etc/configsum/registry-ca/{{ .Values.registry.ca.key }}
 {{- end }}
+{{- if .Values.customKinds }}
+- --custom-kinds=/etc/configsum/custom-kinds/kinds.yaml
+{{- end }}
 {{- end }}
 
-{{- define "configsum.registryCaMount" -}}
+{{/* Volume mounts the webhook and the controller share: the registry CA, the custom kinds. */}}
+{{- define "configsum.sharedMounts" -}}
 {{- if include "configsum.registryCaEnabled" . }}
 - name: registry-ca
   mountPath: /etc/configsum/registry-ca
   readOnly: true
 {{- end }}
+{{- if .Values.customKinds }}
+- name: custom-kinds
+  mountPath: /etc/configsum/custom-kinds
+  readOnly: true
+{{- end }}
 {{- end }}
 
-{{- define "configsum.registryCaVolume" -}}
+{{- define "configsum.sharedVolumes" -}}
 {{- if .Values.registry.ca.configMap }}
 - name: registry-ca
   configMap:
@@ -112,6 +134,19 @@ set, so the defaults render the base's arguments exactly.
   secret:
     secretName: {{ .Values.registry.ca.secret }}
 {{- end }}
+{{- if .Values.customKinds }}
+- name: custom-kinds
+  configMap:
+    name: configsum-custom-kinds
+{{- end }}
+{{- end }}
+
+{{/* A custom kind's apiGroup and version, from its apiVersion. Argument: the kind. */}}
+{{- define "configsum.kindGroup" -}}
+{{- index (splitList "/" .apiVersion) 0 -}}
+{{- end }}
+{{- define "configsum.kindVersion" -}}
+{{- index (splitList "/" .apiVersion) 1 -}}
 {{- end }}
 
 {{/* The Secret the webhook serves TLS from. */}}
