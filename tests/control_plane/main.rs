@@ -23,6 +23,7 @@ mod registry;
 mod server;
 
 mod controller;
+mod custom_kinds;
 mod differential;
 mod gitops;
 mod install;
