@@ -76,6 +76,30 @@ async fn a_secret_change_patches_exactly_its_workloads_with_the_webhooks_digests
 }
 
 #[tokio::test]
+async fn a_changed_secret_is_read_once_per_change_not_once_per_reader() {
+    // The event loop's read digests the Secret for every workload tracking it and hands the
+    // digests to their reconciliations, which read only what they were not handed.
+    let mut cluster = Cluster::new("ctl-one-read").await;
+    cluster.deployment(NS, "a", &[], &["db"], true);
+    cluster.deployment(NS, "b", &[], &["db"], true);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    let path = FakeApiServer::secret_path(NS, "db");
+    assert_eq!(cluster.api.calls("GET", &path), 1, "the baseline read");
+    for (change, password) in ["two", "three"].into_iter().enumerate() {
+        let before = (cluster.annotations(NS, "a"), cluster.annotations(NS, "b"));
+        cluster.secret("db", &[("password", password)]);
+        cluster
+            .wait_for("both patches", REACTION, |c| {
+                c.annotations(NS, "a") != before.0 && c.annotations(NS, "b") != before.1
+            })
+            .await;
+        assert_eq!(cluster.api.calls("GET", &path), 2 + change, "one more read per change");
+    }
+    assert_eq!(cluster.annotations(NS, "a"), cluster.webhook_digests(NS, "a"));
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
 async fn every_declared_kind_of_object_is_watched_read_and_digested_as_the_webhook_does() {
     // A kind declared in core::inputs but missing from the fixtures, the fake
     // API server, the controller's watches or its reads fails here.

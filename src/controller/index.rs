@@ -5,10 +5,7 @@ use std::collections::HashMap;
 
 use super::workload::WorkloadKey;
 use crate::core::workload::WorkloadKind;
-use crate::core::{Mutation, ObjectRef};
-
-/// A tracked object: its namespace and reference.
-pub type ObjectSlot = (String, ObjectRef);
+use crate::core::{Mutation, ObjectKey, ObjectRef};
 
 /// The objects the webhook's rules say a workload tracks.
 pub fn tracked_by(mutation: &Mutation) -> Vec<ObjectRef> {
@@ -20,16 +17,16 @@ pub struct ReferenceIndex {
     workloads: HashMap<WorkloadKey, Vec<ObjectRef>>,
     /// Sorted; most objects have one workload, so a Vec rather than a set
     /// (a B-tree node per object was most of the controller's memory).
-    by_object: HashMap<ObjectSlot, Vec<WorkloadKey>>,
+    by_object: HashMap<ObjectKey, Vec<WorkloadKey>>,
 }
 
 /// How an upsert or removal changed the set of tracked objects.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Change {
     /// Objects nobody tracked before.
-    pub added: Vec<ObjectSlot>,
+    pub added: Vec<ObjectKey>,
     /// Objects nobody tracks any more.
-    pub dropped: Vec<ObjectSlot>,
+    pub dropped: Vec<ObjectKey>,
 }
 
 impl ReferenceIndex {
@@ -37,15 +34,15 @@ impl ReferenceIndex {
     pub fn upsert(&mut self, key: WorkloadKey, objects: Vec<ObjectRef>) -> Change {
         let mut change = self.remove(&key);
         for object in &objects {
-            let slot = (key.namespace.clone(), object.clone());
-            let workloads = self.by_object.entry(slot.clone()).or_default();
+            let object = object.clone().within(key.namespace.clone());
+            let workloads = self.by_object.entry(object.clone()).or_default();
             if workloads.is_empty() {
                 // Dropped and re-added in one upsert: neither.
-                match change.dropped.iter().position(|s| *s == slot) {
+                match change.dropped.iter().position(|s| *s == object) {
                     Some(i) => {
                         change.dropped.swap_remove(i);
                     }
-                    None => change.added.push(slot),
+                    None => change.added.push(object),
                 }
             }
             if let Err(at) = workloads.binary_search(&key) {
@@ -60,14 +57,14 @@ impl ReferenceIndex {
         let mut change = Change::default();
         let Some(old) = self.workloads.remove(key) else { return change };
         for object in old {
-            let slot = (key.namespace.clone(), object);
-            if let Some(workloads) = self.by_object.get_mut(&slot) {
+            let object = object.within(key.namespace.clone());
+            if let Some(workloads) = self.by_object.get_mut(&object) {
                 if let Ok(at) = workloads.binary_search(key) {
                     workloads.remove(at);
                 }
                 if workloads.is_empty() {
-                    self.by_object.remove(&slot);
-                    change.dropped.push(slot);
+                    self.by_object.remove(&object);
+                    change.dropped.push(object);
                 }
             }
         }
@@ -75,8 +72,8 @@ impl ReferenceIndex {
     }
 
     /// The workloads tracking an object, in a stable order.
-    pub fn tracking(&self, slot: &ObjectSlot) -> impl Iterator<Item = &WorkloadKey> {
-        self.by_object.get(slot).into_iter().flatten()
+    pub fn tracking(&self, object: &ObjectKey) -> impl Iterator<Item = &WorkloadKey> {
+        self.by_object.get(object).into_iter().flatten()
     }
 
     /// Every workload of `kind`.
@@ -111,8 +108,8 @@ mod tests {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: name.into() }
     }
 
-    fn slot(object: ObjectRef) -> ObjectSlot {
-        ("ns".into(), object)
+    fn slot(object: ObjectRef) -> ObjectKey {
+        object.within("ns")
     }
 
     fn tracks(objects: &[ObjectRef]) -> Vec<ObjectRef> {
@@ -128,7 +125,7 @@ mod tests {
         assert!(index.upsert(key("b"), tracks(std::slice::from_ref(&s))) == Change::default());
         let tracking: Vec<_> = index.tracking(&slot(s.clone())).cloned().collect();
         assert_eq!(tracking, vec![key("a"), key("b")]);
-        assert_eq!(index.tracking(&("other".into(), s.clone())).count(), 0);
+        assert_eq!(index.tracking(&s.clone().within("other")).count(), 0);
         assert_eq!(index.object_count(), 2);
         // A workload that stops referencing an object drops it if nobody else tracks it.
         let change = index.upsert(key("a"), tracks(std::slice::from_ref(&s)));

@@ -1,27 +1,36 @@
 //! `configsum controller`: rolls workloads when only their ConfigMaps or
 //! Secrets change, with the webhook's own rules and digests.
 //!
-//! `watches` feed the event loop's `state` (scope, the reference `index`,
-//! tracked `objects` and their reads, `relist` bookkeeping); `schedule`
-//! decides when each workload is due (the window and minimum interval of
-//! `queue`, retries with `backoff`, the leadership term) and hands it to the
-//! `worker`, which `reconcile`s it through the token bucket and records an
-//! `event`; only the holder of the `lease` patches. `run` wires it together.
+//! The spine is one event loop over a sans-I/O `state`. Everything reports
+//! to it through one inbox (`message`): the `watches` (each applied to an
+//! index by a `watch` handle, which owns the relist protocol), the object
+//! `reads`, the `worker` and the image `poller`. The state keeps the
+//! reference `index`, the tracked `objects`, the `images` index and the
+//! `schedule` (the window and minimum interval of `queue`, retries with
+//! `backoff`, the leadership term); its `tick` hands out reads, work and poll
+//! rounds. The worker `reconcile`s through the token bucket and records an
+//! `event`, through the `api` seam; only the holder of the `lease` patches.
+//! `run` wires it together.
 
+pub mod api;
 pub mod backoff;
 pub mod event;
+#[cfg(test)]
+mod fake_api;
 pub mod images;
 pub mod index;
 pub mod lease;
+pub mod message;
 pub mod metrics;
 pub mod objects;
 pub mod queue;
+pub mod reads;
 pub mod reconcile;
-pub mod relist;
 mod run;
 pub mod schedule;
 pub mod state;
 pub mod trigger;
+pub mod watch;
 pub mod watches;
 pub mod worker;
 pub mod workload;

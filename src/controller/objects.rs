@@ -8,14 +8,16 @@
 //! stale; a workload without one rolls only if the object's content changed
 //! while the controller watched (first observation). One read per object is
 //! in flight at a time; a change during a read reads it again afterwards.
+//! The digests a read computes for the workloads it makes due are handed to
+//! their reconciliations ([`FreshDigests`]), so one change is one read.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 
-use super::index::ObjectSlot;
 use super::workload::WorkloadKey;
 use crate::core::digest::ABSENT;
 use crate::core::refs::ConsumedKeys;
-use crate::core::{Digester, ObjectContent, ObjectId};
+use crate::core::{Digester, ObjectContent, ObjectId, ObjectKey, ObjectRef, Observation};
 
 /// A workload tracking the object being read: the keys it consumes and its
 /// digest annotation for the object, if any.
@@ -24,6 +26,14 @@ pub struct Tracker {
     pub workload: WorkloadKey,
     pub keys: ConsumedKeys,
     pub existing: Option<String>,
+}
+
+/// A read to start: the object, and the workloads that track it with the
+/// keys each consumes and its digest (the read is judged for each at once).
+#[derive(Debug)]
+pub struct ReadRequest {
+    pub object: ObjectKey,
+    pub trackers: Vec<Tracker>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,58 +46,84 @@ pub enum Verdict {
     NoDigest,
 }
 
+/// What one read means for one tracking workload.
+#[derive(Clone, Debug)]
+pub struct Judged {
+    pub workload: WorkloadKey,
+    pub verdict: Verdict,
+    /// The digest of the keys it consumes (or absent), for its reconciliation.
+    pub fresh: Fresh,
+}
+
+/// A digest a read computed for a workload, with the keys it covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fresh {
+    pub keys: ConsumedKeys,
+    pub observation: Observation,
+}
+
 /// The outcome of one read, with the data already digested and dropped.
 #[derive(Clone, Debug)]
 pub struct Reading {
     pub resource_version: Option<String>,
     /// A digest of the whole content; `None` when the object does not exist.
-    pub fingerprint: Option<String>,
-    pub verdicts: Vec<(WorkloadKey, Verdict)>,
+    pub content_digest: Option<String>,
+    pub judged: Vec<Judged>,
 }
 
 /// Digests what a read found for every tracker. Pure.
 pub fn judge(
-    slot: &ObjectSlot,
+    object: &ObjectKey,
     content: Option<&ObjectContent>,
     resource_version: Option<String>,
     digester: &Digester,
     trackers: &[Tracker],
 ) -> Reading {
-    let (namespace, object) = slot;
-    let id = ObjectId { namespace, object };
-    let fingerprint = content.map(|c| Digester::default().digest(id, c, &ConsumedKeys::All, None));
-    let verdicts = trackers
+    let id = ObjectId { namespace: &object.namespace, object: &object.object };
+    let content_digest =
+        content.map(|c| Digester::default().digest(id, c, &ConsumedKeys::All, None));
+    let judged = trackers
         .iter()
         .map(|t| {
+            let observation = match content {
+                Some(c) => {
+                    Observation::Digest(digester.digest(id, c, &t.keys, t.existing.as_deref()))
+                }
+                None => Observation::Absent,
+            };
+            let value = match &observation {
+                Observation::Digest(value) => value.as_str(),
+                _ => ABSENT,
+            };
             let verdict = match &t.existing {
                 None => Verdict::NoDigest,
-                Some(existing) => {
-                    let value = match content {
-                        Some(c) => digester.digest(id, c, &t.keys, Some(existing)),
-                        None => ABSENT.to_owned(),
-                    };
-                    if value == *existing { Verdict::Current } else { Verdict::Stale }
-                }
+                Some(existing) if existing == value => Verdict::Current,
+                Some(_) => Verdict::Stale,
             };
-            (t.workload.clone(), verdict)
+            let fresh = Fresh { keys: t.keys.clone(), observation };
+            Judged { workload: t.workload.clone(), verdict, fresh }
         })
         .collect();
-    Reading { resource_version, fingerprint, verdicts }
+    Reading { resource_version, content_digest, judged }
 }
 
 /// What a finished read asks of the workloads tracking the object: stale
 /// ones roll; ones without a digest roll only on a change seen while watching.
-pub fn to_roll(reading: &Reading, content_changed: bool) -> Vec<WorkloadKey> {
-    reading
-        .verdicts
-        .iter()
-        .filter(|(_, v)| *v == Verdict::Stale || (*v == Verdict::NoDigest && content_changed))
-        .map(|(w, _)| w.clone())
-        .collect()
+pub fn to_roll(reading: Reading, content_changed: bool) -> impl Iterator<Item = Judged> {
+    reading.judged.into_iter().filter(move |j| {
+        j.verdict == Verdict::Stale || (j.verdict == Verdict::NoDigest && content_changed)
+    })
 }
 
+/// Digests the controller's reads computed for the workloads they made due,
+/// by workload and object: their reconciliations take these instead of
+/// reading the objects again. Written by the event loop, taken (removed) by a
+/// reconciliation, so a retry reads afresh. Holds digests, never content.
+pub type FreshDigests = Arc<Mutex<HashMap<WorkloadKey, HashMap<ObjectRef, Fresh>>>>;
+
+/// What the controller knows of one tracked object's content.
 #[derive(Clone, Debug, Default)]
-struct Fingerprint {
+struct Known {
     /// The resourceVersion of the content last read.
     resource_version: Option<String>,
     /// `Some(None)`: read, and absent. `None`: never read.
@@ -100,36 +136,36 @@ struct Fingerprint {
     failures: u32,
 }
 
-/// Fingerprints of the tracked objects and the reads waiting or running.
+/// What is known of each tracked object, and the reads waiting or running.
 #[derive(Debug, Default)]
 pub struct TrackedObjects {
-    known: HashMap<ObjectSlot, Fingerprint>,
+    known: HashMap<ObjectKey, Known>,
     /// Objects whose `queued` flag is set, in the order asked.
-    waiting: VecDeque<ObjectSlot>,
+    waiting: VecDeque<ObjectKey>,
     queued: usize,
-    reading: HashSet<ObjectSlot>,
+    reading: HashSet<ObjectKey>,
 }
 
 impl TrackedObjects {
     /// Starts tracking an object (no read yet).
-    pub fn track(&mut self, slot: ObjectSlot) {
-        self.known.entry(slot).or_default();
+    pub fn track(&mut self, key: ObjectKey) {
+        self.known.entry(key).or_default();
     }
 
     /// Stops tracking it; a read in flight is ignored when it returns.
-    pub fn forget(&mut self, slot: &ObjectSlot) {
-        if self.known.remove(slot).is_some_and(|f| f.queued) {
+    pub fn forget(&mut self, key: &ObjectKey) {
+        if self.known.remove(key).is_some_and(|f| f.queued) {
             self.queued -= 1;
         }
     }
 
-    pub fn is_tracked(&self, slot: &ObjectSlot) -> bool {
-        self.known.contains_key(slot)
+    pub fn is_tracked(&self, key: &ObjectKey) -> bool {
+        self.known.contains_key(key)
     }
 
     /// Whether `resource_version` is the one last read (nothing to do).
-    pub fn is_current(&self, slot: &ObjectSlot, resource_version: Option<&str>) -> bool {
-        self.known.get(slot).is_some_and(|f| {
+    pub fn is_current(&self, key: &ObjectKey, resource_version: Option<&str>) -> bool {
+        self.known.get(key).is_some_and(|f| {
             f.digest.is_some()
                 && resource_version.is_some()
                 && f.resource_version.as_deref() == resource_version
@@ -138,60 +174,60 @@ impl TrackedObjects {
 
     /// Tracked objects that exist as far as the controller knows (never
     /// read, or read and present).
-    pub fn existing(&self) -> impl Iterator<Item = &ObjectSlot> {
+    pub fn existing(&self) -> impl Iterator<Item = &ObjectKey> {
         self.known.iter().filter(|(_, f)| !matches!(f.digest, Some(None))).map(|(s, _)| s)
     }
 
-    pub fn all(&self) -> impl Iterator<Item = &ObjectSlot> {
+    pub fn all(&self) -> impl Iterator<Item = &ObjectKey> {
         self.known.keys()
     }
 
     /// Asks for a read of a tracked object.
-    pub fn request(&mut self, slot: ObjectSlot) {
-        let reading = self.reading.contains(&slot);
-        let Some(known) = self.known.get_mut(&slot) else { return };
+    pub fn request(&mut self, key: ObjectKey) {
+        let reading = self.reading.contains(&key);
+        let Some(known) = self.known.get_mut(&key) else { return };
         if reading {
             known.dirty = true;
         } else if !known.queued {
             known.queued = true;
             self.queued += 1;
-            self.waiting.push_back(slot);
+            self.waiting.push_back(key);
         }
     }
 
     /// The next read to start, if fewer than `limit` are running.
-    pub fn start_next(&mut self, limit: usize) -> Option<ObjectSlot> {
+    pub fn start_next(&mut self, limit: usize) -> Option<ObjectKey> {
         while self.reading.len() < limit {
-            let slot = self.waiting.pop_front()?;
+            let key = self.waiting.pop_front()?;
             // Forgotten (and perhaps tracked again) since it was queued: skip.
-            let Some(known) = self.known.get_mut(&slot).filter(|k| k.queued) else { continue };
+            let Some(known) = self.known.get_mut(&key).filter(|k| k.queued) else { continue };
             known.queued = false;
             self.queued -= 1;
-            self.reading.insert(slot.clone());
-            return Some(slot);
+            self.reading.insert(key.clone());
+            return Some(key);
         }
         None
     }
 
     /// Records a finished read; returns whether the content changed since the
     /// last read (never on the first one), or `None` if no longer tracked.
-    pub fn finished(&mut self, slot: &ObjectSlot, reading: &Reading) -> Option<bool> {
-        self.reading.remove(slot);
-        let known = self.known.get_mut(slot)?;
-        let changed = known.digest.as_ref().is_some_and(|old| *old != reading.fingerprint);
-        known.digest = Some(reading.fingerprint.clone());
+    pub fn finished(&mut self, key: &ObjectKey, reading: &Reading) -> Option<bool> {
+        self.reading.remove(key);
+        let known = self.known.get_mut(key)?;
+        let changed = known.digest.as_ref().is_some_and(|old| *old != reading.content_digest);
+        known.digest = Some(reading.content_digest.clone());
         known.resource_version = reading.resource_version.clone();
         known.failures = 0;
         if std::mem::take(&mut known.dirty) {
-            self.request(slot.clone());
+            self.request(key.clone());
         }
         Some(changed)
     }
 
     /// Records a failed read; returns how many reads failed in a row.
-    pub fn failed(&mut self, slot: &ObjectSlot) -> u32 {
-        self.reading.remove(slot);
-        let Some(known) = self.known.get_mut(slot) else { return 1 };
+    pub fn failed(&mut self, key: &ObjectKey) -> u32 {
+        self.reading.remove(key);
+        let Some(known) = self.known.get_mut(key) else { return 1 };
         // The retry reads the latest version anyway.
         known.dirty = false;
         known.failures += 1;
@@ -207,11 +243,11 @@ impl TrackedObjects {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::DigestKeys;
     use crate::core::workload::WorkloadKind;
-    use crate::core::{DigestKeys, ObjectRef};
 
-    fn slot() -> ObjectSlot {
-        ("ns".into(), ObjectRef::secret("db"))
+    fn db() -> ObjectKey {
+        ObjectRef::secret("db").within("ns")
     }
 
     fn workload(name: &str) -> WorkloadKey {
@@ -233,7 +269,7 @@ mod tests {
     #[test]
     fn verdicts_compare_each_trackers_digest() {
         let d = digester();
-        let id = ObjectId { namespace: "ns", object: &slot().1 };
+        let id = ObjectId { namespace: "ns", object: &db().object };
         let old = content("one");
         let all = d.digest(id, &old, &ConsumedKeys::All, None);
         let user_only = ConsumedKeys::Keys(["user".to_owned()].into());
@@ -249,59 +285,63 @@ mod tests {
             },
         ];
         let new = content("two");
-        let reading = judge(&slot(), Some(&new), Some("5".into()), &d, &trackers);
-        let verdicts: Vec<Verdict> = reading.verdicts.iter().map(|(_, v)| *v).collect();
+        let reading = judge(&db(), Some(&new), Some("5".into()), &d, &trackers);
+        let verdicts: Vec<Verdict> = reading.judged.iter().map(|j| j.verdict).collect();
         // Only the password changed: the workload reading just `user` is current.
         assert_eq!(verdicts, [Verdict::Stale, Verdict::Current, Verdict::NoDigest, Verdict::Stale]);
-        assert_eq!(to_roll(&reading, false), vec![workload("all"), workload("absent")]);
-        assert_eq!(to_roll(&reading, true).len(), 3, "a seen change rolls digest-less ones too");
+        let rolled = |changed| -> Vec<WorkloadKey> {
+            to_roll(reading.clone(), changed).map(|j| j.workload).collect()
+        };
+        assert_eq!(rolled(false), vec![workload("all"), workload("absent")]);
+        assert_eq!(rolled(true).len(), 3, "a seen change rolls digest-less ones too");
+        // Each rolled workload carries the digest of the keys it reads, for its reconciliation.
+        let fresh = &reading.judged[1].fresh;
+        let expected = d.digest(id, &new, &ConsumedKeys::Keys(["user".to_owned()].into()), None);
+        assert_eq!(fresh.observation, Observation::Digest(expected));
 
-        let gone = judge(&slot(), None, None, &d, &trackers);
-        assert_eq!(gone.fingerprint, None);
-        assert_eq!(gone.verdicts[3].1, Verdict::Current, "absent stays absent");
-        assert_eq!(gone.verdicts[0].1, Verdict::Stale);
+        let gone = judge(&db(), None, None, &d, &trackers);
+        assert_eq!(gone.content_digest, None);
+        assert_eq!(gone.judged[3].verdict, Verdict::Current, "absent stays absent");
+        assert_eq!(gone.judged[0].verdict, Verdict::Stale);
+        assert_eq!(gone.judged[0].fresh.observation, Observation::Absent);
     }
 
     #[test]
     fn reads_are_deduplicated_and_rerun_after_a_change_during_a_read() {
         let mut objects = TrackedObjects::default();
-        objects.request(slot());
+        objects.request(db());
         assert_eq!(objects.start_next(4), None, "untracked objects are never read");
-        objects.track(slot());
-        objects.request(slot());
-        objects.request(slot());
-        assert_eq!(objects.start_next(4), Some(slot()));
+        objects.track(db());
+        objects.request(db());
+        objects.request(db());
+        assert_eq!(objects.start_next(4), Some(db()));
         assert_eq!(objects.start_next(4), None, "one read per object");
-        objects.request(slot());
+        objects.request(db());
         let reading = Reading {
             resource_version: Some("1".into()),
-            fingerprint: Some("a".into()),
-            verdicts: vec![],
+            content_digest: Some("a".into()),
+            judged: vec![],
         };
-        assert_eq!(
-            objects.finished(&slot(), &reading),
-            Some(false),
-            "the first read is a baseline"
-        );
-        assert!(objects.is_current(&slot(), Some("1")));
-        assert!(!objects.is_current(&slot(), Some("2")));
-        assert_eq!(objects.start_next(4), Some(slot()), "changed during the read: read again");
+        assert_eq!(objects.finished(&db(), &reading), Some(false), "the first read is a baseline");
+        assert!(objects.is_current(&db(), Some("1")));
+        assert!(!objects.is_current(&db(), Some("2")));
+        assert_eq!(objects.start_next(4), Some(db()), "changed during the read: read again");
         let changed = Reading {
             resource_version: Some("2".into()),
-            fingerprint: Some("b".into()),
-            verdicts: vec![],
+            content_digest: Some("b".into()),
+            judged: vec![],
         };
-        assert_eq!(objects.finished(&slot(), &changed), Some(true));
+        assert_eq!(objects.finished(&db(), &changed), Some(true));
         let metadata_only = Reading { resource_version: Some("3".into()), ..changed };
-        objects.request(slot());
-        assert_eq!(objects.start_next(4), Some(slot()));
-        assert_eq!(objects.finished(&slot(), &metadata_only), Some(false));
-        objects.request(slot());
-        assert_eq!(objects.start_next(4), Some(slot()));
-        assert_eq!(objects.failed(&slot()), 1);
-        assert_eq!(objects.failed(&slot()), 2);
-        objects.forget(&slot());
-        assert_eq!(objects.finished(&slot(), &metadata_only), None);
-        assert!(!objects.is_tracked(&slot()));
+        objects.request(db());
+        assert_eq!(objects.start_next(4), Some(db()));
+        assert_eq!(objects.finished(&db(), &metadata_only), Some(false));
+        objects.request(db());
+        assert_eq!(objects.start_next(4), Some(db()));
+        assert_eq!(objects.failed(&db()), 1);
+        assert_eq!(objects.failed(&db()), 2);
+        objects.forget(&db());
+        assert_eq!(objects.finished(&db(), &metadata_only), None);
+        assert!(!objects.is_tracked(&db()));
     }
 }

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// Changes within `window` of a workload's first pending change are coalesced
 /// into one patch when the window closes.

@@ -10,21 +10,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use json_patch::PatchOperation;
-use kube::api::{DynamicObject, Patch};
-use kube::{Api, Client};
+use kube::api::Patch;
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::api::{ControllerApi, PatchError, Reads};
 use super::event;
 use super::images::{self, LatestDigests};
 use super::lease::Leadership;
+use super::objects::FreshDigests;
 use super::queue::TokenBucket;
 use super::trigger::Trigger;
-use super::workload::{Snapshot, Snapshots, WorkloadKey, api_resource};
+use super::workload::{Snapshot, Snapshots, WorkloadKey};
 use crate::core::inputs::image::ImageObservation;
 use crate::core::{Digester, Mutation, ObjectRef, Observation, Settings};
-use crate::lookup::{Inputs, KubeSource, LookupMetrics, observe, observe_all};
+use crate::lookup::{Inputs, LookupMetrics, observe, observe_some};
 
 /// Bound on each API call, and on one reconciliation's lookups together.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -63,7 +64,7 @@ pub enum Reconciled {
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     #[error("API server: {0}")]
-    Kube(#[from] kube::Error),
+    Api(String),
     #[error("{0}")]
     Lookup(String),
     #[error("the workload kept changing under us ({CONFLICT_RETRIES} conflicts)")]
@@ -78,24 +79,27 @@ impl ReconcileError {
         match self {
             ReconcileError::Conflict => "conflict",
             ReconcileError::Timeout => "timeout",
-            ReconcileError::Kube(_) | ReconcileError::Lookup(_) => "failed",
+            ReconcileError::Api(_) | ReconcileError::Lookup(_) => "failed",
         }
     }
 }
 
-pub struct Reconciler {
-    pub client: Client,
-    pub source: Arc<KubeSource>,
+pub type ReconcileResult = Result<Reconciled, ReconcileError>;
+
+pub struct Reconciler<A> {
+    pub api: Arc<A>,
     pub digester: Digester,
     pub settings: Settings,
     pub lookups: LookupMetrics,
     pub snapshots: Snapshots,
     pub leadership: watch::Receiver<Leadership>,
-    /// The digests the image poller found, by slot.
+    /// The digests the image poller found, by image.
     pub latest_digests: LatestDigests,
+    /// The digests the event loop's reads found for due workloads.
+    pub fresh_digests: FreshDigests,
 }
 
-impl Reconciler {
+impl<A: ControllerApi> Reconciler<A> {
     /// Patches `key` if its digests are not current; `changed` names the
     /// objects that triggered it, for the Event. Works from the watched
     /// snapshot (the controller needs no `get` on workloads); after a
@@ -107,9 +111,7 @@ impl Reconciler {
         changed: &BTreeSet<Trigger>,
         term: u64,
         bucket: &mut TokenBucket,
-    ) -> Result<Reconciled, ReconcileError> {
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.kind));
+    ) -> ReconcileResult {
         let mut conflicted: Option<Option<String>> = None;
         for _ in 0..CONFLICT_RETRIES {
             let Some(snapshot) = fresh_snapshot(&self.snapshots, key, conflicted.as_ref()).await
@@ -134,14 +136,13 @@ impl Reconciler {
                 return Ok(Reconciled::Unchanged);
             }
             // Only patches are paced; reconciliations that change nothing are free.
-            while let Err(wait) = bucket.take(std::time::Instant::now()) {
+            while let Err(wait) = bucket.take(Instant::now()) {
                 tokio::time::sleep(wait).await;
             }
             let Some(left) = self.leadership.borrow().remaining(term, Instant::now()) else {
                 return Ok(Reconciled::NotLeading);
             };
             let version = snapshot.resource_version.clone();
-            let params = super::patch_params();
             // A pinned image is an element of the containers list, which a
             // merge patch could only replace whole: that patch is a JSON Patch.
             let patch: Patch<Value> =
@@ -150,23 +151,18 @@ impl Reconciler {
                 } else {
                     Patch::Merge(merge_patch(key.kind.annotations_path(), &decision.patch, version))
                 };
-            let call = api.patch(&key.name, &params, &patch);
-            match tokio::time::timeout(left.min(CALL_TIMEOUT), call).await {
+            match tokio::time::timeout(left.min(CALL_TIMEOUT), self.api.patch(key, &patch)).await {
                 Err(_) => return Err(ReconcileError::Timeout),
-                Ok(Ok(_)) => {
+                Ok(Ok(())) => {
                     let mut named: BTreeSet<Trigger> = changed.clone();
                     named.extend(decision.changed.into_iter().map(Trigger::Object));
                     let event = event::rolled(key, snapshot.uid, &named);
-                    event::record(&self.client, event, CALL_TIMEOUT).await;
+                    self.api.record(event, CALL_TIMEOUT).await;
                     return Ok(Reconciled::Patched);
                 }
-                Ok(Err(kube::Error::Api(status))) if status.code == 409 => {
-                    conflicted = Some(snapshot.resource_version)
-                }
-                Ok(Err(kube::Error::Api(status))) if status.code == 404 => {
-                    return Ok(Reconciled::Gone);
-                }
-                Ok(Err(e)) => return Err(e.into()),
+                Ok(Err(PatchError::Conflict)) => conflicted = Some(snapshot.resource_version),
+                Ok(Err(PatchError::NotFound)) => return Ok(Reconciled::Gone),
+                Ok(Err(PatchError::Failed(e))) => return Err(ReconcileError::Api(e)),
             }
         }
         Err(ReconcileError::Conflict)
@@ -179,18 +175,40 @@ fn unreadable(objects: &[ObjectRef]) -> String {
     format!("could not read {}", names.join(", "))
 }
 
-/// A reconciliation's observations: its objects read fresh from the API server, its images
-/// from what the poller last found.
-struct ReconcileInputs<'a> {
-    reconciler: &'a Reconciler,
+/// A reconciliation's observations: the digests the event loop's reads
+/// computed for it where they cover the keys it reads now, the other objects
+/// read fresh; its images from what the poller last found.
+struct ReconcileInputs<'a, A> {
+    reconciler: &'a Reconciler<A>,
     key: &'a WorkloadKey,
     deadline: Instant,
 }
 
-impl Inputs for ReconcileInputs<'_> {
+impl<A: ControllerApi> Inputs for ReconcileInputs<'_, A> {
     async fn objects(&self, mutation: &Mutation) -> Vec<Observation> {
         let r = self.reconciler;
-        observe_all(&*r.source, &r.digester, mutation, self.deadline, &r.lookups).await
+        let mut fresh = r.fresh_digests.lock().ok().and_then(|mut f| f.remove(self.key));
+        let mut observations: Vec<Option<Observation>> = mutation
+            .targets
+            .iter()
+            .map(|target| {
+                let found = fresh.as_mut()?.remove(&target.object)?;
+                (found.keys == target.consumption.keys).then_some(found.observation)
+            })
+            .collect();
+        let missing: Vec<usize> =
+            (0..observations.len()).filter(|&i| observations[i].is_none()).collect();
+        if !missing.is_empty() {
+            let reads = Reads(r.api.clone());
+            let read =
+                observe_some(&reads, &r.digester, mutation, &missing, self.deadline, &r.lookups);
+            for (index, observation) in read.await {
+                observations[index] = Some(observation);
+            }
+        }
+        // Every index was either fresh or read.
+        let unread = || Observation::Unreadable("not read".into());
+        observations.into_iter().map(|o| o.unwrap_or_else(unread)).collect()
     }
 
     async fn images(&self, mutation: &Mutation) -> Vec<ImageObservation> {
@@ -249,7 +267,161 @@ pub fn merge_patch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::WorkloadKind;
+    use crate::controller::fake_api::{Answer, Call, FakeApi};
+    use crate::controller::objects::Fresh;
+    use crate::controller::workload::WatchedWorkload;
+    use crate::core::refs::ConsumedKeys;
+    use crate::core::{DigestKeys, ObjectContent, ObjectId, WorkloadKind};
+
+    fn web() -> WorkloadKey {
+        WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: "web".into() }
+    }
+
+    fn digester() -> Digester {
+        Digester::new(DigestKeys::parse(b"0123456789abcdef0123456789abcdef").expect("key"))
+    }
+
+    fn digest_of(password: &str) -> String {
+        let object = ObjectRef::secret("db");
+        let id = ObjectId { namespace: "ns", object: &object };
+        let entries = [("password".to_owned(), password.as_bytes().to_vec())].into();
+        digester().digest(id, &ObjectContent::from_entries(entries), &ConsumedKeys::All, None)
+    }
+
+    /// A reconciler of `web`, whose template records the digest of "one" while the Secret
+    /// holds "two", leading in term 1 for an hour.
+    fn reconciler() -> (Reconciler<FakeApi>, watch::Sender<Leadership>) {
+        let api = FakeApi::default();
+        api.put(ObjectRef::secret("db").within("ns"), &[("password", "two")]);
+        let watched: WatchedWorkload = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "5", "uid": "u1"},
+            "spec": {"template": {
+                "metadata": {"annotations": {"secret.configsum.dev/db": digest_of("one")}},
+                "spec": {"containers": [{"name": "c", "image": "app:1",
+                    "envFrom": [{"secretRef": {"name": "db"}}]}]}}}}))
+        .expect("a Deployment");
+        let mutation = watched.plan(WorkloadKind::Deployment, &Settings::default()).expect("plan");
+        let snapshots = Snapshots::default();
+        let snapshot =
+            Snapshot { mutation, resource_version: Some("5".into()), uid: Some("u1".into()) };
+        snapshots.lock().expect("snapshots").insert(web(), snapshot);
+        let leading =
+            Leadership { term: 1, until: Some(Instant::now() + Duration::from_secs(3600)) };
+        let (leadership_tx, leadership) = watch::channel(leading);
+        let reconciler = Reconciler {
+            api: Arc::new(api),
+            digester: digester(),
+            settings: Settings::default(),
+            lookups: LookupMetrics::default(),
+            snapshots,
+            leadership,
+            latest_digests: LatestDigests::default(),
+            fresh_digests: FreshDigests::default(),
+        };
+        (reconciler, leadership_tx)
+    }
+
+    async fn reconcile(r: &Reconciler<FakeApi>) -> ReconcileResult {
+        let mut bucket = TokenBucket::new(100.0, 10, Instant::now());
+        r.reconcile(&web(), &BTreeSet::new(), 1, &mut bucket).await
+    }
+
+    fn hand_fresh(r: &Reconciler<FakeApi>, keys: ConsumedKeys, password: &str) {
+        let fresh = Fresh { keys, observation: Observation::Digest(digest_of(password)) };
+        let mut digests = r.fresh_digests.lock().expect("fresh");
+        digests.entry(web()).or_default().insert(ObjectRef::secret("db"), fresh);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stale_digest_is_patched_with_the_watched_version_and_an_event() {
+        let (r, _leading) = reconciler();
+        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Patched);
+        let calls = r.api.calls();
+        assert!(
+            matches!(&calls[0], Call::Read(object) if object.object == ObjectRef::secret("db"))
+        );
+        let Call::Patch(key, patch) = &calls[1] else { panic!("{calls:?}") };
+        assert_eq!(key, &web());
+        assert_eq!(patch["metadata"]["resourceVersion"], "5");
+        let annotations = &patch["spec"]["template"]["metadata"]["annotations"];
+        assert_eq!(annotations["secret.configsum.dev/db"], digest_of("two"));
+        assert!(matches!(&calls[2], Call::Event(m) if m.contains("secret/db")), "{calls:?}");
+        assert_eq!(calls.len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_digest_handed_on_by_the_event_loops_read_is_not_read_again() {
+        let (r, _leading) = reconciler();
+        hand_fresh(&r, ConsumedKeys::All, "two");
+        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Patched);
+        assert_eq!(r.api.reads(), 0, "one change, one read: the event loop's");
+        assert!(r.fresh_digests.lock().expect("fresh").is_empty(), "taken, so a retry reads");
+        // Handed on for other keys than the workload reads now: read afresh.
+        let (r, _leading) = reconciler();
+        hand_fresh(&r, ConsumedKeys::Keys(["user".to_owned()].into()), "two");
+        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Patched);
+        assert_eq!(r.api.reads(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_conflict_is_retried_and_five_give_up() {
+        let (r, _leading) = reconciler();
+        r.api.answer(&[Answer::Conflict]);
+        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Patched);
+        assert_eq!(r.api.patches().len(), 2);
+        let (r, _leading) = reconciler();
+        r.api.answer(&[Answer::Conflict; 5]);
+        let error = reconcile(&r).await.expect_err("gives up");
+        assert_eq!(error.metric_label(), "conflict");
+        assert_eq!(r.api.patches().len(), 5);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_workload_deleted_meanwhile_is_gone_and_a_failure_is_an_error() {
+        let (r, _leading) = reconciler();
+        r.api.answer(&[Answer::NotFound]);
+        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Gone);
+        let (r, _leading) = reconciler();
+        r.api.answer(&[Answer::Fail]);
+        let error = reconcile(&r).await.expect_err("failed");
+        assert_eq!(
+            (error.metric_label(), error.to_string().as_str()),
+            ("failed", "API server: HTTP 500")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_patch_that_hangs_times_out() {
+        let (r, _leading) = reconciler();
+        r.api.answer(&[Answer::Hang]);
+        let started = Instant::now();
+        let error = reconcile(&r).await.expect_err("timed out");
+        assert_eq!(error.metric_label(), "timeout");
+        assert_eq!(started.elapsed(), CALL_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn leadership_lost_before_the_patch_patches_nothing() {
+        let (r, leading) = reconciler();
+        leading.send_replace(Leadership { term: 1, until: None });
+        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::NotLeading);
+        let (r, leading) = reconciler();
+        leading.send_replace(Leadership { term: 2, until: Some(Instant::now() + CALL_TIMEOUT) });
+        assert_eq!(
+            reconcile(&r).await.expect("reconciled"),
+            Reconciled::NotLeading,
+            "term 1's work"
+        );
+        assert!(r.api.patches().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_current_workload_is_left_alone() {
+        let (r, _leading) = reconciler();
+        r.api.put(ObjectRef::secret("db").within("ns"), &[("password", "one")]);
+        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Unchanged);
+        assert!(r.api.patches().is_empty());
+    }
 
     #[test]
     fn a_pods_merge_patch_is_of_its_own_annotations() {

@@ -9,15 +9,17 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::info;
 
-use super::images::{self, LatestDigests, PollRate};
+use super::api::KubeApi;
+use super::images::{self, PollRate};
 use super::lease::{LeaderElector, Leadership};
+use super::message::Message;
 use super::metrics::ControllerMetrics;
 use super::queue::TokenBucket;
+use super::reads;
 use super::reconcile::{CALL_TIMEOUT, Reconciler};
-use super::state::{Options, Reader, State};
-use super::watches::{Message, Watches};
+use super::state::{Options, Shared, State};
+use super::watches::Watches;
 use super::worker;
-use super::workload::Snapshots;
 use crate::config::ControllerArgs;
 use crate::core::LookupErrorPolicy;
 use crate::lookup::KubeSource;
@@ -64,28 +66,28 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     // Internally, an unreadable object means "retry", never "keep".
     let settings = process::settings(&args.annotations, LookupErrorPolicy::Deny);
     let source = Arc::new(KubeSource::new(client.clone()));
-    let snapshots = Snapshots::default();
+    let api = Arc::new(KubeApi { client: client.clone(), source: source.clone() });
+    let shared = Shared::default();
     // Small: a full channel holds the watches back rather than buffering a list.
     let (tx, mut messages) = mpsc::channel::<Message>(1_024);
-    let latest_digests = LatestDigests::default();
     let reconciler = Arc::new(Reconciler {
-        client: client.clone(),
-        source: source.clone(),
+        api: api.clone(),
         digester: digester.clone(),
         settings: settings.clone(),
         lookups: controller_metrics.lookups.clone(),
-        snapshots: snapshots.clone(),
+        snapshots: shared.snapshots.clone(),
         leadership: leadership.clone(),
-        latest_digests: latest_digests.clone(),
+        latest_digests: shared.latest_digests.clone(),
+        fresh_digests: shared.fresh_digests.clone(),
     });
     let (work_tx, work_rx) = mpsc::unbounded_channel();
-    let bucket = TokenBucket::new(args.rate, args.burst, std::time::Instant::now());
+    let bucket = TokenBucket::new(args.rate, args.burst, Instant::now());
     tokio::spawn(worker::run(reconciler, bucket, work_rx, tx.clone()));
 
     let mut watches = Watches::start(client, tx.clone(), CALL_TIMEOUT).await;
     let (rounds_tx, rounds) = mpsc::channel(1);
     let rate = PollRate { rate: args.registry_rate, burst: args.registry_burst };
-    let poller = images::poll(rounds, source.clone(), registry, rate, CALL_TIMEOUT, tx.clone());
+    let poller = images::poll(rounds, source, registry, rate, CALL_TIMEOUT, tx.clone());
     tokio::spawn(poller);
     let options = Options {
         settings,
@@ -94,46 +96,51 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         min_interval: args.min_interval,
         poll_interval: args.image_poll_interval,
     };
-    let reader = Reader { source, digester, tx };
-    let mut state = State::new(options, reader, work_tx, snapshots, controller_metrics);
-    state.poll_images(rounds_tx, latest_digests);
-    state.expected_kinds = watches.kinds.len();
+    let mut state = State::new(options, shared, controller_metrics);
 
     let shutdown = signals.received();
     tokio::pin!(shutdown);
     loop {
         // Wake for due work, and at least every second for the metrics.
-        let next = state
-            .next_due()
-            .map(Instant::from_std)
-            .unwrap_or_else(|| Instant::now() + Duration::from_secs(1))
-            .min(Instant::now() + Duration::from_secs(1));
+        let second = Instant::now() + Duration::from_secs(1);
+        let next = state.next_due().map_or(second, |due| due.min(second));
         tokio::select! {
             message = messages.recv() => {
                 let Some(message) = message else { break };
-                state.handle(message);
+                state.handle(message, Instant::now());
             }
             _ = tokio::time::sleep_until(next) => {}
             changed = leadership.changed() => {
                 if changed.is_err() { break }
                 let current = *leadership.borrow_and_update();
-                state.lead(current);
+                state.lead(current, Instant::now());
             }
             _ = &mut shutdown => break,
         }
         // Workload watches start once the opted-in namespaces are known, and
         // list again when a namespace is opted in.
-        if state.namespaces_synced() && (state.generation == 0 || state.restart_workload_watches) {
-            state.restart_workload_watches = false;
-            state.generation = watches.restart_workloads();
+        if state.wants_workload_watches() {
+            let epoch = watches.restart_workloads();
+            state.workload_watches_started(epoch, &watches.kinds);
         }
         if !running.readiness.is_ready() && state.ready() {
             running.readiness.set(true);
             info!(workloads = state.workloads(), objects = state.watched_objects(), "ready");
         }
-        state.dispatch();
-        state.metrics.queue_depth.set(state.queue_depth() as i64);
-        state.metrics.watched_objects.set(state.watched_objects() as i64);
+        let effects = state.tick(Instant::now());
+        for request in effects.reads {
+            tokio::spawn(reads::read(api.clone(), digester.clone(), request, tx.clone()));
+        }
+        for work in effects.work {
+            let _ = work_tx.send(work);
+        }
+        if let Some(round) = effects.poll {
+            // A round still running keeps this one from queueing behind it.
+            let _ = rounds_tx.try_send(round);
+        }
+        let metrics = state.metrics();
+        metrics.queue_depth.set(state.queue_depth() as i64);
+        metrics.watched_objects.set(state.watched_objects() as i64);
     }
     info!("shutting down: releasing the Lease");
     running.begin_shutdown();

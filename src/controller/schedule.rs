@@ -4,15 +4,27 @@
 //! caller passes the clock and the jitter.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::backoff;
 use super::queue::{Coalescer, MinInterval};
-use super::reconcile::Reconciled;
+use super::reconcile::{ReconcileResult, Reconciled};
 use super::trigger::Trigger;
-use super::worker::{Done, Work};
 use super::workload::WorkloadKey;
 use crate::core::ObjectRef;
+
+/// A workload to reconcile, for the leadership term it was queued in.
+#[derive(Clone, Debug)]
+pub struct Work {
+    pub key: WorkloadKey,
+    /// The objects and images whose change made it due, for the Event.
+    pub triggers: BTreeSet<Trigger>,
+    /// When its coalescing window opened (for the reaction-time metric).
+    pub opened: Instant,
+    pub term: u64,
+}
 
 #[derive(Debug)]
 pub struct Schedule {
@@ -28,17 +40,6 @@ pub struct Schedule {
     after_worker: HashMap<WorkloadKey, Instant>,
     failures: HashMap<WorkloadKey, u32>,
     min_interval: MinInterval<WorkloadKey>,
-}
-
-/// What a finished reconciliation means for the workload.
-#[derive(Debug, PartialEq)]
-pub enum Finished {
-    Patched,
-    Unchanged,
-    /// Dropped: this replica no longer leads in the work's term.
-    NotLeading,
-    /// Failed; retried after this long.
-    RetryIn(Duration),
 }
 
 impl Schedule {
@@ -66,6 +67,11 @@ impl Schedule {
             self.after_worker.clear();
         }
         self.term = term;
+    }
+
+    /// The term this replica leads in, if it leads.
+    pub fn term(&self) -> Option<u64> {
+        self.term
     }
 
     /// `object` changed for `workload`: opens its window unless one is open.
@@ -148,28 +154,28 @@ impl Schedule {
         Some(work)
     }
 
-    /// The worker finished `work`. Returns what that means, and the work that
-    /// came due for the same workload meanwhile, if any.
+    /// The worker finished `work`. Returns how long until its retry if it
+    /// failed, and the work that came due for the same workload meanwhile.
     pub fn done(
         &mut self,
         work: Work,
-        result: &Done,
+        result: &ReconcileResult,
         now: Instant,
         random: f64,
-    ) -> (Finished, Option<Work>) {
+    ) -> (Option<Duration>, Option<Work>) {
         self.in_worker.remove(&work.key);
         let key = work.key.clone();
-        let finished = match result {
+        let retry_in = match result {
             Ok(Reconciled::Patched) => {
                 self.min_interval.patched(key.clone(), now);
                 self.failures.remove(&key);
-                Finished::Patched
+                None
             }
             Ok(Reconciled::Unchanged | Reconciled::Gone) => {
                 self.failures.remove(&key);
-                Finished::Unchanged
+                None
             }
-            Ok(Reconciled::NotLeading) => Finished::NotLeading,
+            Ok(Reconciled::NotLeading) => None,
             Err(_) => {
                 let failures = self.failures.entry(key.clone()).or_default();
                 *failures += 1;
@@ -177,7 +183,7 @@ impl Schedule {
                 if Some(work.term) == self.term {
                     self.later.push((now + wait, work));
                 }
-                Finished::RetryIn(wait)
+                Some(wait)
             }
         };
         let next = match (self.after_worker.remove(&key), self.term) {
@@ -187,7 +193,7 @@ impl Schedule {
             }
             _ => None,
         };
-        (finished, next)
+        (retry_in, next)
     }
 
     /// Workloads waiting for their window, a retry, or the worker.
@@ -208,7 +214,7 @@ mod tests {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: "web".into() }
     }
 
-    fn failed() -> Done {
+    fn failed() -> ReconcileResult {
         Err(ReconcileError::Lookup("secret/db could not be read".into()))
     }
 
@@ -250,8 +256,8 @@ mod tests {
         s.changed(web(), &ObjectRef::secret("db"), t0);
         let work = s.take_due(t0).pop().expect("due");
         s.lead(Some(2));
-        let (finished, next) = s.done(work, &failed(), t0, 0.0);
-        assert_eq!(finished, Finished::RetryIn(backoff::FIRST));
+        let (retry_in, next) = s.done(work, &failed(), t0, 0.0);
+        assert_eq!(retry_in, Some(backoff::FIRST));
         assert!(next.is_none());
         assert!(s.take_due(t0 + Duration::from_secs(10)).is_empty(), "term 1's retry was dropped");
     }
@@ -266,8 +272,8 @@ mod tests {
         let mut work = s.take_due(now).pop().expect("due");
         let mut waits = Vec::new();
         for _ in 0..4 {
-            let (finished, _) = s.done(work, &failed(), now, 1.0);
-            let Finished::RetryIn(wait) = finished else { panic!("{finished:?}") };
+            let (retry_in, _) = s.done(work, &failed(), now, 1.0);
+            let wait = retry_in.expect("a failure is retried");
             waits.push(wait);
             assert!(s.take_due(now + wait - MS).is_empty(), "not before the backoff");
             now += wait;
@@ -275,12 +281,12 @@ mod tests {
         }
         let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
         assert_eq!(secs, [1, 2, 4, 8]);
-        let (finished, _) = s.done(work, &Ok(Reconciled::Patched), now, 1.0);
-        assert_eq!(finished, Finished::Patched);
+        let (retry_in, _) = s.done(work, &Ok(Reconciled::Patched), now, 1.0);
+        assert_eq!(retry_in, None);
         s.changed(web(), &ObjectRef::secret("db"), now);
         let work = s.take_due(now).pop().expect("due");
-        let (finished, _) = s.done(work, &failed(), now, 1.0);
-        assert_eq!(finished, Finished::RetryIn(backoff::FIRST), "reset by the success");
+        let (retry_in, _) = s.done(work, &failed(), now, 1.0);
+        assert_eq!(retry_in, Some(backoff::FIRST), "reset by the success");
     }
 
     #[test]

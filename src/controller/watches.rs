@@ -19,62 +19,26 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 use super::backoff::WatchBackoff;
-use super::images::ImageSlot;
-use super::index::ObjectSlot;
-use super::objects::Reading;
-use super::worker::{Done, Work};
+use super::message::{Message, ObjectVersion};
 use super::workload::{WatchedWorkload, api_resource};
 use crate::core::ObjectKind;
 use crate::core::annotations::NAMESPACE_LABEL;
 use crate::core::kinds::Controller;
 use crate::core::workload::WorkloadKind;
 use crate::lookup::api_object::api_resource as object_api_resource;
-use crate::registry::Resolution;
 
 /// The API server ends each watch after this long; the watcher resumes it
 /// from the last resourceVersion. Its idle timeout (this plus a margin)
 /// catches a watch that hangs.
 const WATCH_TIMEOUT_SECONDS: u32 = 50;
 
-/// What the loop needs of a ConfigMap, Secret or Namespace event: which one,
-/// and its resourceVersion. The rest of the metadata is dropped at once.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Version {
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub resource_version: Option<String>,
-}
-
-/// Everything the event loop reacts to.
-pub enum Message {
-    Namespace(Event<Version>),
-    /// From the workload watches of `generation` (older ones are ignored).
-    Workload {
-        kind: WorkloadKind,
-        generation: u64,
-        event: Box<Event<WatchedWorkload>>,
-    },
-    Object(ObjectKind, Event<Version>),
-    /// A content read finished.
-    Read {
-        slot: ObjectSlot,
-        result: Result<Reading, String>,
-    },
-    /// The worker finished a reconciliation.
-    Done(Box<(Work, Done)>),
-    /// The poller resolved a tracked image.
-    Image {
-        slot: ImageSlot,
-        resolution: Resolution,
-    },
-}
-
 pub struct Watches {
     client: Client,
     tx: mpsc::Sender<Message>,
     pub kinds: Vec<WorkloadKind>,
     workload_tasks: Vec<JoinHandle<()>>,
-    pub generation: u64,
+    /// Counts the (re)starts of the workload watches.
+    pub epoch: u64,
 }
 
 impl Watches {
@@ -107,27 +71,27 @@ impl Watches {
                 kinds.push(kind);
             }
         }
-        Watches { client, tx, kinds, workload_tasks: Vec::new(), generation: 0 }
+        Watches { client, tx, kinds, workload_tasks: Vec::new(), epoch: 0 }
     }
 
     /// (Re)starts every workload watch: each lists everything again, so a
-    /// newly opted-in namespace's workloads are seen. Returns the generation.
+    /// newly opted-in namespace's workloads are seen. Returns the new epoch.
     pub fn restart_workloads(&mut self) -> u64 {
         for task in self.workload_tasks.drain(..) {
             task.abort();
         }
-        self.generation += 1;
-        let generation = self.generation;
+        self.epoch += 1;
+        let epoch = self.epoch;
         for kind in self.kinds.clone() {
             let api: Api<WatchedWorkload> = Api::all_with(self.client.clone(), &api_resource(kind));
             let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
             self.workload_tasks.push(forward(
                 watcher::watcher(api, config),
                 self.tx.clone(),
-                move |event| Message::Workload { kind, generation, event: Box::new(event) },
+                move |event| Message::Workload { kind, epoch, event: Box::new(event) },
             ));
         }
-        generation
+        epoch
     }
 }
 
@@ -166,10 +130,10 @@ where
     })
 }
 
-fn meta_event<K>(event: Event<PartialObjectMeta<K>>) -> Event<Version> {
+fn meta_event<K>(event: Event<PartialObjectMeta<K>>) -> Event<ObjectVersion> {
     let version = |o: PartialObjectMeta<K>| {
         let ObjectMeta { namespace, name, resource_version, .. } = o.metadata;
-        Version { namespace, name, resource_version }
+        ObjectVersion { namespace, name, resource_version }
     };
     match event {
         Event::Apply(o) => Event::Apply(version(o)),

@@ -107,28 +107,41 @@ pub async fn observe_all<S: ObjectSource>(
     deadline: Instant,
     metrics: &LookupMetrics,
 ) -> Vec<Observation> {
-    let mut observations: Vec<Option<Observation>> = vec![None; mutation.targets.len()];
+    let all: Vec<usize> = (0..mutation.targets.len()).collect();
+    let observed = observe_some(source, digester, mutation, &all, deadline, metrics).await;
+    observed.into_iter().map(|(_, observation)| observation).collect()
+}
+
+/// [`observe_all`] for the targets at `indices` only: one `(index, observation)` each, in
+/// the order of `indices`.
+pub async fn observe_some<S: ObjectSource>(
+    source: &S,
+    digester: &Digester,
+    mutation: &Mutation,
+    indices: &[usize],
+    deadline: Instant,
+    metrics: &LookupMetrics,
+) -> Vec<(usize, Observation)> {
+    let mut observations: Vec<Option<Observation>> = vec![None; indices.len()];
     // Collected first: a lazy `map` closure here trips the `Send` check on the handler.
-    let lookups: Vec<_> = mutation
-        .targets
+    let lookups: Vec<_> = indices
         .iter()
         .enumerate()
-        .map(|(index, target)| observe_one(source, digester, mutation, metrics, index, target))
+        .filter_map(|(slot, &index)| Some((slot, mutation.targets.get(index)?)))
+        .map(|(slot, target)| observe_one(source, digester, mutation, metrics, slot, target))
         .collect();
     let mut running = futures_util::stream::iter(lookups).buffer_unordered(LOOKUPS_PER_REVIEW);
-    while let Ok(Some((index, observation))) =
+    while let Ok(Some((slot, observation))) =
         tokio::time::timeout_at(deadline, running.next()).await
     {
-        observations[index] = Some(observation);
+        observations[slot] = Some(observation);
     }
     let timed_out = observations.iter().filter(|o| o.is_none()).count();
     for _ in 0..timed_out {
         metrics.count_error(LookupError::Timeout.metric_label());
     }
-    observations
-        .into_iter()
-        .map(|o| o.unwrap_or_else(|| Observation::Unreadable(LookupError::Timeout.to_string())))
-        .collect()
+    let timeout = || Observation::Unreadable(LookupError::Timeout.to_string());
+    indices.iter().zip(observations).map(|(&index, o)| (index, o.unwrap_or_else(timeout))).collect()
 }
 
 async fn observe_one<S: ObjectSource>(

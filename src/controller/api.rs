@@ -1,0 +1,94 @@
+//! What the controller asks of the API server besides its watches: reads of
+//! tracked objects, patches of workloads and the Events on them. Behind
+//! [`ControllerApi`] so that the reconciler is tested against scripted
+//! answers (`fake_api.rs`: 409, 404, timeouts, failures); [`KubeApi`] is the
+//! real one.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{DynamicObject, Patch};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use super::workload::{WorkloadKey, api_resource};
+use crate::core::{ObjectContent, ObjectKey, ObjectRef};
+use crate::lookup::{KubeSource, LookupError, ObjectSource};
+
+/// An object's content and the resourceVersion it was read at; `None`: it does not exist.
+pub type ReadResult = Result<Option<(ObjectContent, Option<String>)>, LookupError>;
+
+/// Why a patch was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PatchError {
+    /// The workload changed since the resourceVersion the patch was guarded by (409).
+    #[error("conflict")]
+    Conflict,
+    /// The workload is gone (404).
+    #[error("not found")]
+    NotFound,
+    /// Anything else, as the client describes it.
+    #[error("{0}")]
+    Failed(String),
+}
+
+pub trait ControllerApi: Send + Sync + 'static {
+    /// Reads a tracked ConfigMap or Secret.
+    fn read(&self, object: &ObjectKey) -> impl Future<Output = ReadResult> + Send;
+
+    /// Patches a workload.
+    fn patch(
+        &self,
+        workload: &WorkloadKey,
+        patch: &Patch<Value>,
+    ) -> impl Future<Output = Result<(), PatchError>> + Send;
+
+    /// Records an Event, within `timeout`; a failure is logged, never retried
+    /// (the patch it reports happened).
+    fn record(&self, event: Event, timeout: Duration) -> impl Future<Output = ()> + Send;
+}
+
+/// The API server, through kube.
+pub struct KubeApi {
+    pub client: Client,
+    pub source: Arc<KubeSource>,
+}
+
+impl ControllerApi for KubeApi {
+    async fn read(&self, object: &ObjectKey) -> ReadResult {
+        self.source.read(&object.namespace, &object.object).await
+    }
+
+    async fn patch(&self, workload: &WorkloadKey, patch: &Patch<Value>) -> Result<(), PatchError> {
+        let resource = api_resource(workload.kind);
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &workload.namespace, &resource);
+        match api.patch(&workload.name, &super::patch_params(), patch).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Err(PatchError::Conflict),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(PatchError::NotFound),
+            Err(e) => Err(PatchError::Failed(e.to_string())),
+        }
+    }
+
+    async fn record(&self, event: Event, timeout: Duration) {
+        super::event::record(&self.client, event, timeout).await
+    }
+}
+
+/// A [`ControllerApi`]'s reads as the lookup layer's [`ObjectSource`], for
+/// the objects a reconciliation has no fresh digest of.
+pub struct Reads<A>(pub Arc<A>);
+
+impl<A: ControllerApi> ObjectSource for Reads<A> {
+    async fn fetch(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+    ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
+        let key = object.clone().within(namespace);
+        Ok(self.0.read(&key).await?.map(|(content, _)| Arc::new(content)))
+    }
+}

@@ -1,0 +1,188 @@
+//! Which workloads run which image reference with which credentials, and the
+//! digest a registry last gave for each. Pure: the poller fills it, the event
+//! loop and the reconciliations read it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use crate::controller::workload::WorkloadKey;
+use crate::core::Mutation;
+use crate::core::inputs::image::ImageObservation;
+use crate::registry::Resolution;
+
+/// One reference to resolve, with the credentials it is resolved with: the
+/// workload's namespace, its pod's pull secrets and ServiceAccount.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PolledImage {
+    pub namespace: String,
+    pub reference: String,
+    pub pull_secrets: Vec<String>,
+    pub service_account: String,
+}
+
+/// A tracking workload's container, and its image annotation's key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Tracking {
+    pub workload: WorkloadKey,
+    pub container: String,
+    /// The image reference as the workload writes it, for its Event (two
+    /// workloads may spell one slot's reference differently: `nginx`, `nginx:latest`).
+    pub image: String,
+    pub key: String,
+}
+
+/// The slots a workload's plan tracks, with the container of each.
+pub fn tracked_images(key: &WorkloadKey, mutation: &Mutation) -> Vec<(PolledImage, Tracking)> {
+    let (secrets, service_account) = mutation.images.credentials();
+    mutation
+        .images
+        .targets()
+        .iter()
+        .map(|target| {
+            let slot = PolledImage {
+                namespace: mutation.namespace.clone(),
+                reference: target.reference.clone(),
+                pull_secrets: secrets.to_vec(),
+                service_account: service_account.to_owned(),
+            };
+            let tracking = Tracking {
+                workload: key.clone(),
+                container: target.container.clone(),
+                image: target.written.clone(),
+                key: target.key.clone(),
+            };
+            (slot, tracking)
+        })
+        .collect()
+}
+
+/// Which workloads track which slot.
+#[derive(Debug, Default)]
+pub struct ImageIndex {
+    by_workload: HashMap<WorkloadKey, Vec<PolledImage>>,
+    by_slot: HashMap<PolledImage, BTreeSet<Tracking>>,
+}
+
+impl ImageIndex {
+    /// Replaces what `key` tracks.
+    pub fn upsert(&mut self, key: &WorkloadKey, tracked: Vec<(PolledImage, Tracking)>) {
+        self.remove(key);
+        if tracked.is_empty() {
+            return;
+        }
+        let mut slots = Vec::with_capacity(tracked.len());
+        for (slot, tracking) in tracked {
+            self.by_slot.entry(slot.clone()).or_default().insert(tracking);
+            slots.push(slot);
+        }
+        self.by_workload.insert(key.clone(), slots);
+    }
+
+    pub fn remove(&mut self, key: &WorkloadKey) {
+        for slot in self.by_workload.remove(key).into_iter().flatten() {
+            if let Some(trackers) = self.by_slot.get_mut(&slot) {
+                trackers.retain(|t| t.workload != *key);
+                if trackers.is_empty() {
+                    self.by_slot.remove(&slot);
+                }
+            }
+        }
+    }
+
+    /// Every distinct slot, in order.
+    pub fn polled(&self) -> Vec<PolledImage> {
+        let mut slots: Vec<PolledImage> = self.by_slot.keys().cloned().collect();
+        slots.sort();
+        slots
+    }
+
+    pub fn tracking(&self, slot: &PolledImage) -> impl Iterator<Item = &Tracking> {
+        self.by_slot.get(slot).into_iter().flatten()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_slot.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_slot.is_empty()
+    }
+}
+
+/// The digest each slot's tag last resolved to: written by the event loop,
+/// read by reconciliations.
+pub type LatestDigests = Arc<Mutex<HashMap<PolledImage, String>>>;
+
+/// What a reconciliation observes for `mutation`'s images: the latest
+/// digest of each, where its annotation exists; otherwise what is there is
+/// kept (the controller never records a first observation).
+pub fn observations(
+    mutation: &Mutation,
+    key: &WorkloadKey,
+    latest: &LatestDigests,
+) -> Vec<ImageObservation> {
+    let Ok(latest) = latest.lock() else { return Vec::new() };
+    tracked_images(key, mutation)
+        .into_iter()
+        .map(|(slot, tracking)| match mutation.existing_annotation(&tracking.key) {
+            None => ImageObservation::Keep,
+            Some(_) => latest
+                .get(&slot)
+                .map_or(ImageObservation::Keep, |digest| ImageObservation::Digest(digest.clone())),
+        })
+        .collect()
+}
+
+/// The digest a resolution gives, if any: only a digest moves a workload.
+pub fn digest_of(resolution: &Resolution) -> Option<&str> {
+    match resolution {
+        Resolution::Digest(digest) => Some(digest.as_str()),
+        Resolution::Unknown | Resolution::Failed(_) | Resolution::Pinned(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::workload::WorkloadKind;
+
+    fn key(name: &str) -> WorkloadKey {
+        WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: name.into() }
+    }
+
+    fn slot(reference: &str) -> PolledImage {
+        PolledImage {
+            namespace: "ns".into(),
+            reference: reference.into(),
+            pull_secrets: vec![],
+            service_account: "default".into(),
+        }
+    }
+
+    fn tracking(workload: &str, container: &str) -> Tracking {
+        Tracking {
+            workload: key(workload),
+            container: container.into(),
+            image: format!("{container}:1"),
+            key: format!("image.configsum.dev/{container}"),
+        }
+    }
+
+    #[test]
+    fn the_index_follows_upserts_and_removals() {
+        let mut index = ImageIndex::default();
+        index.upsert(&key("a"), vec![(slot("app:1"), tracking("a", "app"))]);
+        index.upsert(
+            &key("b"),
+            vec![(slot("app:1"), tracking("b", "app")), (slot("db:2"), tracking("b", "db"))],
+        );
+        assert_eq!(index.polled(), vec![slot("app:1"), slot("db:2")]);
+        assert_eq!(index.tracking(&slot("app:1")).count(), 2);
+        index.upsert(&key("b"), vec![(slot("db:2"), tracking("b", "db"))]);
+        assert_eq!(index.tracking(&slot("app:1")).count(), 1, "b no longer runs app:1");
+        index.remove(&key("a"));
+        assert_eq!(index.polled(), vec![slot("db:2")]);
+        index.remove(&key("b"));
+        assert!(index.is_empty());
+    }
+}

@@ -1,0 +1,34 @@
+//! A tracked object's read, outside the event loop: through the API,
+//! bounded in time, digested at once for every workload tracking it; the
+//! data is dropped before the result is reported.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::api::ControllerApi;
+use super::message::Message;
+use super::objects::{ReadRequest, judge};
+use super::reconcile::CALL_TIMEOUT;
+use crate::core::Digester;
+
+pub async fn read<A: ControllerApi>(
+    api: Arc<A>,
+    digester: Digester,
+    request: ReadRequest,
+    report: mpsc::Sender<Message>,
+) {
+    let ReadRequest { object, trackers } = request;
+    let result = match tokio::time::timeout(CALL_TIMEOUT, api.read(&object)).await {
+        Ok(Ok(found)) => {
+            let (content, version) = match found {
+                Some((content, version)) => (Some(content), version),
+                None => (None, None),
+            };
+            Ok(judge(&object, content.as_ref(), version, &digester, &trackers))
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("timeout".to_owned()),
+    };
+    let _ = report.send(Message::Read(Box::new((object, result)))).await;
+}

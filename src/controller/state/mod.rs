@@ -1,0 +1,454 @@
+//! The event loop's state, with no I/O and the caller's clock: which
+//! namespaces are in scope, which workloads track which objects, what is
+//! known of each object's content, and which workloads wait to be
+//! reconciled. Messages are applied as they come ([`State::handle`]); what
+//! must happen outside — reads to start, work for the worker, a round of
+//! image polls — is handed out by [`State::tick`]. The watches' own relist
+//! protocol is [`Watch`]'s; here are the indexes it applies to (`indexes.rs`).
+
+mod indexes;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use self::indexes::{Namespaces, Objects, Workloads};
+use super::backoff;
+use super::images::{ImageIndex, LatestDigests, PolledImage, digest_of};
+use super::index::{Change, ReferenceIndex};
+use super::lease::Leadership;
+use super::message::Message;
+use super::metrics::ControllerMetrics;
+use super::objects::{FreshDigests, ReadRequest, Reading, TrackedObjects, Tracker, to_roll};
+use super::reconcile::{ReconcileResult, Reconciled};
+use super::schedule::{Schedule, Work};
+use super::trigger::Trigger;
+use super::watch::Watch;
+use super::workload::{Snapshots, WorkloadKey};
+use crate::core::workload::WorkloadKind;
+use crate::core::{ObjectKey, ObjectKind, Settings};
+use crate::registry::Resolution;
+
+/// Content reads in flight at once (they also share the lookup cap).
+const READS_IN_FLIGHT: usize = 16;
+
+pub struct Options {
+    pub settings: Settings,
+    /// configsum's own namespace: never in scope, whatever its label says.
+    pub own_namespace: String,
+    pub window: Duration,
+    pub min_interval: Duration,
+    /// `--image-poll-interval`.
+    pub poll_interval: Duration,
+}
+
+/// What the event loop shares with the reconciliations.
+#[derive(Clone, Default)]
+pub struct Shared {
+    pub snapshots: Snapshots,
+    pub fresh_digests: FreshDigests,
+    pub latest_digests: LatestDigests,
+}
+
+/// What the loop must do now.
+#[derive(Debug, Default)]
+pub struct Effects {
+    pub reads: Vec<ReadRequest>,
+    pub work: Vec<Work>,
+    /// A round of every tracked image for the poller.
+    pub poll: Option<Vec<PolledImage>>,
+}
+
+/// How far the controller is from knowing the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Some watch has not listed everything once: nothing is read yet.
+    Listing,
+    /// Every tracked object is being read once: the baseline of its content,
+    /// and the catch-up of workloads whose digests went stale while no
+    /// controller watched.
+    ReadingBaseline,
+    /// From here on a change is a change seen while watching. Ready.
+    Watching,
+}
+
+/// The handles of the watches; readiness is made of them.
+#[derive(Debug, Default)]
+struct WatchHandles {
+    namespaces: Watch<String>,
+    /// `None` until the workload watches start: their epoch, and one handle
+    /// per kind watched in it.
+    workloads: Option<(u64, HashMap<WorkloadKind, Watch<WorkloadKey>>)>,
+    objects: HashMap<ObjectKind, Watch<ObjectKey>>,
+}
+
+impl WatchHandles {
+    /// Every watch has listed everything once.
+    fn synced(&self) -> bool {
+        self.namespaces.synced()
+            && self.workloads.as_ref().is_some_and(|(_, kinds)| kinds.values().all(Watch::synced))
+            && ObjectKind::all().all(|kind| self.objects.get(&kind).is_some_and(Watch::synced))
+    }
+}
+
+pub struct State {
+    watches: WatchHandles,
+    view: ClusterView,
+}
+
+/// Everything the watches and reads taught the controller, and its plans.
+struct ClusterView {
+    settings: Settings,
+    own_namespace: String,
+    metrics: ControllerMetrics,
+    phase: Phase,
+    in_scope: HashSet<String>,
+    /// A namespace was opted in since the workload watches (re)started.
+    newly_in_scope: bool,
+    index: ReferenceIndex,
+    shared: Shared,
+    objects: TrackedObjects,
+    /// Failed reads, retried at these times.
+    read_retries: Vec<(Instant, ObjectKey)>,
+    leadership: Leadership,
+    schedule: Schedule,
+    /// Work that came due outside `tick` (after a reconciliation), handed out by the next.
+    work: Vec<Work>,
+    images: ImageIndex,
+    poll_interval: Duration,
+    next_poll: Option<Instant>,
+}
+
+impl State {
+    pub fn new(options: Options, shared: Shared, metrics: ControllerMetrics) -> Self {
+        let view = ClusterView {
+            settings: options.settings,
+            own_namespace: options.own_namespace,
+            metrics,
+            phase: Phase::Listing,
+            in_scope: HashSet::new(),
+            newly_in_scope: false,
+            index: ReferenceIndex::default(),
+            shared,
+            objects: TrackedObjects::default(),
+            read_retries: Vec::new(),
+            leadership: Leadership::default(),
+            schedule: Schedule::new(options.window, options.min_interval),
+            work: Vec::new(),
+            images: ImageIndex::default(),
+            poll_interval: options.poll_interval,
+            next_poll: None,
+        };
+        State { watches: WatchHandles::default(), view }
+    }
+
+    pub fn metrics(&self) -> &ControllerMetrics {
+        &self.view.metrics
+    }
+
+    /// The workload watches must (re)start: the opted-in namespaces are
+    /// known and either none runs yet or a namespace was opted in since
+    /// (every workload watch lists again, so its workloads are seen).
+    pub fn wants_workload_watches(&self) -> bool {
+        self.watches.namespaces.synced()
+            && (self.watches.workloads.is_none() || self.view.newly_in_scope)
+    }
+
+    /// The workload watches of `kinds` started in `epoch`.
+    pub fn workload_watches_started(&mut self, epoch: u64, kinds: &[WorkloadKind]) {
+        let handles = kinds.iter().map(|kind| (*kind, Watch::default())).collect();
+        self.watches.workloads = Some((epoch, handles));
+        self.view.newly_in_scope = false;
+    }
+
+    /// Every watch has listed everything once, and every tracked object has
+    /// been read once (or failed and waits for its retry).
+    pub fn ready(&self) -> bool {
+        self.view.phase == Phase::Watching
+    }
+
+    pub fn handle(&mut self, message: Message, now: Instant) {
+        let view = &mut self.view;
+        match message {
+            Message::Namespace(event) => {
+                self.watches.namespaces.handle(&mut Namespaces(view), event);
+            }
+            Message::Workload { kind, epoch, event } => {
+                let Some((current, handles)) = &mut self.watches.workloads else { return };
+                if let Some(watch) = handles.get_mut(&kind).filter(|_| *current == epoch) {
+                    watch.handle(&mut Workloads { kind, view }, *event);
+                }
+            }
+            Message::Object(kind, event) => {
+                let watch = self.watches.objects.entry(kind).or_default();
+                watch.handle(&mut Objects { kind, view }, event);
+            }
+            Message::Read(read) => {
+                let (object, result) = *read;
+                view.read_done(object, result, now);
+            }
+            Message::Reconciled(done) => {
+                let (work, result) = *done;
+                view.reconciled(work, result, now);
+            }
+            Message::Image(resolved) => {
+                let (image, resolution) = *resolved;
+                view.image_resolved(image, &resolution, now);
+            }
+        }
+        self.advance(now);
+    }
+
+    /// Moves on once every watch has listed, then once the baseline is read.
+    fn advance(&mut self, now: Instant) {
+        let view = &mut self.view;
+        if view.phase == Phase::Listing && self.watches.synced() {
+            view.phase = Phase::ReadingBaseline;
+            let all: Vec<ObjectKey> = view.objects.all().cloned().collect();
+            info!(
+                workloads = view.index.len(),
+                objects = all.len(),
+                "watches synced; reading tracked objects"
+            );
+            for object in all {
+                view.objects.request(object);
+            }
+            // And the first poll of every tracked image, likewise.
+            view.next_poll = Some(now);
+        }
+        if view.phase == Phase::ReadingBaseline && view.objects.pending() == 0 {
+            view.phase = Phase::Watching;
+        }
+    }
+
+    /// A new leadership state: a new term catches up (reads every tracked
+    /// object again); leaving drops every queued reconciliation.
+    pub fn lead(&mut self, leadership: Leadership, now: Instant) {
+        let view = &mut self.view;
+        let was = view.leadership;
+        view.leadership = leadership;
+        let term = leadership.is_leading(now).then_some(leadership.term);
+        view.set_term(term);
+        if term.is_some() && was.term != leadership.term && view.phase != Phase::Listing {
+            info!(term = leadership.term, "leading: bringing workloads up to date");
+            let all: Vec<ObjectKey> = view.objects.all().cloned().collect();
+            for object in all {
+                view.objects.request(object);
+            }
+            view.next_poll = Some(now);
+        }
+    }
+
+    /// When the loop must wake up next for due work.
+    pub fn next_due(&self) -> Option<Instant> {
+        let view = &self.view;
+        let reads = view.read_retries.iter().map(|(at, _)| *at).min();
+        [view.schedule.next_due(), reads, view.next_poll].into_iter().flatten().min()
+    }
+
+    /// What is due at `now`: reads (due retries among them), reconciliations
+    /// for the worker, and a poll round.
+    pub fn tick(&mut self, now: Instant) -> Effects {
+        let view = &mut self.view;
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut view.read_retries).into_iter().partition(|(at, _)| *at <= now);
+        view.read_retries = later;
+        for (_, object) in due {
+            view.objects.request(object);
+        }
+        // Leadership lapses by the clock, even before the elector says so.
+        if !view.leadership.is_leading(now) {
+            view.set_term(None);
+        }
+        let mut work = std::mem::take(&mut view.work);
+        work.extend(view.schedule.take_due(now));
+        let poll = view.poll_due(now);
+        let mut reads = Vec::new();
+        while let Some(object) = view.objects.start_next(READS_IN_FLIGHT) {
+            let trackers = view.trackers(&object);
+            reads.push(ReadRequest { object, trackers });
+        }
+        Effects { reads, work, poll }
+    }
+
+    /// Workloads waiting for their window, a retry or the worker, and reads
+    /// waiting or running.
+    pub fn queue_depth(&self) -> usize {
+        let view = &self.view;
+        view.schedule.depth() + view.read_retries.len() + view.objects.pending()
+    }
+
+    pub fn watched_objects(&self) -> usize {
+        self.view.index.object_count()
+    }
+
+    pub fn workloads(&self) -> usize {
+        self.view.index.len()
+    }
+}
+
+impl ClusterView {
+    fn in_scope(&self, namespace: &str) -> bool {
+        self.in_scope.contains(namespace)
+    }
+
+    /// Leads in `term`, or follows (`None`): a follower keeps no work and no
+    /// fresh digests, a new term starts from what it reads.
+    fn set_term(&mut self, term: Option<u64>) {
+        if term.is_none() && self.schedule.term().is_some() {
+            if let Ok(mut fresh) = self.shared.fresh_digests.lock() {
+                fresh.clear();
+            }
+        }
+        self.schedule.lead(term);
+    }
+
+    fn opt_out(&mut self, namespace: &str) {
+        if self.in_scope.remove(namespace) {
+            let keys: Vec<WorkloadKey> = self.index.workloads_in(namespace).cloned().collect();
+            for key in keys {
+                self.forget_workload(&key);
+            }
+        }
+    }
+
+    fn forget_workload(&mut self, key: &WorkloadKey) {
+        if let Ok(mut snapshots) = self.shared.snapshots.lock() {
+            snapshots.remove(key);
+        }
+        if let Ok(mut fresh) = self.shared.fresh_digests.lock() {
+            fresh.remove(key);
+        }
+        let change = self.index.remove(key);
+        self.tracked_objects_changed(change);
+        self.images.remove(key);
+        self.schedule.forget(key);
+    }
+
+    fn tracked_objects_changed(&mut self, change: Change) {
+        for object in change.dropped {
+            self.objects.forget(&object);
+        }
+        for object in change.added {
+            self.objects.track(object.clone());
+            // Newly tracked after the first reads: read it now for its baseline.
+            if self.phase != Phase::Listing {
+                self.objects.request(object);
+            }
+        }
+    }
+
+    /// The workloads tracking `object`, with the keys each consumes and its digest.
+    fn trackers(&self, object: &ObjectKey) -> Vec<Tracker> {
+        let Ok(snapshots) = self.shared.snapshots.lock() else { return Vec::new() };
+        self.index
+            .tracking(object)
+            .filter_map(|workload| {
+                let mutation = &snapshots.get(workload)?.mutation;
+                let target = mutation.targets.iter().find(|t| t.object == object.object)?;
+                Some(Tracker {
+                    workload: workload.clone(),
+                    keys: target.consumption.keys.clone(),
+                    existing: mutation.existing(target).map(str::to_owned),
+                })
+            })
+            .collect()
+    }
+
+    fn read_done(&mut self, object: ObjectKey, result: Result<Reading, String>, now: Instant) {
+        match result {
+            Ok(reading) => {
+                let Some(changed) = self.objects.finished(&object, &reading) else { return };
+                if self.schedule.term().is_none() {
+                    // A follower rolls nothing; its next term reads everything again.
+                    return;
+                }
+                let due: Vec<_> = to_roll(reading, changed).collect();
+                // Handed to the reconciliations, so they need not read the object again.
+                if let Ok(mut fresh) = self.shared.fresh_digests.lock() {
+                    for judged in &due {
+                        let of_workload = fresh.entry(judged.workload.clone()).or_default();
+                        of_workload.insert(object.object.clone(), judged.fresh.clone());
+                    }
+                }
+                for judged in due {
+                    self.schedule.changed(judged.workload, &object.object, now);
+                }
+            }
+            Err(reason) => {
+                let failures = self.objects.failed(&object);
+                let wait = backoff::delay(failures, backoff::random());
+                let ObjectKey { namespace, object: reference } = &object;
+                warn!(object = %reference, %namespace, %reason, retry_in = ?wait, "cannot read a tracked object");
+                self.read_retries.push((now + wait, object));
+            }
+        }
+    }
+
+    /// A tag resolved: each tracking workload whose recorded digest differs
+    /// is due. One without the annotation is a first observation: nothing.
+    fn image_resolved(&mut self, image: PolledImage, resolution: &Resolution, now: Instant) {
+        let Some(digest) = digest_of(resolution) else {
+            debug!(reference = %image.reference, outcome = resolution.outcome(), "image not resolved");
+            return;
+        };
+        if let Ok(mut latest) = self.shared.latest_digests.lock() {
+            latest.insert(image.clone(), digest.to_owned());
+        }
+        let Ok(snapshots) = self.shared.snapshots.lock() else { return };
+        let mut due = Vec::new();
+        for tracking in self.images.tracking(&image) {
+            let Some(snapshot) = snapshots.get(&tracking.workload) else { continue };
+            let Some(old) = snapshot.mutation.existing_annotation(&tracking.key) else { continue };
+            if old != digest {
+                let trigger = Trigger::Image {
+                    container: tracking.container.clone(),
+                    image: tracking.image.clone(),
+                    old: old.to_owned(),
+                    new: digest.to_owned(),
+                };
+                due.push((tracking.workload.clone(), trigger));
+            }
+        }
+        drop(snapshots);
+        for (workload, trigger) in due {
+            self.schedule.triggered(workload, trigger, now);
+        }
+    }
+
+    /// Sends the poller a round of every tracked image when one is due,
+    /// while leading: followers patch nothing, so they ask registries nothing.
+    fn poll_due(&mut self, now: Instant) -> Option<Vec<PolledImage>> {
+        let at = self.next_poll?;
+        if at > now {
+            return None;
+        }
+        self.next_poll = Some(now + self.poll_interval);
+        let leading = self.leadership.is_leading(now);
+        (leading && !self.images.is_empty()).then(|| self.images.polled())
+    }
+
+    fn reconciled(&mut self, work: Work, result: ReconcileResult, now: Instant) {
+        let key = work.key.clone();
+        let opened = work.opened;
+        let (retry_in, next) = self.schedule.done(work, &result, now, backoff::random());
+        match &result {
+            Ok(Reconciled::Patched) => {
+                self.metrics.count("patched");
+                self.metrics.reacted(now.saturating_duration_since(opened).as_secs_f64());
+                info!(workload = %key, "patched the pod template's digests");
+            }
+            Ok(Reconciled::Unchanged | Reconciled::Gone) => self.metrics.count("unchanged"),
+            Ok(Reconciled::NotLeading) => {}
+            Err(e) => {
+                self.metrics.count(e.metric_label());
+                warn!(workload = %key, error = %e, retry_in = ?retry_in, "cannot bring the digests up to date");
+            }
+        }
+        self.work.extend(next);
+    }
+}

@@ -1,0 +1,333 @@
+//! The state machine against scripted watches and reads, on a hand-turned
+//! clock: readiness, one read per change, relists, epochs, leadership and
+//! failed reads. No sockets, no runtime.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use kube::runtime::watcher::Event;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::*;
+use crate::controller::message::ObjectVersion;
+use crate::controller::objects::judge;
+use crate::controller::workload::WatchedWorkload;
+use crate::core::refs::ConsumedKeys;
+use crate::core::{DigestKeys, Digester, ObjectContent, ObjectId, ObjectRef, Observation};
+
+const WINDOW: Duration = Duration::from_secs(2);
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn db() -> ObjectKey {
+    ObjectRef::secret("db").within("ns")
+}
+
+fn web() -> WorkloadKey {
+    WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: "web".into() }
+}
+
+fn version(namespace: Option<&str>, name: &str, resource_version: &str) -> ObjectVersion {
+    ObjectVersion {
+        namespace: namespace.map(str::to_owned),
+        name: Some(name.to_owned()),
+        resource_version: Some(resource_version.to_owned()),
+    }
+}
+
+/// The state, the objects its reads find, and what it handed out.
+struct Harness {
+    state: State,
+    shared: Shared,
+    now: Instant,
+    digester: Digester,
+    store: HashMap<ObjectKey, (BTreeMap<String, Vec<u8>>, String)>,
+    failing: HashSet<ObjectKey>,
+    reads: Vec<ObjectKey>,
+    work: Vec<Work>,
+    epoch: u64,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let options = Options {
+            settings: Settings::default(),
+            own_namespace: "configsum".into(),
+            window: WINDOW,
+            min_interval: Duration::ZERO,
+            poll_interval: HOUR,
+        };
+        let shared = Shared::default();
+        let metrics = ControllerMetrics::register(&mut crate::process::MetricsRegistry::new());
+        let state = State::new(options, shared.clone(), metrics);
+        let digester =
+            Digester::new(DigestKeys::parse(b"0123456789abcdef0123456789abcdef").expect("key"));
+        let mut harness = Harness {
+            state,
+            shared,
+            now: Instant::now(),
+            digester,
+            store: HashMap::new(),
+            failing: HashSet::new(),
+            reads: Vec::new(),
+            work: Vec::new(),
+            epoch: 0,
+        };
+        harness.lead(1);
+        harness
+    }
+
+    fn lead(&mut self, term: u64) {
+        self.state.lead(Leadership { term, until: Some(self.now + HOUR) }, self.now);
+        self.settle();
+    }
+
+    fn step_down(&mut self, term: u64) {
+        self.state.lead(Leadership { term, until: None }, self.now);
+        self.settle();
+    }
+
+    fn put_secret(&mut self, password: &str, resource_version: &str) {
+        let data = BTreeMap::from([("password".to_owned(), password.as_bytes().to_vec())]);
+        self.store.insert(db(), (data, resource_version.to_owned()));
+    }
+
+    fn digest_of(&self, password: &str) -> String {
+        let data = BTreeMap::from([("password".to_owned(), password.as_bytes().to_vec())]);
+        let object = db();
+        let id = ObjectId { namespace: &object.namespace, object: &object.object };
+        let content = ObjectContent::from_entries(data);
+        self.digester.digest(id, &content, &ConsumedKeys::All, None)
+    }
+
+    /// `web` in `namespace`, reading Secret db, its annotation recording `password`.
+    fn deployment(
+        &self,
+        namespace: &str,
+        password: &str,
+        resource_version: &str,
+    ) -> WatchedWorkload {
+        let value = json!({"metadata": {"name": "web", "namespace": namespace, "resourceVersion": resource_version},
+            "spec": {"template": {
+                "metadata": {"annotations": {"secret.configsum.dev/db": self.digest_of(password)}},
+                "spec": {"containers": [{"name": "c", "image": "app:1",
+                    "envFrom": [{"secretRef": {"name": "db"}}]}]}}}});
+        serde_json::from_value(value).expect("a watched Deployment")
+    }
+
+    fn send(&mut self, message: Message) {
+        self.state.handle(message, self.now);
+        self.settle();
+    }
+
+    /// Hands out what is due and answers every read from the store.
+    fn settle(&mut self) {
+        loop {
+            let effects = self.state.tick(self.now);
+            self.work.extend(effects.work);
+            if effects.reads.is_empty() {
+                return;
+            }
+            for request in effects.reads {
+                self.reads.push(request.object.clone());
+                let result = if self.failing.contains(&request.object) {
+                    Err("HTTP 500".to_owned())
+                } else {
+                    let found = self.store.get(&request.object);
+                    let content = found.map(|(data, _)| ObjectContent::from_entries(data.clone()));
+                    let version = found.map(|(_, v)| v.clone());
+                    let (digester, trackers) = (&self.digester, &request.trackers);
+                    Ok(judge(&request.object, content.as_ref(), version, digester, trackers))
+                };
+                self.state.handle(Message::Read(Box::new((request.object, result))), self.now);
+            }
+        }
+    }
+
+    fn wait(&mut self, duration: Duration) {
+        self.now += duration;
+        self.settle();
+    }
+
+    fn list_namespaces(&mut self, names: &[&str]) {
+        self.send(Message::Namespace(Event::Init));
+        for name in names {
+            self.send(Message::Namespace(Event::InitApply(version(None, name, "1"))));
+        }
+        self.send(Message::Namespace(Event::InitDone));
+    }
+
+    fn start_workload_watches(&mut self) {
+        assert!(self.state.wants_workload_watches());
+        self.epoch += 1;
+        self.state.workload_watches_started(self.epoch, &[WorkloadKind::Deployment]);
+    }
+
+    fn list_workloads(&mut self, epoch: u64, workloads: Vec<WatchedWorkload>) {
+        let kind = WorkloadKind::Deployment;
+        let mut send = |event| self.send(Message::Workload { kind, epoch, event: Box::new(event) });
+        send(Event::Init);
+        for workload in workloads {
+            send(Event::InitApply(workload));
+        }
+        send(Event::InitDone);
+    }
+
+    fn list_objects(&mut self, kind: ObjectKind) {
+        self.send(Message::Object(kind, Event::Init));
+        let listed: Vec<ObjectVersion> = self
+            .store
+            .iter()
+            .filter(|(key, _)| key.object.kind == kind)
+            .map(|(key, (_, rv))| version(Some(&key.namespace), &key.object.name, rv))
+            .collect();
+        for object in listed {
+            self.send(Message::Object(kind, Event::InitApply(object)));
+        }
+        self.send(Message::Object(kind, Event::InitDone));
+    }
+
+    /// Lists everything: `web` current with the Secret.
+    fn started() -> Self {
+        let mut h = Harness::new();
+        h.put_secret("one", "10");
+        h.list_namespaces(&["ns"]);
+        h.start_workload_watches();
+        let web = h.deployment("ns", "one", "5");
+        h.list_workloads(1, vec![web]);
+        for kind in ObjectKind::all() {
+            h.list_objects(kind);
+        }
+        assert!(h.state.ready());
+        h
+    }
+
+    fn secret_changed(&mut self, password: &str, resource_version: &str) {
+        self.put_secret(password, resource_version);
+        let event = Event::Apply(version(Some("ns"), "db", resource_version));
+        self.send(Message::Object(ObjectKind::Secret, event));
+    }
+
+    fn fresh(&self) -> Option<Observation> {
+        let fresh = self.shared.fresh_digests.lock().expect("fresh");
+        Some(fresh.get(&web())?.get(&db().object)?.observation.clone())
+    }
+}
+
+#[test]
+fn ready_once_every_watch_listed_and_every_tracked_object_was_read() {
+    let mut h = Harness::new();
+    h.put_secret("one", "10");
+    assert!(!h.state.wants_workload_watches(), "not before the namespaces are known");
+    h.list_namespaces(&["ns", "configsum", "kube-system"]);
+    h.start_workload_watches();
+    assert!(!h.state.wants_workload_watches());
+    let web = h.deployment("ns", "one", "5");
+    h.list_workloads(1, vec![web]);
+    assert_eq!((h.state.workloads(), h.state.watched_objects()), (1, 1));
+    h.list_objects(ObjectKind::ConfigMap);
+    assert!(!h.state.ready(), "the Secret watch has not listed yet");
+    assert!(h.reads.is_empty(), "nothing is read while listing");
+    h.list_objects(ObjectKind::Secret);
+    assert!(h.state.ready());
+    assert_eq!(h.reads, [db()], "the baseline: each tracked object once");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "its digest is current");
+}
+
+#[test]
+fn a_secret_change_is_read_once_and_rolls_its_workload_when_the_window_closes() {
+    let mut h = Harness::started();
+    h.secret_changed("two", "11");
+    assert_eq!(h.reads.len(), 2, "the baseline, then one read for the change");
+    assert_eq!(h.fresh(), Some(Observation::Digest(h.digest_of("two"))), "handed on");
+    // The same version again (a resync): nothing to read.
+    h.send(Message::Object(ObjectKind::Secret, Event::Apply(version(Some("ns"), "db", "11"))));
+    assert_eq!(h.reads.len(), 2);
+    h.wait(WINDOW - Duration::from_millis(1));
+    assert!(h.work.is_empty(), "the window is still open");
+    h.wait(Duration::from_millis(1));
+    assert_eq!(h.work.len(), 1);
+    let work = &h.work[0];
+    assert_eq!((work.key.clone(), work.term), (web(), 1));
+    assert!(work.triggers.contains(&Trigger::Object(ObjectRef::secret("db"))));
+}
+
+#[test]
+fn a_relist_finds_a_secret_deleted_while_the_watch_was_down() {
+    let mut h = Harness::started();
+    h.store.clear();
+    h.list_objects(ObjectKind::Secret);
+    assert_eq!(h.reads.len(), 2, "read again, and found absent");
+    assert_eq!(h.fresh(), Some(Observation::Absent));
+    h.wait(WINDOW);
+    assert_eq!(h.work.len(), 1, "its digest no longer matches");
+}
+
+#[test]
+fn a_namespace_opted_in_later_restarts_the_workload_watches_and_old_epochs_are_ignored() {
+    let mut h = Harness::started();
+    h.send(Message::Namespace(Event::Apply(version(None, "other", "2"))));
+    assert!(h.state.wants_workload_watches());
+    h.start_workload_watches();
+    let late = h.deployment("other", "one", "6");
+    let kind = WorkloadKind::Deployment;
+    h.send(Message::Workload { kind, epoch: 1, event: Box::new(Event::Apply(late)) });
+    assert_eq!(h.state.workloads(), 1, "an event of the stopped watches");
+    let (web, other) = (h.deployment("ns", "one", "5"), h.deployment("other", "one", "6"));
+    h.list_workloads(2, vec![web, other]);
+    assert_eq!(h.state.workloads(), 2);
+    assert!(h.state.ready(), "readiness once reached is kept");
+    // Opting out forgets the namespace's workloads, and what only they tracked.
+    h.send(Message::Namespace(Event::Delete(version(None, "other", "3"))));
+    h.send(Message::Namespace(Event::Delete(version(None, "ns", "3"))));
+    assert_eq!((h.state.workloads(), h.state.watched_objects()), (0, 0));
+}
+
+#[test]
+fn stepping_down_drops_queued_work_and_a_new_term_reads_everything_again() {
+    let mut h = Harness::started();
+    h.secret_changed("two", "11");
+    assert!(h.fresh().is_some());
+    h.step_down(1);
+    assert_eq!(h.fresh(), None, "a follower keeps no digests for reconciliations");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "a follower hands out no work");
+    // A change seen while following is not acted on …
+    h.secret_changed("three", "12");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty());
+    // … but the next term reads every tracked object again, and rolls what is stale.
+    let reads = h.reads.len();
+    h.lead(2);
+    assert_eq!(h.reads.len(), reads + 1);
+    h.wait(WINDOW);
+    assert_eq!(h.work.len(), 1);
+    assert_eq!(h.work[0].term, 2);
+    assert_eq!(h.fresh(), Some(Observation::Digest(h.digest_of("three"))));
+}
+
+#[test]
+fn leadership_lapses_by_the_clock_before_the_elector_says_so() {
+    let mut h = Harness::started();
+    h.state.lead(Leadership { term: 1, until: Some(h.now + Duration::from_secs(1)) }, h.now);
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "not renewed in time: no work");
+}
+
+#[test]
+fn a_failed_read_is_retried_with_backoff() {
+    let mut h = Harness::started();
+    h.failing.insert(db());
+    h.secret_changed("two", "11");
+    assert_eq!(h.reads.len(), 2);
+    let retry = h.state.next_due().expect("a retry is due") - h.now;
+    assert!(retry >= backoff::FIRST && retry <= 2 * backoff::FIRST, "{retry:?}");
+    assert_eq!(h.state.queue_depth(), 1, "the retry waits");
+    h.failing.clear();
+    h.wait(retry);
+    assert_eq!(h.reads.len(), 3);
+    h.wait(WINDOW);
+    assert_eq!(h.work.len(), 1);
+}

@@ -1,0 +1,140 @@
+//! One watch as the event loop sees it. kube-runtime's watcher lists,
+//! watches, follows bookmarks and relists after a 410 Gone; every (re)list
+//! arrives as `Init`, `InitApply` … `InitDone`. [`Watch`] applies those
+//! events to an index, the same way for every watch: what a relist does not
+//! list again was deleted while the watch was down. After its first complete
+//! list the watch is synced, which is what readiness is made of.
+//!
+//! The shape is kubert's `IndexNamespacedResource`: an index says how to
+//! apply an object, delete one, and which keys it holds; the protocol is here.
+
+use std::collections::HashSet;
+use std::hash::Hash;
+
+use kube::runtime::watcher::Event;
+
+/// What one watch's objects do to an index.
+pub trait WatchIndex<T> {
+    type Key: Clone + Eq + Hash;
+
+    /// The key of `item`, or `None` when the index does not hold such items
+    /// (they are neither applied nor remembered by a relist).
+    fn key(&self, item: &T) -> Option<Self::Key>;
+
+    /// `item` was listed, created or changed.
+    fn apply(&mut self, item: T);
+
+    /// The object was deleted (or found deleted by a relist).
+    fn delete(&mut self, key: Self::Key);
+
+    /// The keys the index holds of this watch's objects.
+    fn keys(&self) -> Vec<Self::Key>;
+}
+
+/// The relist bookkeeping of one watch, and whether it has listed once.
+#[derive(Debug)]
+pub struct Watch<K> {
+    /// Keys listed so far by the (re)list under way, if one is.
+    listing: Option<HashSet<K>>,
+    synced: bool,
+}
+
+impl<K> Default for Watch<K> {
+    fn default() -> Self {
+        Watch { listing: None, synced: false }
+    }
+}
+
+impl<K: Clone + Eq + Hash> Watch<K> {
+    /// Applies one watcher event to `index`.
+    pub fn handle<T, I: WatchIndex<T, Key = K>>(&mut self, index: &mut I, event: Event<T>) {
+        match event {
+            Event::Init => self.listing = Some(HashSet::new()),
+            Event::InitApply(item) => {
+                if let (Some(listing), Some(key)) = (&mut self.listing, index.key(&item)) {
+                    listing.insert(key);
+                }
+                index.apply(item);
+            }
+            Event::Apply(item) => index.apply(item),
+            Event::Delete(item) => {
+                if let Some(key) = index.key(&item) {
+                    index.delete(key);
+                }
+            }
+            Event::InitDone => {
+                // An end without a beginning lists nothing and so removes nothing.
+                if let Some(listed) = self.listing.take() {
+                    for key in index.keys() {
+                        if !listed.contains(&key) {
+                            index.delete(key);
+                        }
+                    }
+                }
+                self.synced = true;
+            }
+        }
+    }
+
+    /// Whether the watch has listed everything once.
+    pub fn synced(&self) -> bool {
+        self.synced
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names, and every call made.
+    #[derive(Default)]
+    struct Names {
+        held: Vec<&'static str>,
+        deleted: Vec<&'static str>,
+    }
+
+    impl WatchIndex<&'static str> for Names {
+        type Key = &'static str;
+        fn key(&self, item: &&'static str) -> Option<&'static str> {
+            (!item.starts_with('-')).then_some(*item)
+        }
+        fn apply(&mut self, item: &'static str) {
+            if !self.held.contains(&item) && self.key(&item).is_some() {
+                self.held.push(item);
+            }
+        }
+        fn delete(&mut self, key: &'static str) {
+            self.held.retain(|k| *k != key);
+            self.deleted.push(key);
+        }
+        fn keys(&self) -> Vec<&'static str> {
+            self.held.clone()
+        }
+    }
+
+    #[test]
+    fn what_a_relist_does_not_list_again_is_deleted() {
+        let (mut watch, mut names) = (Watch::default(), Names::default());
+        assert!(!watch.synced());
+        for event in [Event::Init, Event::InitApply("a"), Event::InitApply("b"), Event::InitDone] {
+            watch.handle(&mut names, event);
+        }
+        assert!(watch.synced());
+        watch.handle(&mut names, Event::Apply("c"));
+        assert_eq!(names.held, ["a", "b", "c"]);
+        // The watch was down; b was deleted meanwhile, d created; "-x" is not held.
+        for event in
+            [Event::Init, Event::InitApply("a"), Event::InitApply("c"), Event::InitApply("d")]
+        {
+            watch.handle(&mut names, event);
+        }
+        watch.handle(&mut names, Event::InitApply("-x"));
+        watch.handle(&mut names, Event::InitDone);
+        assert_eq!(names.held, ["a", "c", "d"]);
+        assert_eq!(names.deleted, ["b"]);
+        // An end without a beginning removes nothing; a delete deletes.
+        watch.handle(&mut names, Event::InitDone);
+        watch.handle(&mut names, Event::Delete("a"));
+        assert_eq!(names.held, ["c", "d"]);
+    }
+}
