@@ -96,6 +96,10 @@ pub struct ControllerArgs {
     /// How often each tracked image's tag is resolved again (1s to 24h).
     #[arg(long, env = "CONFIGSUM_IMAGE_POLL_INTERVAL", default_value = "5m", value_parser = parse_poll_interval)]
     pub image_poll_interval: Duration,
+    /// How often the API server's discovery is asked whether a workload CRD not served yet
+    /// (Argo Rollouts, a declared custom kind) is served now (1s to 1h).
+    #[arg(long, env = "CONFIGSUM_DISCOVERY_INTERVAL", default_value = "30s", value_parser = parse_discovery_interval)]
+    pub discovery_interval: Duration,
     /// Resolutions per second, on average, against each registry (greater than 0).
     #[arg(long, env = "CONFIGSUM_REGISTRY_RATE", default_value_t = 1.0, value_parser = parse_rate)]
     pub registry_rate: f64,
@@ -284,6 +288,10 @@ fn parse_window(value: &str) -> Result<Duration, String> {
 
 fn parse_poll_interval(value: &str) -> Result<Duration, String> {
     bounded_duration(value, Duration::from_secs(1), Duration::from_secs(86_400))
+}
+
+fn parse_discovery_interval(value: &str) -> Result<Duration, String> {
+    bounded_duration(value, Duration::from_secs(1), Duration::from_secs(3_600))
 }
 
 fn parse_min_interval(value: &str) -> Result<Duration, String> {

@@ -93,6 +93,33 @@ async fn argo_rollouts_roll_where_their_crd_is_served_and_are_not_watched_elsewh
 }
 
 #[tokio::test]
+async fn a_rollouts_crd_installed_after_start_up_is_watched_without_a_restart() {
+    let mut cluster = Cluster::new("ctl-rollouts-later").await;
+    let extra = ["--discovery-interval", "1s"];
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
+    // The CRD is installed, and a Rollout created through the webhook.
+    cluster.api.serve_rollouts();
+    cluster.workload("Rollout", NS, "canary", &[], &["db"], true);
+    let listed = |c: &Cluster| {
+        c.api.log().iter().any(|l| l.path.ends_with("/rollouts") && l.query.contains("watch=true"))
+    };
+    cluster.wait_for("the Rollouts watched", Duration::from_secs(5), listed).await;
+    cluster.secret("db", &[("password", "rolled-out-later")]);
+    cluster
+        .wait_for("the Rollout patched", Duration::from_secs(5), |c| {
+            c.patches_of("Rollout", NS, "canary") == 1
+        })
+        .await;
+    assert_eq!(
+        cluster.annotations_of("Rollout", NS, "canary"),
+        cluster.webhook_digests_of("Rollout", NS, "canary")
+    );
+    let logs = controller.logs.lock().expect("logs").join("\n");
+    assert!(logs.contains("its resource is served now"), "{logs}");
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
 async fn a_failed_read_is_retried_with_growing_backoff_until_it_succeeds() {
     let mut cluster = Cluster::new("ctl-read-errors").await;
     cluster.deployment(NS, "web", &["app"], &["db"], true);
@@ -326,6 +353,8 @@ async fn bad_flag_values_exit_2_with_a_clear_message() {
         ("--window", "soon"),
         ("--lease-duration", "0s"),
         ("--min-interval", "-1s"),
+        ("--discovery-interval", "0s"),
+        ("--discovery-interval", "2h"),
     ] {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_configsum"))
             .args(["controller", "--allow-plain-secret-digests", &format!("{flag}={value}")])

@@ -35,6 +35,8 @@ pub enum Message {
     Read(Box<(ObjectKey, Result<Reading, String>)>),
     /// The worker finished a reconciliation.
     Reconciled(Box<(Work, ReconcileResult)>),
+    /// Discovery serves a workload kind it did not serve at start-up.
+    KindServed(WorkloadKind),
     /// The poller resolved a tracked image.
     Image(Box<(PolledImage, Resolution)>),
 }

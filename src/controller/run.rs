@@ -18,7 +18,7 @@ use super::queue::TokenBucket;
 use super::reads;
 use super::reconcile::{CALL_TIMEOUT, Reconciler};
 use super::state::{Options, Shared, State};
-use super::watches::Watches;
+use super::watches::{self, Watches};
 use super::worker;
 use crate::config::ControllerArgs;
 use crate::core::LookupErrorPolicy;
@@ -84,7 +84,10 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let bucket = TokenBucket::new(args.rate, args.burst, Instant::now());
     tokio::spawn(worker::run(reconciler, bucket, work_rx, tx.clone()));
 
-    let mut watches = Watches::start(client, tx.clone(), CALL_TIMEOUT).await;
+    let mut watches = Watches::start(client.clone(), tx.clone(), CALL_TIMEOUT).await;
+    let not_served = watches.not_served.clone();
+    let every = args.discovery_interval;
+    tokio::spawn(watches::discover(client, not_served, every, CALL_TIMEOUT, tx.clone()));
     let (rounds_tx, rounds) = mpsc::channel(1);
     let rate = PollRate { rate: args.registry_rate, burst: args.registry_burst };
     let poller = images::poll(rounds, source, registry, rate, CALL_TIMEOUT, tx.clone());
@@ -119,6 +122,11 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         }
         // Workload watches start once the opted-in namespaces are known, and
         // list again when a namespace is opted in.
+        for kind in state.take_kinds_served() {
+            if let Some(epoch) = watches.watch_kind(kind) {
+                state.kind_watch_started(epoch, kind);
+            }
+        }
         if state.wants_workload_watches() {
             let epoch = watches.restart_workloads();
             state.workload_watches_started(epoch, &watches.kinds);

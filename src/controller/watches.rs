@@ -35,7 +35,10 @@ const WATCH_TIMEOUT_SECONDS: u32 = 50;
 pub struct Watches {
     client: Client,
     tx: mpsc::Sender<Message>,
+    /// The workload kinds watched: served, and declared to roll.
     pub kinds: Vec<WorkloadKind>,
+    /// Declared to roll where served, and not served at start-up.
+    pub not_served: Vec<WorkloadKind>,
     workload_tasks: Vec<JoinHandle<()>>,
     /// Counts the (re)starts of the workload watches.
     pub epoch: u64,
@@ -59,19 +62,43 @@ impl Watches {
             });
         }
         // The kinds the controller rolls, as declared; a CRD's (Argo
-        // Rollouts) only where it is served, looked at once, at start.
-        let mut kinds = Vec::new();
+        // Rollouts, a declared custom kind) where it is served: looked up now,
+        // and those not served yet again by `discover`.
+        let (mut kinds, mut not_served) = (Vec::new(), Vec::new());
         for kind in WorkloadKind::all() {
-            let rolls = match kind.declaration().controller {
-                Controller::Rolls => true,
-                Controller::RollsWhereServed => served(&client, kind, timeout).await,
-                Controller::Never => false,
-            };
-            if rolls {
-                kinds.push(kind);
+            match kind.declaration().controller {
+                Controller::Rolls => kinds.push(kind),
+                Controller::RollsWhereServed if served(&client, kind, timeout).await => {
+                    kinds.push(kind)
+                }
+                Controller::RollsWhereServed => not_served.push(kind),
+                Controller::Never => {}
             }
         }
-        Watches { client, tx, kinds, workload_tasks: Vec::new(), epoch: 0 }
+        Watches { client, tx, kinds, not_served, workload_tasks: Vec::new(), epoch: 0 }
+    }
+
+    /// Watches `kind` too, from now on: in the current epoch if the workload
+    /// watches run (returning it), else from their first start.
+    pub fn watch_kind(&mut self, kind: WorkloadKind) -> Option<u64> {
+        if self.kinds.contains(&kind) {
+            return None;
+        }
+        self.kinds.push(kind);
+        (self.epoch > 0).then(|| {
+            self.workload_tasks.push(self.start_workload_watch(kind, self.epoch));
+            self.epoch
+        })
+    }
+
+    fn start_workload_watch(&self, kind: WorkloadKind, epoch: u64) -> JoinHandle<()> {
+        let api: Api<WatchedWorkload> = Api::all_with(self.client.clone(), &api_resource(kind));
+        let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
+        forward(watcher::watcher(api, config), self.tx.clone(), move |event| Message::Workload {
+            kind,
+            epoch,
+            event: Box::new(event),
+        })
     }
 
     /// (Re)starts every workload watch: each lists everything again, so a
@@ -83,15 +110,34 @@ impl Watches {
         self.epoch += 1;
         let epoch = self.epoch;
         for kind in self.kinds.clone() {
-            let api: Api<WatchedWorkload> = Api::all_with(self.client.clone(), &api_resource(kind));
-            let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
-            self.workload_tasks.push(forward(
-                watcher::watcher(api, config),
-                self.tx.clone(),
-                move |event| Message::Workload { kind, epoch, event: Box::new(event) },
-            ));
+            let task = self.start_workload_watch(kind, epoch);
+            self.workload_tasks.push(task);
         }
         epoch
+    }
+}
+
+/// Asks discovery every `every` whether the kinds in `not_served` are served
+/// now, and reports each that is (a CRD installed after start-up); ends when
+/// all are. Runs beside the event loop, as every network call does.
+pub async fn discover(
+    client: Client,
+    mut not_served: Vec<WorkloadKind>,
+    every: Duration,
+    timeout: Duration,
+    tx: mpsc::Sender<Message>,
+) {
+    while !not_served.is_empty() {
+        tokio::time::sleep(every).await;
+        let mut still = Vec::new();
+        for kind in not_served {
+            if !served(&client, kind, timeout).await {
+                still.push(kind);
+            } else if tx.send(Message::KindServed(kind)).await.is_err() {
+                return;
+            }
+        }
+        not_served = still;
     }
 }
 

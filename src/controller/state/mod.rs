@@ -116,6 +116,8 @@ struct ClusterView {
     read_retries: Vec<(Instant, ObjectKey)>,
     leadership: Leadership,
     schedule: Schedule,
+    /// Kinds discovery serves now that were not served at start-up: to watch.
+    kinds_served: Vec<WorkloadKind>,
     /// Work that came due outside `tick` (after a reconciliation), handed out by the next.
     work: Vec<Work>,
     images: ImageIndex,
@@ -138,6 +140,7 @@ impl State {
             read_retries: Vec::new(),
             leadership: Leadership::default(),
             schedule: Schedule::new(options.window, options.min_interval),
+            kinds_served: Vec::new(),
             work: Vec::new(),
             images: ImageIndex::default(),
             poll_interval: options.poll_interval,
@@ -163,6 +166,21 @@ impl State {
         let handles = kinds.iter().map(|kind| (*kind, Watch::default())).collect();
         self.watches.workloads = Some((epoch, handles));
         self.view.newly_in_scope = false;
+    }
+
+    /// Kinds served since start-up, for the loop to watch.
+    pub fn take_kinds_served(&mut self) -> Vec<WorkloadKind> {
+        std::mem::take(&mut self.view.kinds_served)
+    }
+
+    /// The watch of `kind` joined the workload watches of `epoch`: its handle
+    /// starts unsynced, and its workloads are planned as they are listed.
+    pub fn kind_watch_started(&mut self, epoch: u64, kind: WorkloadKind) {
+        if let Some((current, handles)) = &mut self.watches.workloads {
+            if *current == epoch {
+                handles.entry(kind).or_default();
+            }
+        }
     }
 
     /// Every watch has listed everything once, and every tracked object has
@@ -194,6 +212,10 @@ impl State {
             Message::Reconciled(done) => {
                 let (work, result) = *done;
                 view.reconciled(work, result, now);
+            }
+            Message::KindServed(kind) => {
+                info!(kind = kind.as_str(), "its resource is served now; watching it");
+                view.kinds_served.push(kind);
             }
             Message::Image(resolved) => {
                 let (image, resolution) = *resolved;

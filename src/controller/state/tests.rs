@@ -164,7 +164,15 @@ impl Harness {
     }
 
     fn list_workloads(&mut self, epoch: u64, workloads: Vec<WatchedWorkload>) {
-        let kind = WorkloadKind::Deployment;
+        self.list_workloads_of(WorkloadKind::Deployment, epoch, workloads);
+    }
+
+    fn list_workloads_of(
+        &mut self,
+        kind: WorkloadKind,
+        epoch: u64,
+        workloads: Vec<WatchedWorkload>,
+    ) {
         let mut send = |event| self.send(Message::Workload { kind, epoch, event: Box::new(event) });
         send(Event::Init);
         for workload in workloads {
@@ -330,4 +338,24 @@ fn a_failed_read_is_retried_with_backoff() {
     assert_eq!(h.reads.len(), 3);
     h.wait(WINDOW);
     assert_eq!(h.work.len(), 1);
+}
+
+#[test]
+fn a_kind_served_after_start_up_joins_the_running_watches_and_is_read_then() {
+    let mut h = Harness::started();
+    let rollout = WorkloadKind::Rollout;
+    h.send(Message::KindServed(rollout));
+    assert_eq!(h.state.take_kinds_served(), [rollout]);
+    assert!(h.state.take_kinds_served().is_empty(), "handed out once");
+    h.state.kind_watch_started(h.epoch, rollout);
+    assert!(h.state.ready(), "a kind joining later does not make the controller unready");
+    let (epoch, web) = (h.epoch, h.deployment("ns", "one", "7"));
+    h.list_workloads_of(rollout, epoch, vec![web]);
+    assert_eq!(h.state.workloads(), 2, "a Deployment and a Rollout named web");
+    assert_eq!(h.reads.len(), 1, "the Secret is tracked already: its baseline stands");
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    let mut due: Vec<WorkloadKind> = h.work.iter().map(|w| w.key.kind).collect();
+    due.sort();
+    assert_eq!(due, [WorkloadKind::Deployment, rollout]);
 }
