@@ -2,10 +2,17 @@
 //! binary: a workload CRD whose pod template sits at a path (an OpenKruise CloneSet) and an
 //! operator's custom resource that names Secrets and ConfigMaps in its spec and takes its digests
 //! in a map of its spec (a Harbor operator HarborCluster), through `configsum serve` over TLS and
-//! through `configsum render`; and a bad file refused naming the entry, with exit 2.
+//! through `configsum render`; `configsum controller` rolling both against the fake API server
+//! serving their CRDs; and a bad file refused naming the entry, with exit 2.
 
+#[path = "support/controller.rs"]
+mod controller;
 #[path = "support/digests.rs"]
 mod digests;
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/fixtures.rs"]
+mod fixtures;
 #[path = "support/server.rs"]
 mod server;
 
@@ -222,4 +229,71 @@ fn a_bad_file_stops_every_command_naming_the_entry() {
             assert!(stderr.contains(expected), "{args:?} {file}: {stderr}");
         }
     }
+}
+
+#[tokio::test]
+async fn the_controller_rolls_declared_kinds_and_an_operators_generation_moves() {
+    let mut cluster = controller::Cluster::new("custom-kinds-controller").await;
+    cluster.api.serve_crd("clonesets");
+    cluster.api.serve_crd("harborclusters");
+    cluster.config_map("app", &[("mode", "fast"), ("level", "3")]);
+    cluster.secret("s3", &[("accesskey", "AK"), ("secretkey", "SK"), ("region", "eu")]);
+    cluster.config_map("core-config", &[("core.yaml", "a: 1"), ("other", "x")]);
+    // Both as the webhook admitted them: their digests current.
+    let web = "/apis/apps.kruise.io/v1alpha1/namespaces/team-a/clonesets/web";
+    let harbor = "/apis/goharbor.io/v1beta1/namespaces/team-a/harborclusters/harbor";
+    let mut admitted = clone_set();
+    admitted["spec"]["template"]["metadata"]["annotations"] =
+        json!({"configmap.configsum.dev/app": expected_clone_set_digest()});
+    cluster.api.put(web, admitted);
+    let mut admitted = harbor_cluster();
+    admitted["spec"]["podAnnotations"] = expected_harbor_digests();
+    cluster.api.put(harbor, admitted);
+    let generation = |c: &controller::Cluster, path: &str| {
+        c.api.object(path).map(|o| o["metadata"]["generation"].clone()).unwrap_or_default()
+    };
+    assert_eq!((generation(&cluster, web), generation(&cluster, harbor)), (json!(1), json!(1)));
+
+    let setup = Setup::new("custom-kinds-controller-files");
+    let kinds = setup.path("kinds.yaml");
+    let extra = ["--custom-kinds", kinds.as_str()];
+    let running = controller::Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    assert_eq!(cluster.api.calls("PATCH", web) + cluster.api.calls("PATCH", harbor), 0, "current");
+
+    // A key the HarborCluster does not read: nothing. One it reads: its spec's map, so the
+    // operator, which reconciles on generation, sees the change.
+    cluster.secret("s3", &[("accesskey", "AK"), ("secretkey", "SK"), ("region", "us")]);
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    assert_eq!(cluster.api.calls("PATCH", harbor), 0, "region is not consumed");
+    let rotated = [("accesskey", "AK2"), ("secretkey", "SK"), ("region", "us")];
+    cluster.secret("s3", &rotated);
+    let expected = digests::secret_keys(KEY, "team-a", "s3", &rotated, &["accesskey", "secretkey"]);
+    let patched = |c: &controller::Cluster| {
+        c.api
+            .object(harbor)
+            .is_some_and(|o| o["spec"]["podAnnotations"]["secret.configsum.dev/s3"] == expected)
+    };
+    cluster.wait_for("the HarborCluster patched", std::time::Duration::from_secs(5), patched).await;
+    let object = cluster.api.object(harbor).expect("harbor");
+    assert_eq!(object["metadata"]["generation"], 2, "a spec change: the operator reconciles");
+    assert_eq!(object["metadata"]["annotations"].get("secret.configsum.dev/s3"), None);
+    assert_eq!(cluster.api.calls("PATCH", harbor), 1);
+
+    // The CloneSet's template: a new generation, so the workload controller rolls it.
+    cluster.config_map("app", &[("mode", "slow"), ("level", "3")]);
+    let expected = digests::config_map("team-a", "app", &[("mode", "slow"), ("level", "3")]);
+    let rolled = |c: &controller::Cluster| {
+        c.api.object(web).is_some_and(|o| {
+            o["spec"]["template"]["metadata"]["annotations"]["configmap.configsum.dev/app"]
+                == expected
+        })
+    };
+    cluster.wait_for("the CloneSet patched", std::time::Duration::from_secs(5), rolled).await;
+    assert_eq!(generation(&cluster, web), json!(2));
+    let events = cluster.api.list("/api/v1/namespaces/team-a/events");
+    let named: Vec<&str> =
+        events.iter().filter_map(|e| e["involvedObject"]["kind"].as_str()).collect();
+    assert!(named.contains(&"HarborCluster") && named.contains(&"CloneSet"), "{events:?}");
+    assert_eq!(running.stop().await, Some(0));
 }

@@ -22,7 +22,7 @@ pub const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// The Event for a patch of `key` because `changed` changed.
 pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger>) -> Event {
-    let message = message(changed);
+    let message = message(&Subject::of(key), changed);
     let resource = api_resource(key.kind);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     Event {
@@ -53,13 +53,39 @@ pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger
     }
 }
 
+/// Where the digests went: a pod template (which rolls), or the annotations
+/// map of a kind without one (an operator's resource, `spec.podAnnotations`).
+enum Subject {
+    PodTemplate,
+    Map(String),
+}
+
+impl Subject {
+    fn of(key: &WorkloadKey) -> Subject {
+        if key.kind.pod_spec_path().is_some() {
+            Subject::PodTemplate
+        } else {
+            Subject::Map(key.kind.annotations_path().join("."))
+        }
+    }
+}
+
 /// What changed, in order, within [`MAX_MESSAGE_BYTES`]: as many triggers as
 /// fit whole, then `and N more`.
-fn message(changed: &BTreeSet<Trigger>) -> String {
-    if changed.is_empty() {
-        return "configsum brought the pod template's configuration digests up to date".to_owned();
-    }
-    let mut message = String::from("configsum rolled the pod template: changed ");
+fn message(subject: &Subject, changed: &BTreeSet<Trigger>) -> String {
+    let mut message = match (subject, changed.is_empty()) {
+        (Subject::PodTemplate, true) => {
+            return "configsum brought the pod template's configuration digests up to date"
+                .to_owned();
+        }
+        (Subject::Map(path), true) => {
+            return format!("configsum brought the configuration digests in {path} up to date");
+        }
+        (Subject::PodTemplate, false) => {
+            String::from("configsum rolled the pod template: changed ")
+        }
+        (Subject::Map(path), false) => format!("configsum updated the digests in {path}: changed "),
+    };
     let mut listed = 0;
     for (i, trigger) in changed.iter().enumerate() {
         let item = trigger.to_string();
@@ -149,7 +175,7 @@ mod tests {
             },
         ]);
         assert_eq!(
-            message(&changed),
+            message(&Subject::PodTemplate, &changed),
             format!(
                 "configsum rolled the pod template: changed configmap/app, container app (ghcr.io/org/app:prod) from {} to {}",
                 digest('1'),
@@ -173,7 +199,7 @@ mod tests {
                 new: digest('2'),
             });
         }
-        let sent = message(&changed);
+        let sent = message(&Subject::PodTemplate, &changed);
         assert!(sent.len() <= MAX_MESSAGE_BYTES, "{} bytes", sent.len());
         // The first three are named whole, then counted with the rest.
         assert!(sent.contains(&format!("secret/001{}, ", "s".repeat(250))), "{sent}");
@@ -187,11 +213,23 @@ mod tests {
             old: "x".repeat(100_000),
             new: digest('2'),
         }]);
-        let sent = message(&one);
+        let sent = message(&Subject::PodTemplate, &one);
         assert!(sent.len() <= MAX_MESSAGE_BYTES, "{} bytes", sent.len());
         assert!(sent.contains("container app (r.example/ppp") && sent.contains("…"));
         assert!(sent.contains("pp:prod) from xxx"), "{sent}");
         assert!(sent.ends_with(&format!(" to {}", digest('2'))), "{sent}");
+
+        // A kind without a pod template says where its digests went.
+        let map = Subject::Map("spec.podAnnotations".into());
+        let s3 = BTreeSet::from([Trigger::Object(ObjectRef::secret("s3"))]);
+        assert_eq!(
+            message(&map, &s3),
+            "configsum updated the digests in spec.podAnnotations: changed secret/s3"
+        );
+        assert_eq!(
+            message(&map, &BTreeSet::new()),
+            "configsum brought the configuration digests in spec.podAnnotations up to date"
+        );
 
         // Multibyte content is cut at a character boundary.
         let cut = truncate_bytes("é".repeat(600), MAX_MESSAGE_BYTES);

@@ -137,14 +137,19 @@
 //!   **[compared]**. An unserved resource of a served group is a 404 Status
 //!   ("the server could not find the requested resource"); an unserved group
 //!   or version, and everything under it, is Go's plain-text "404 page not
-//!   found" **[compared]**. `argoproj.io/v1alpha1` `rollouts` exists only
-//!   after `serve_rollouts()`, as a CRD would **[compared]**.
+//!   found" **[compared]**. Custom resources — `argoproj.io/v1alpha1`
+//!   `rollouts`, an OpenKruise-shaped `apps.kruise.io/v1alpha1` `clonesets`, a
+//!   harbor-operator-shaped `goharbor.io/v1beta1` `harborclusters` — exist only
+//!   after `serve_crd()` (`serve_rollouts()`), as when their CRD is installed,
+//!   in discovery as in paths **[compared]**; their list items carry no `kind`
+//!   either, and their `metadata.generation` starts at 1 and moves on `spec`
+//!   changes only, never on metadata ones (custom resources only).
 //!
 //! # Deliberately not reproduced
 //!
 //! No admission (webhooks, NamespaceLifecycle: objects may be created in a
 //! namespace that does not exist), no defaulting, no validation of fields
-//! beyond name/namespace/type, no `metadata.generation` or `managedFields`, no
+//! beyond name/namespace/type, no `metadata.generation` on built-in kinds, no `managedFields`, no
 //! server-side apply (`application/apply-patch+yaml` is 415 with a message of
 //! this fake's own), no strategic-merge list semantics, no finalizers or
 //! graceful deletion, no subresources (`/status`, `/scale`: 404), no
@@ -188,7 +193,7 @@
 //! concurrent writer; requests are counted and logged.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
@@ -254,7 +259,7 @@ struct Resource {
     singular: &'static str,
     kind: &'static str,
     namespaced: bool,
-    /// Served through a CustomResourceDefinition: only after `serve_rollouts`.
+    /// Served through a CustomResourceDefinition: only after `serve_crd`.
     custom: bool,
 }
 
@@ -358,16 +363,20 @@ const RESOURCES: &[Resource] = &[
     resource("batch", "v1", "cronjobs", "cronjob", "CronJob", true),
     resource("coordination.k8s.io", "v1", "leases", "lease", "Lease", true),
     resource("events.k8s.io", "v1", "events", "event", "Event", true),
-    Resource {
-        group: "argoproj.io",
-        version: "v1alpha1",
-        plural: "rollouts",
-        singular: "rollout",
-        kind: "Rollout",
-        namespaced: true,
-        custom: true,
-    },
+    custom_resource("argoproj.io", "v1alpha1", "rollouts", "rollout", "Rollout"),
+    custom_resource("apps.kruise.io", "v1alpha1", "clonesets", "cloneset", "CloneSet"),
+    custom_resource("goharbor.io", "v1beta1", "harborclusters", "harborcluster", "HarborCluster"),
 ];
+
+const fn custom_resource(
+    group: &'static str,
+    version: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    kind: &'static str,
+) -> Resource {
+    Resource { group, version, plural, singular, kind, namespaced: true, custom: true }
+}
 
 fn find_resource(group: &str, version: &str, plural: &str) -> Option<usize> {
     RESOURCES.iter().position(|r| r.group == group && r.version == version && r.plural == plural)
@@ -573,13 +582,18 @@ struct State {
     log: Vec<Logged>,
     /// Entries dropped by `clear_log`, so that in-flight requests find theirs.
     log_base: usize,
-    rollouts: bool,
+    /// The custom resources served, by plural (their CRD is "installed").
+    crds: BTreeSet<&'static str>,
     bookmark_every: Duration,
     serial: u64,
     seed: u64,
 }
 
 impl State {
+    fn is_served(&self, resource: &Resource) -> bool {
+        !resource.custom || self.crds.contains(resource.plural)
+    }
+
     fn next_serial(&mut self) -> u64 {
         self.serial += 1;
         self.serial
@@ -636,6 +650,18 @@ impl State {
                     meta.remove("resourceVersion");
                 }
             }
+        }
+        if resource.custom {
+            // A custom resource's generation: 1 at creation, one more for each change of
+            // its spec; metadata changes leave it alone.
+            let generation = match &previous {
+                None => 1,
+                Some(prev) => {
+                    let was = prev["metadata"]["generation"].as_i64().unwrap_or(1);
+                    if prev.get("spec") == object.get("spec") { was } else { was + 1 }
+                }
+            };
+            object["metadata"]["generation"] = json!(generation);
         }
         if let Some(prev) = &previous {
             if **prev == object {
@@ -797,7 +823,7 @@ impl FakeApiServer {
             interleaved: HashMap::new(),
             log: Vec::new(),
             log_base: 0,
-            rollouts: false,
+            crds: BTreeSet::new(),
             bookmark_every: Duration::from_secs(1),
             serial: 0,
             seed: u64::from(addr.port()) << 16 ^ u64::from(std::process::id() & 0xffff),
@@ -984,7 +1010,13 @@ impl FakeApiServer {
 
     /// Serves `argoproj.io/v1alpha1` `rollouts`, as when the Argo Rollouts CRD is installed.
     pub fn serve_rollouts(&self) {
-        self.shared.state().rollouts = true;
+        self.serve_crd("rollouts");
+    }
+
+    /// Serves the custom resource `plural` (one of this fake's), as when its CRD is installed.
+    pub fn serve_crd(&self, plural: &'static str) {
+        assert!(RESOURCES.iter().any(|r| r.custom && r.plural == plural), "no CRD {plural}");
+        self.shared.state().crds.insert(plural);
     }
 
     /// The server's current resourceVersion.
@@ -1136,7 +1168,7 @@ impl FakeApiServer {
             return Err(self.not_served(path));
         };
         let resource = target.resource();
-        if resource.custom && !self.shared.state().rollouts {
+        if !self.shared.state().is_served(resource) {
             return Err(ApiError::page_not_found());
         }
         // `watch` on an object's path is a plain GET on the real server (1.37): single objects
@@ -1195,16 +1227,14 @@ impl FakeApiServer {
     }
 
     fn serves(&self, group: &str, version: &str) -> bool {
-        let rollouts = self.shared.state().rollouts;
-        RESOURCES
-            .iter()
-            .any(|r| r.group == group && r.version == version && (!r.custom || rollouts))
+        let state = self.shared.state();
+        RESOURCES.iter().any(|r| r.group == group && r.version == version && state.is_served(r))
     }
 
     /// `/version` and the discovery documents, or `None` for other paths.
     fn discovery(&self, path: &str) -> Option<Result<Response<Body>, ApiError>> {
-        let rollouts = self.shared.state().rollouts;
-        let served = || RESOURCES.iter().filter(move |r| !r.custom || rollouts);
+        let crds = self.shared.state().crds.clone();
+        let served = move || RESOURCES.iter().filter(move |r| !r.custom || crds.contains(r.plural));
         let path = path.trim_end_matches('/');
         Some(Ok(match path {
             "/version" => json_response(
