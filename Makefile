@@ -28,12 +28,14 @@ test: lint tools
 ## (scripts/control-plane.sh build: kube-apiserver, kube-controller-manager, kubectl and etcd
 ## from Go modules; cached, minutes when cold), and the Argo CD and Flux CRDs that
 ## docs/gitops.md's snippets are checked against, in target/gitops-crds
-## (scripts/install-gitops-crds.sh, from Go modules; seconds, cached). Part of test.
+## (scripts/install-gitops-crds.sh, from Go modules; seconds, cached), and Knative Serving's
+## Service CRD (scripts/install-operator-crds.sh). Part of test.
 tools:
 	scripts/install-helm.sh
 	scripts/install-python-tools.sh
 	scripts/control-plane.sh build >/dev/null
 	scripts/install-gitops-crds.sh
+	scripts/install-operator-crds.sh
 
 ## control-plane: start a real control plane on loopback in target/control-plane and print
 ## how to use it (KUBECONFIG); `make control-plane-down` stops it.

@@ -12,7 +12,8 @@
 # the machine's Go, cached under ~/.cache/configsum; curl waits for it to start), and
 # for tests/control_plane/gitops.rs jq (it runs docs/gitops.md's jq expressions) and the
 # Argo CD and Flux CRDs in target/gitops-crds (scripts/install-gitops-crds.sh, from Go
-# modules).
+# modules), and Knative Serving's Service CRD in target/operator-crds
+# (scripts/install-operator-crds.sh, from its Go module).
 #
 # The tests start their own registries on ephemeral loopback ports; the Debian
 # package's service is never used, so it is kept from starting and disabled.
@@ -65,3 +66,5 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 "$(dirname "$0")/control-plane.sh" build >/dev/null
 # The Argo CD and Flux CRDs docs/gitops.md's snippets are checked against (seconds; cached).
 "$(dirname "$0")/install-gitops-crds.sh"
+# Knative Serving's Service CRD that docs/custom-kinds.md's declaration is checked against.
+"$(dirname "$0")/install-operator-crds.sh"

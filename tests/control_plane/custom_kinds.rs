@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::controller::{Controller, one_controller_at_a_time, secret_digest, wait_until};
 use crate::digests;
-use crate::install::{KEY, installation, run, start_serve_with};
+use crate::install::{KEY, SYSTEM, installation, run, secret, start_serve_with};
 use crate::webhook::scoped_copy;
 
 const KINDS: &str = r#"apiVersion: configsum.dev/v1alpha1
@@ -134,6 +135,177 @@ fn the_api_server_calls_the_webhook_for_declared_kinds() {
         );
         assert_eq!(harbor_cluster["metadata"]["annotations"].get("secret.configsum.dev/s3"), None);
         cp.kubectl_ok(&["delete", "mutatingwebhookconfiguration", "custom"]);
+        drop(serve);
+    });
+}
+
+/// OpenKruise's Advanced DaemonSet: a workload CRD whose pod template is `spec.template`.
+const ADVANCED_DAEMON_SET: &str = r#"apiVersion: configsum.dev/v1alpha1
+kind: CustomKinds
+kinds:
+- apiVersion: apps.kruise.io/v1alpha1
+  kind: DaemonSet
+  resource: daemonsets
+  template: spec.template
+"#;
+
+#[test]
+fn the_controller_watches_a_workload_crd_installed_after_it_started() {
+    run(async {
+        let _one = one_controller_at_a_time().await;
+        let install = installation().await;
+        let cp = install.cp;
+        // What the chart's customKinds value grants the controller for the kind.
+        cp.apply(
+            &json!({"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "configsum-controller-kruise-daemonsets"},
+                "rules": [{"apiGroups": ["apps.kruise.io"], "resources": ["daemonsets"],
+                    "verbs": ["list", "watch", "patch"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "configsum-controller-kruise-daemonsets"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "configsum-controller-kruise-daemonsets"},
+                "subjects": [{"kind": "ServiceAccount", "name": "configsum-controller",
+                    "namespace": SYSTEM}]}]})
+            .to_string(),
+        );
+        std::fs::write(install.path("kruise-daemonsets.yaml"), ADVANCED_DAEMON_SET).expect("kinds");
+        let kinds = install.path("kruise-daemonsets.yaml").display().to_string();
+        let extra = ["--custom-kinds", &kinds, "--discovery-interval", "1s"];
+        let controller =
+            Controller::start_as(cp, &install.dir, "configsum-controller", "crd-later", &extra)
+                .await;
+
+        // Installed after the controller started: no restart follows.
+        cp.apply(&crd("apps.kruise.io", "v1alpha1", "DaemonSet", "daemonsets"));
+        cp.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/daemonsets.apps.kruise.io",
+        ]);
+        let ns = "crd-later";
+        cp.namespace(ns, true);
+        let data = |password: &'static str| [("password", password)];
+        let recorded = secret_digest(ns, "db", &data("one"));
+        cp.apply(&secret(ns, "db", &data("one")));
+        cp.apply(
+            &json!({"apiVersion": "apps.kruise.io/v1alpha1", "kind": "DaemonSet",
+                "metadata": {"name": "agent", "namespace": ns},
+                "spec": {"template": {"metadata": {"labels": {"app": "agent"},
+                        "annotations": {"secret.configsum.dev/db": recorded}},
+                    "spec": {"containers": [{"name": "agent", "image": "agent:1",
+                        "envFrom": [{"secretRef": {"name": "db"}}]}]}}}})
+            .to_string(),
+        );
+        wait_until("the kind watched", Duration::from_secs(20), || {
+            controller.logs().iter().any(|l| l.contains("its resource is served now"))
+        })
+        .await;
+        let annotation = || {
+            let agent = cp.get_json(&["daemonsets.apps.kruise.io", "agent", "-n", ns]);
+            agent["spec"]["template"]["metadata"]["annotations"]["secret.configsum.dev/db"].clone()
+        };
+        // The watch lists the DaemonSet; then a Secret change rolls it. Changed until rolled, in
+        // case the change came before the list.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = "one";
+        while annotation() == json!(recorded) {
+            last = if last == "two" { "three" } else { "two" };
+            cp.apply(&secret(ns, "db", &data(last)));
+            assert!(Instant::now() < deadline, "never rolled: {:?}", controller.logs());
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        let current = json!(secret_digest(ns, "db", &data(last)));
+        wait_until("the digest of the Secret as it is", Duration::from_secs(15), || {
+            annotation() == current
+        })
+        .await;
+        assert!(controller.patches().await >= 1.0);
+        controller.stop().await;
+    });
+}
+
+/// Knative Serving's Service, declared as docs/custom-kinds.md declares it.
+const KNATIVE: &str = r#"apiVersion: configsum.dev/v1alpha1
+kind: CustomKinds
+kinds:
+- apiVersion: serving.knative.dev/v1
+  kind: Service
+  resource: services
+  template: spec.template
+"#;
+
+/// The real CRD of Knative Serving's Service (scripts/install-operator-crds.sh takes it from the
+/// Go module knative.dev/serving v0.51.0): the declaration's template path is where its schema
+/// keeps a pod template, and the annotations the webhook writes survive the API server's
+/// pruning of fields the schema does not know.
+#[test]
+fn a_knative_service_gets_its_digests_under_the_real_crds_schema() {
+    run(async {
+        let install = installation().await;
+        let cp = install.cp;
+        let script = crate::gitops::root().join("scripts/install-operator-crds.sh");
+        let output = std::process::Command::new(&script).output().expect("run the script");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let crd_file = crate::gitops::root().join("target/operator-crds/knative-service.yaml");
+        let crd_file = crd_file.display().to_string();
+        cp.kubectl_ok(&["apply", "--server-side", "-f", &crd_file]);
+        cp.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/services.serving.knative.dev",
+        ]);
+        std::fs::write(install.path("knative-kinds.yaml"), KNATIVE).expect("kinds");
+        let kinds = install.path("knative-kinds.yaml").display().to_string();
+        let serve =
+            start_serve_with(cp, &install.dir, "configsum-webhook", &["--custom-kinds", &kinds])
+                .await;
+        scoped_copy(install, "knative", &serve.addr);
+        let mut config = cp.get_json(&["mutatingwebhookconfiguration", "knative"]);
+        let rules = config["webhooks"][0]["rules"].as_array_mut().expect("rules");
+        rules.push(json!({"apiGroups": ["serving.knative.dev"], "apiVersions": ["v1"],
+            "resources": ["services"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}));
+        cp.apply(&config.to_string());
+
+        let ns = "knative";
+        cp.apply(&format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels: {{configsum-test/knative: \"true\"}}\n"
+        ));
+        let data = [("password", "one")];
+        cp.apply(&secret(ns, "db", &data));
+        let service = |image: &str| {
+            json!({"apiVersion": "serving.knative.dev/v1", "kind": "Service",
+                "metadata": {"name": "hello", "namespace": ns},
+                "spec": {"template": {"spec": {"containers": [{"image": image,
+                    "envFrom": [{"secretRef": {"name": "db"}}]}]}}}})
+            .to_string()
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut round = 0;
+        let hello = loop {
+            round += 1;
+            cp.apply(&service(&format!("hello:{round}")));
+            let hello = cp.get_json(&["services.serving.knative.dev", "hello", "-n", ns]);
+            if !hello["spec"]["template"]["metadata"]["annotations"].is_null() {
+                break hello;
+            }
+            assert!(Instant::now() < deadline, "the API server never called the webhook");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        };
+        assert_eq!(
+            hello["spec"]["template"]["metadata"]["annotations"],
+            json!({"secret.configsum.dev/db": secret_digest(ns, "db", &data)}),
+            "kept by the real schema"
+        );
+        assert_eq!(
+            hello["metadata"]["generation"],
+            json!(round),
+            "each template change is a new generation"
+        );
+        cp.kubectl_ok(&["delete", "mutatingwebhookconfiguration", "knative"]);
         drop(serve);
     });
 }
