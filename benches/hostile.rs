@@ -3,7 +3,10 @@
 //!
 //! One release `configsum serve --objects-from` on loopback, then:
 //! 1. CPU per review: largest reviews (3 MiB objects made only of references
-//!    and `track` tokens) sent one at a time; CPU seconds from /proc.
+//!    and `track` tokens) sent one at a time; CPU seconds from /proc. The same
+//!    for custom resources of kinds declared with `--custom-kinds` (SPEC 12): an
+//!    operator's resource made only of references through a `[]` path, and a
+//!    workload CRD whose template sits deeper than a Deployment's.
 //! 2. Peak memory: at once, up to 1,024 connections (most idle after their
 //!    TLS handshake), 12 connections streaming UPDATE reviews just under the
 //!    8 MiB limit (more than the body budget holds, so some get 503), and 64
@@ -78,6 +81,60 @@ fn hostile_deployment(bytes: usize) -> Value {
             "spec": {"containers": [{"name": "c", "env": env}]}}}})
 }
 
+/// The declared kinds the custom-resource reviews are of.
+const CUSTOM_KINDS: &str = r#"apiVersion: configsum.dev/v1alpha1
+kind: CustomKinds
+kinds:
+- apiVersion: goharbor.io/v1beta1
+  kind: HarborCluster
+  resource: harborclusters
+  references:
+  - configMap: spec.components[].configRef
+  - secret: spec.components[].secretRef
+  annotations: spec.podAnnotations
+- apiVersion: example.com/v1
+  kind: DeepSet
+  resource: deepsets
+  template: spec.a.b.c.template
+"#;
+
+/// An operator's resource of about `bytes` made only of references through `[]`: each
+/// component names a distinct ConfigMap and key, and a distinct Secret.
+fn hostile_harbor_cluster(bytes: usize) -> Value {
+    let mut size = 0;
+    let mut components = Vec::new();
+    while size < bytes {
+        let i = components.len();
+        let entry = json!({"name": format!("c{i:06}"),
+            "configRef": {"name": format!("cm-{i:06}"), "key": format!("k{i:06}")},
+            "secretRef": format!("s-{i:06}")});
+        size += entry.to_string().len() + 1;
+        components.push(entry);
+    }
+    json!({"apiVersion": "goharbor.io/v1beta1", "kind": "HarborCluster",
+        "metadata": {"name": "hostile", "namespace": reviews::NAMESPACE},
+        "spec": {"components": components}})
+}
+
+/// The hostile Deployment's pod template, at `spec.a.b.c.template` of a declared kind.
+fn hostile_deep_set(bytes: usize) -> Value {
+    let deployment = hostile_deployment(bytes);
+    json!({"apiVersion": "example.com/v1", "kind": "DeepSet",
+        "metadata": {"name": "hostile", "namespace": reviews::NAMESPACE},
+        "spec": {"a": {"b": {"c": {"template": deployment["spec"]["template"].clone()}}}}})
+}
+
+/// CPU seconds per review of `body`, sent `count` times one at a time.
+async fn cpu_per(server: &Server, stats: &ProcessStats, body: &[u8], count: usize) -> f64 {
+    let before = stats.cpu_seconds();
+    for _ in 0..count {
+        let (status, answer) = server.post("/mutate", body.to_vec()).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+        ok_200(0, &answer).expect("a hostile review is still answered");
+    }
+    (stats.cpu_seconds() - before) / count as f64
+}
+
 fn ok_200(_: usize, body: &[u8]) -> Result<(), String> {
     let answer: Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
     match answer["response"]["allowed"] {
@@ -96,9 +153,11 @@ async fn main() {
     make_certs(&dir.0, "ec-sec1");
     std::fs::write(dir.path("digest.key"), "0123456789abcdef0123456789abcdef\n").expect("key");
     std::fs::write(dir.path("objects.yaml"), reviews::objects_yaml()).expect("objects");
+    std::fs::write(dir.path("kinds.yaml"), CUSTOM_KINDS).expect("kinds");
     let path = |s: &str| dir.path(s).display().to_string();
     let (cert, key, digest, objects) =
         (path("tls.crt"), path("tls.key"), path("digest.key"), path("objects.yaml"));
+    let kinds = path("kinds.yaml");
     let args = [
         "--tls-cert",
         cert.as_str(),
@@ -108,6 +167,8 @@ async fn main() {
         &digest,
         "--objects-from",
         &objects,
+        "--custom-kinds",
+        &kinds,
     ];
     // As the container image sets it (see the Dockerfile).
     let server = Server::start(&args, &[("MALLOC_ARENA_MAX", "2")], &dir.path("ca.crt")).await;
@@ -129,6 +190,13 @@ async fn main() {
     }
     let wall_per_review = started.elapsed() / answered as u32;
     let cpu_per_review = (stats.cpu_seconds() - cpu_before) / f64::from(answered as u32);
+    let harbor = hostile_harbor_cluster(plan.object_bytes);
+    let harbor =
+        reviews::review(("goharbor.io", "v1beta1", "HarborCluster"), "CREATE", &harbor, None);
+    let harbor_cpu = cpu_per(&server, &stats, &harbor, plan.large_reviews).await;
+    let deep = hostile_deep_set(plan.object_bytes);
+    let deep = reviews::review(("example.com", "v1", "DeepSet"), "CREATE", &deep, None);
+    let deep_cpu = cpu_per(&server, &stats, &deep, plan.large_reviews).await;
 
     // 2. Peak memory with every limit reached at once.
     let mut idle = Vec::new();
@@ -188,6 +256,18 @@ async fn main() {
     let _ = writeln!(out, "| measure | value |\n|---|---:|");
     let _ = writeln!(out, "| body of the largest CREATE review | {:.2} MiB |", mib(create.len()));
     let _ = writeln!(out, "| CPU per largest review | {:.1} ms |", cpu_per_review * 1000.0);
+    let _ = writeln!(
+        out,
+        "| CPU per {:.2} MiB review of a declared operator kind (references through `[]`) | {:.1} ms |",
+        mib(harbor.len()),
+        harbor_cpu * 1000.0
+    );
+    let _ = writeln!(
+        out,
+        "| CPU per {:.2} MiB review of a declared workload kind (template at `spec.a.b.c.template`) | {:.1} ms |",
+        mib(deep.len()),
+        deep_cpu * 1000.0
+    );
     let _ = writeln!(
         out,
         "| wall time per largest review (with TLS) | {:.1} ms |",
