@@ -142,8 +142,9 @@
 //!   harbor-operator-shaped `goharbor.io/v1beta1` `harborclusters` — exist only
 //!   after `serve_crd()` (`serve_rollouts()`), as when their CRD is installed,
 //!   in discovery as in paths **[compared]**; their list items carry no `kind`
-//!   either, and their `metadata.generation` starts at 1 and moves on `spec`
-//!   changes only, never on metadata ones (custom resources only).
+//!   (stricter than the real server, which keeps it on custom resources'), and
+//!   their `metadata.generation` starts at 1 and moves on `spec` changes only,
+//!   never on metadata ones (custom resources only) **[compared]**.
 //!
 //! # Deliberately not reproduced
 //!
