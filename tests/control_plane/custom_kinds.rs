@@ -53,12 +53,7 @@ fn the_api_server_calls_the_webhook_for_declared_kinds() {
             ("goharbor.io", "v1beta1", "HarborCluster", "harborclusters"),
         ] {
             cp.apply(&crd(group, version, kind, plural));
-            cp.kubectl_ok(&[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                &format!("crd/{plural}.{group}"),
-            ]);
+            cp.wait_established(&[&format!("crd/{plural}.{group}")]);
         }
         std::fs::write(install.path("custom-kinds.yaml"), KINDS).expect("kinds");
         let kinds = install.path("custom-kinds.yaml").display().to_string();
@@ -179,12 +174,7 @@ fn the_controller_watches_a_workload_crd_installed_after_it_started() {
 
         // Installed after the controller started: no restart follows.
         cp.apply(&crd("apps.kruise.io", "v1alpha1", "DaemonSet", "daemonsets"));
-        cp.kubectl_ok(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/daemonsets.apps.kruise.io",
-        ]);
+        cp.wait_established(&["crd/daemonsets.apps.kruise.io"]);
         let ns = "crd-later";
         cp.namespace(ns, true);
         let data = |password: &'static str| [("password", password)];
@@ -252,12 +242,7 @@ fn a_knative_service_gets_its_digests_under_the_real_crds_schema() {
         let crd_file = crate::gitops::root().join("target/operator-crds/knative-service.yaml");
         let crd_file = crd_file.display().to_string();
         cp.kubectl_ok(&["apply", "--server-side", "-f", &crd_file]);
-        cp.kubectl_ok(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/services.serving.knative.dev",
-        ]);
+        cp.wait_established(&["crd/services.serving.knative.dev"]);
         std::fs::write(install.path("knative-kinds.yaml"), KNATIVE).expect("kinds");
         let kinds = install.path("knative-kinds.yaml").display().to_string();
         let serve =

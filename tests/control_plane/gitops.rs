@@ -104,9 +104,8 @@ fn install_crds(cp: &ControlPlane) {
         cp.kubectl_ok(&["apply", "--server-side", "-f", &path]);
         names.push(format!("crd/{name}"));
     }
-    let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
-    wait.extend(names.iter().map(String::as_str));
-    cp.kubectl_ok(&wait);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    cp.wait_established(&names);
     for namespace in NAMESPACES {
         cp.namespace(namespace, false);
     }

@@ -134,6 +134,29 @@ impl ControlPlane {
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 
+    /// Waits until each CRD of `names` (`crd/<plural>.<group>`) is Established. Right after
+    /// its creation a CRD may have no conditions yet, which `kubectl wait` reports as an error
+    /// rather than waiting: that is asked again.
+    pub fn wait_established(&self, names: &[&str]) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+        args.extend_from_slice(names);
+        loop {
+            let output = self.kubectl(&args);
+            if output.status.success() {
+                return;
+            }
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                stderr.contains("status.conditions accessor error")
+                    && std::time::Instant::now() < deadline,
+                "kubectl {}: {stderr}",
+                args.join(" ")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// `kubectl apply -f -` of `yaml`, which must succeed.
     pub fn apply(&self, yaml: &str) -> String {
         let output = self.kubectl_with_input(&["apply", "-f", "-"], Some(yaml));
