@@ -40,23 +40,23 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Serve(args) => {
-            runtime.block_on(configsum::webhook::serve(args)).map_err(|e| e.to_string())
+            runtime.block_on(configsum::webhook::serve(args)).map_err(|e| (e.to_string(), 1))
         }
         Command::EnsureDigestKey(args) => runtime
             .block_on(configsum::digest_key::run(&args))
             .map(|_| ())
-            .map_err(|e| e.to_string()),
-        Command::Controller(args) => {
-            runtime.block_on(configsum::controller::run(args)).map_err(|e| e.to_string())
-        }
+            .map_err(|e| (e.to_string(), 1)),
+        Command::Controller(args) => runtime
+            .block_on(configsum::controller::run(args))
+            .map_err(|e| (e.to_string(), e.exit_code())),
         Command::Render(_) => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Err((e, code)) => {
             tracing::error!(error = %e, "configsum failed");
             eprintln!("configsum: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(code)
         }
     }
 }

@@ -291,9 +291,64 @@ async fn the_controller_rolls_declared_kinds_and_an_operators_generation_moves()
     };
     cluster.wait_for("the CloneSet patched", std::time::Duration::from_secs(5), rolled).await;
     assert_eq!(generation(&cluster, web), json!(2));
-    let events = cluster.api.list("/api/v1/namespaces/team-a/events");
-    let named: Vec<&str> =
-        events.iter().filter_map(|e| e["involvedObject"]["kind"].as_str()).collect();
-    assert!(named.contains(&"HarborCluster") && named.contains(&"CloneSet"), "{events:?}");
+    let events = |c: &controller::Cluster| c.api.list("/api/v1/namespaces/team-a/events");
+    let both = |c: &controller::Cluster| events(c).len() == 2;
+    cluster.wait_for("both Events", std::time::Duration::from_secs(5), both).await;
+    let messages: Vec<(String, String)> = events(&cluster)
+        .iter()
+        .map(|e| {
+            let kind = e["involvedObject"]["kind"].as_str().unwrap_or_default().to_owned();
+            (kind, e["message"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    let harbor_event = "configsum updated the digests in spec.podAnnotations: changed secret/s3";
+    let clone_set_event = "configsum rolled the pod template: changed configmap/app";
+    assert!(messages.contains(&("HarborCluster".into(), harbor_event.into())), "{messages:?}");
+    assert!(messages.contains(&("CloneSet".into(), clone_set_event.into())), "{messages:?}");
     assert_eq!(running.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_declared_kind_served_cluster_scoped_stops_the_controller_with_exit_2() {
+    const WIDGETS: &str = "apiVersion: configsum.dev/v1alpha1\nkind: CustomKinds\nkinds:\n\
+        - apiVersion: example.com/v1\n  kind: Widget\n  resource: widgets\n  template: spec.template\n";
+    let setup = Setup::new("custom-kinds-cluster-scoped");
+    std::fs::write(setup.dir.path("widgets.yaml"), WIDGETS).expect("kinds");
+    let kinds = setup.path("widgets.yaml");
+    let named = |stderr: &str| {
+        stderr.contains("--custom-kinds: example.com/v1 Widget")
+            && stderr.contains("serves widgets cluster-scoped")
+    };
+
+    // Served so at start-up: refused before anything is watched.
+    let cluster = controller::Cluster::new("custom-kinds-widgets-now").await;
+    cluster.api.serve_crd("widgets");
+    let kubeconfig = cluster.api.kubeconfig_for(&cluster.dir.0, "a");
+    let key = setup.path("digest.key");
+    let args = ["controller", "--digest-key-file", &key, "--custom-kinds", &kinds];
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_configsum"))
+        .args(args)
+        .args(["--metrics-listen", "127.0.0.1:0", "--lease-namespace", "configsum-system"])
+        .env("KUBECONFIG", &kubeconfig)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+        .await
+        .expect("exits")
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(named(&stderr), "{stderr}");
+
+    // Installed so after start-up: found by discovery, and refused the same way.
+    let cluster = controller::Cluster::new("custom-kinds-widgets-later").await;
+    let extra = ["--custom-kinds", kinds.as_str(), "--discovery-interval", "1s"];
+    let running = controller::Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
+    cluster.api.serve_crd("widgets");
+    let logs = running.logs.clone();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !logs.lock().expect("logs").iter().any(|l| named(l)) {
+        assert!(std::time::Instant::now() < deadline, "{:?}", logs.lock().expect("logs"));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(running.stop().await, Some(2));
 }

@@ -37,6 +37,8 @@ pub enum Message {
     Reconciled(Box<(Work, ReconcileResult)>),
     /// Discovery serves a workload kind it did not serve at start-up.
     KindServed(WorkloadKind),
+    /// … but cluster-scoped, against its declaration: the controller stops.
+    KindClusterScoped(WorkloadKind),
     /// The poller resolved a tracked image.
     Image(Box<(PolledImage, Resolution)>),
 }

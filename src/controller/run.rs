@@ -84,7 +84,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let bucket = TokenBucket::new(args.rate, args.burst, Instant::now());
     tokio::spawn(worker::run(reconciler, bucket, work_rx, tx.clone()));
 
-    let mut watches = Watches::start(client.clone(), tx.clone(), CALL_TIMEOUT).await;
+    let mut watches = Watches::start(client.clone(), tx.clone(), CALL_TIMEOUT).await?;
     let not_served = watches.not_served.clone();
     let every = args.discovery_interval;
     tokio::spawn(watches::discover(client, not_served, every, CALL_TIMEOUT, tx.clone()));
@@ -103,6 +103,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
 
     let shutdown = signals.received();
     tokio::pin!(shutdown);
+    let mut refused = None;
     loop {
         // Wake for due work, and at least every second for the metrics.
         let second = Instant::now() + Duration::from_secs(1);
@@ -122,6 +123,10 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         }
         // Workload watches start once the opted-in namespaces are known, and
         // list again when a namespace is opted in.
+        if let Some(kind) = state.refused_kind() {
+            refused = Some(watches::cluster_scoped(kind));
+            break;
+        }
         for kind in state.take_kinds_served() {
             if let Some(epoch) = watches.watch_kind(kind) {
                 state.kind_watch_started(epoch, kind);
@@ -154,5 +159,5 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     running.begin_shutdown();
     let _ = election.await;
     running.finished().await;
-    Ok(())
+    refused.map_or(Ok(()), Err)
 }

@@ -26,6 +26,7 @@ use crate::core::annotations::NAMESPACE_LABEL;
 use crate::core::kinds::Controller;
 use crate::core::workload::WorkloadKind;
 use crate::lookup::api_object::api_resource as object_api_resource;
+use crate::process::StartupError;
 
 /// The API server ends each watch after this long; the watcher resumes it
 /// from the last resourceVersion. Its idle timeout (this plus a margin)
@@ -47,7 +48,11 @@ pub struct Watches {
 impl Watches {
     /// Starts the namespace and object watches; workload watches start with
     /// [`Watches::restart_workloads`], once the namespaces are known.
-    pub async fn start(client: Client, tx: mpsc::Sender<Message>, timeout: Duration) -> Self {
+    pub async fn start(
+        client: Client,
+        tx: mpsc::Sender<Message>,
+        timeout: Duration,
+    ) -> Result<Self, StartupError> {
         let config = || watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
         let selector = format!("{NAMESPACE_LABEL}=true");
         let namespaces: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
@@ -68,14 +73,15 @@ impl Watches {
         for kind in WorkloadKind::all() {
             match kind.declaration().controller {
                 Controller::Rolls => kinds.push(kind),
-                Controller::RollsWhereServed if served(&client, kind, timeout).await => {
-                    kinds.push(kind)
-                }
-                Controller::RollsWhereServed => not_served.push(kind),
+                Controller::RollsWhereServed => match served(&client, kind, timeout).await {
+                    Served::Namespaced => kinds.push(kind),
+                    Served::No => not_served.push(kind),
+                    Served::ClusterScoped => return Err(cluster_scoped(kind)),
+                },
                 Controller::Never => {}
             }
         }
-        Watches { client, tx, kinds, not_served, workload_tasks: Vec::new(), epoch: 0 }
+        Ok(Watches { client, tx, kinds, not_served, workload_tasks: Vec::new(), epoch: 0 })
     }
 
     /// Watches `kind` too, from now on: in the current epoch if the workload
@@ -117,6 +123,18 @@ impl Watches {
     }
 }
 
+/// A declared kind whose resource the API server serves cluster-scoped: the
+/// declaration is wrong (custom kinds are namespaced), and is refused as a bad
+/// file is, naming the entry.
+pub fn cluster_scoped(kind: WorkloadKind) -> StartupError {
+    let (_, _, resource) = kind.resource();
+    StartupError::CustomKind(format!(
+        "{} {}: the API server serves {resource} cluster-scoped; declared kinds must be namespaced",
+        kind.api_version(),
+        kind.as_str()
+    ))
+}
+
 /// Asks discovery every `every` whether the kinds in `not_served` are served
 /// now, and reports each that is (a CRD installed after start-up); ends when
 /// all are. Runs beside the event loop, as every network call does.
@@ -131,9 +149,15 @@ pub async fn discover(
         tokio::time::sleep(every).await;
         let mut still = Vec::new();
         for kind in not_served {
-            if !served(&client, kind, timeout).await {
-                still.push(kind);
-            } else if tx.send(Message::KindServed(kind)).await.is_err() {
+            let message = match served(&client, kind, timeout).await {
+                Served::No => {
+                    still.push(kind);
+                    continue;
+                }
+                Served::Namespaced => Message::KindServed(kind),
+                Served::ClusterScoped => Message::KindClusterScoped(kind),
+            };
+            if tx.send(message).await.is_err() {
                 return;
             }
         }
@@ -141,14 +165,26 @@ pub async fn discover(
     }
 }
 
-/// Whether the API server serves `kind`'s resource (discovery, bounded by `timeout`).
-async fn served(client: &Client, kind: WorkloadKind, timeout: Duration) -> bool {
+/// Whether and how discovery serves a kind's resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Served {
+    No,
+    Namespaced,
+    ClusterScoped,
+}
+
+/// How the API server serves `kind`'s resource (discovery, bounded by `timeout`;
+/// no answer counts as not served, and is asked again).
+async fn served(client: &Client, kind: WorkloadKind, timeout: Duration) -> Served {
     let (_, _, resource) = kind.resource();
     let api_version = kind.api_version();
     let resources = client.list_api_group_resources(api_version);
-    tokio::time::timeout(timeout, resources)
-        .await
-        .is_ok_and(|r| r.is_ok_and(|r| r.resources.iter().any(|r| r.name == resource)))
+    let Ok(Ok(list)) = tokio::time::timeout(timeout, resources).await else { return Served::No };
+    match list.resources.iter().find(|r| r.name == resource) {
+        None => Served::No,
+        Some(r) if r.namespaced => Served::Namespaced,
+        Some(_) => Served::ClusterScoped,
+    }
 }
 
 fn forward<K, S>(

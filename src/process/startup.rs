@@ -26,6 +26,19 @@ pub enum StartupError {
     Bind(#[from] BindError),
     #[error(transparent)]
     Registry(#[from] ClientError),
+    /// A declaration of `--custom-kinds` the API server contradicts (a cluster-scoped resource).
+    #[error("--custom-kinds: {0}")]
+    CustomKind(String),
+}
+
+impl StartupError {
+    /// The process's exit code: 2 for a mistake in the configuration, as for a bad flag.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            StartupError::CustomKind(_) => 2,
+            _ => 1,
+        }
+    }
 }
 
 /// The digester of `--digest-key-file`, or of plain digests when the

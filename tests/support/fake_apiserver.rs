@@ -139,7 +139,8 @@
 //!   or version, and everything under it, is Go's plain-text "404 page not
 //!   found" **[compared]**. Custom resources — `argoproj.io/v1alpha1`
 //!   `rollouts`, an OpenKruise-shaped `apps.kruise.io/v1alpha1` `clonesets`, a
-//!   harbor-operator-shaped `goharbor.io/v1beta1` `harborclusters` — exist only
+//!   harbor-operator-shaped `goharbor.io/v1beta1` `harborclusters`, a
+//!   cluster-scoped `example.com/v1` `widgets` — exist only
 //!   after `serve_crd()` (`serve_rollouts()`), as when their CRD is installed,
 //!   in discovery as in paths **[compared]**; their list items carry no `kind`
 //!   (stricter than the real server, which keeps it on custom resources'), and
@@ -367,6 +368,16 @@ const RESOURCES: &[Resource] = &[
     custom_resource("argoproj.io", "v1alpha1", "rollouts", "rollout", "Rollout"),
     custom_resource("apps.kruise.io", "v1alpha1", "clonesets", "cloneset", "CloneSet"),
     custom_resource("goharbor.io", "v1beta1", "harborclusters", "harborcluster", "HarborCluster"),
+    // Cluster-scoped: a kind configsum must refuse when it is declared.
+    Resource {
+        group: "example.com",
+        version: "v1",
+        plural: "widgets",
+        singular: "widget",
+        kind: "Widget",
+        namespaced: false,
+        custom: true,
+    },
 ];
 
 const fn custom_resource(

@@ -118,6 +118,8 @@ struct ClusterView {
     schedule: Schedule,
     /// Kinds discovery serves now that were not served at start-up: to watch.
     kinds_served: Vec<WorkloadKind>,
+    /// A declared kind discovery found cluster-scoped: the controller must stop.
+    refused_kind: Option<WorkloadKind>,
     /// Work that came due outside `tick` (after a reconciliation), handed out by the next.
     work: Vec<Work>,
     images: ImageIndex,
@@ -141,6 +143,7 @@ impl State {
             leadership: Leadership::default(),
             schedule: Schedule::new(options.window, options.min_interval),
             kinds_served: Vec::new(),
+            refused_kind: None,
             work: Vec::new(),
             images: ImageIndex::default(),
             poll_interval: options.poll_interval,
@@ -171,6 +174,11 @@ impl State {
     /// Kinds served since start-up, for the loop to watch.
     pub fn take_kinds_served(&mut self) -> Vec<WorkloadKind> {
         std::mem::take(&mut self.view.kinds_served)
+    }
+
+    /// A declared kind served against its declaration (cluster-scoped), if one was found.
+    pub fn refused_kind(&self) -> Option<WorkloadKind> {
+        self.view.refused_kind
     }
 
     /// The watch of `kind` joined the workload watches of `epoch`: its handle
@@ -213,6 +221,7 @@ impl State {
                 let (work, result) = *done;
                 view.reconciled(work, result, now);
             }
+            Message::KindClusterScoped(kind) => view.refused_kind = Some(kind),
             Message::KindServed(kind) => {
                 info!(kind = kind.as_str(), "its resource is served now; watching it");
                 view.kinds_served.push(kind);
