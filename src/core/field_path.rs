@@ -9,7 +9,9 @@ use std::marker::PhantomData;
 use std::collections::BTreeMap;
 
 use serde::Deserialize as _;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 
 pub use super::kinds::Segment;
 
@@ -118,27 +120,75 @@ pub fn read_at<'de, T: serde::Deserialize<'de>>(
 }
 
 /// A string map at `path` (an annotations map), and how many leading segments of `path`
-/// exist: a patch must create the missing ones, and must not replace those that exist. Probes
-/// one prefix per pass: only kinds whose digests go somewhere of their own come here.
+/// exist: a patch must create the missing ones, and must not replace those that exist. One
+/// pass, as every other read of the object.
 pub fn map_at(
     json: &str,
     path: &[&str],
 ) -> Result<(Option<BTreeMap<String, String>>, usize), serde_json::Error> {
-    let mut present = 0;
-    while present < path.len() {
-        let found: Option<Option<IgnoredAny>> = read_at(json, &path[..=present])?;
-        if found.flatten().is_none() {
-            return Ok((None, present));
-        }
-        present += 1;
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    let found = MapSeed { path }.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(found.unwrap_or((None, 0)))
+}
+
+/// The annotations map at `path` below a value, and how many of `path`'s segments exist
+/// below it; `None` when the value itself is absent (`null`).
+struct MapSeed<'p> {
+    path: &'p [&'p str],
+}
+
+type MapFound = (Option<BTreeMap<String, String>>, usize);
+
+impl<'de> DeserializeSeed<'de> for MapSeed<'_> {
+    type Value = Option<MapFound>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
     }
-    #[derive(serde::Deserialize)]
-    struct Annotations(
-        #[serde(deserialize_with = "super::pod_spec::bounded_annotations")]
-        Option<BTreeMap<String, String>>,
-    );
-    let map = read_at::<Annotations>(json, path)?.and_then(|a| a.0);
-    Ok((map, present))
+}
+
+impl<'de> Visitor<'de> for MapSeed<'_> {
+    type Value = Option<MapFound>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map on the annotations path")
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        match self.path.split_first() {
+            None => {
+                let map = super::pod_spec::bounded_annotations(deserializer)?;
+                Ok(Some((map, 0)))
+            }
+            Some(_) => deserializer.deserialize_map(self),
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<MapFound>, A::Error> {
+        let Some((field, rest)) = self.path.split_first() else { return Ok(Some((None, 0))) };
+        let mut found = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            // The first occurrence wins, as in every other field configsum reads.
+            if found.is_none() && key.as_str() == *field {
+                found = Some(map.next_value_seed(MapSeed { path: rest })?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(Some(match found.flatten() {
+            Some((values, below)) => (values, below + 1),
+            None => (None, 0),
+        }))
+    }
 }
 
 /// What is found at a reference path: a name, or a map that reads like a selector.
@@ -167,17 +217,26 @@ pub struct Selector {
 /// digests at most 128 objects anyway, and a hostile object must not cost more than a pod spec.
 pub const MAX_NAMED: usize = 4096;
 
-/// Every value at `path` (`[]` for every element of a list) in one pass, at most
-/// [`MAX_NAMED`]; the count of those beyond is returned too.
+/// Every value at each of `paths` (`[]` for every element of a list), all in one pass over
+/// `json`: at most [`MAX_NAMED`] per path, with the count of those beyond.
+pub fn collect_all(
+    json: &str,
+    paths: &[&[Segment<'_>]],
+) -> Result<Vec<(Vec<Named>, usize)>, serde_json::Error> {
+    let mut out: Vec<Collected> = paths.iter().map(|_| Collected::default()).collect();
+    let walking: Vec<(usize, &[Segment<'_>])> = paths.iter().copied().enumerate().collect();
+    let mut deserializer = serde_json::Deserializer::from_str(json);
+    CollectSeed { paths: walking, out: &mut out }.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(out.into_iter().map(|c| (c.values, c.beyond)).collect())
+}
+
+/// Every value at `path`: [`collect_all`] of one path.
 pub fn collect_at(
     json: &str,
     path: &[Segment<'_>],
 ) -> Result<(Vec<Named>, usize), serde_json::Error> {
-    let mut out = Collected::default();
-    let mut deserializer = serde_json::Deserializer::from_str(json);
-    CollectSeed { path, out: &mut out }.deserialize(&mut deserializer)?;
-    deserializer.end()?;
-    Ok((out.values, out.beyond))
+    Ok(collect_all(json, &[path])?.pop().unwrap_or_default())
 }
 
 #[derive(Default)]
@@ -186,29 +245,60 @@ struct Collected {
     beyond: usize,
 }
 
+impl Collected {
+    fn push(&mut self, value: Named) {
+        if self.values.len() < MAX_NAMED {
+            self.values.push(value);
+        } else {
+            self.beyond += 1;
+        }
+    }
+}
+
+/// The paths still being walked below the current value (by their index in `out`), and what
+/// they found so far.
 struct CollectSeed<'p, 'o> {
-    path: &'p [Segment<'p>],
-    out: &'o mut Collected,
+    paths: Vec<(usize, &'p [Segment<'p>])>,
+    out: &'o mut [Collected],
+}
+
+impl<'p> CollectSeed<'p, '_> {
+    /// The paths that go on through `step`, one segment further.
+    fn through(&self, step: impl Fn(&Segment<'_>) -> bool) -> Vec<(usize, &'p [Segment<'p>])> {
+        self.paths
+            .iter()
+            .filter(|(_, path)| path.first().is_some_and(&step))
+            .map(|(i, path)| (*i, &path[1..]))
+            .collect()
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for CollectSeed<'_, '_> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        match self.path.first() {
-            None => {
-                let value = Option::<Named>::deserialize(deserializer).unwrap_or(None);
-                if let Some(value) = value {
-                    if self.out.values.len() < MAX_NAMED {
-                        self.out.values.push(value);
-                    } else {
-                        self.out.beyond += 1;
-                    }
-                }
-                Ok(())
-            }
-            Some(_) => deserializer.deserialize_any(self),
+        let ending = self.paths.iter().filter(|(_, path)| path.is_empty()).count();
+        if ending == 0 {
+            return deserializer.deserialize_any(self);
         }
+        if ending == self.paths.len() {
+            // Every path ends here (one, or the same path declared twice).
+            let value = Option::<Named>::deserialize(deserializer).unwrap_or(None);
+            if let Some(value) = value {
+                for (i, _) in &self.paths {
+                    self.out[*i].push(value.clone());
+                }
+            }
+            return Ok(());
+        }
+        // One path ends here and another goes on below (`spec.a` and `spec.a.b`): the value
+        // is read once, then each path walks it.
+        let value = serde_json::Value::deserialize(deserializer).map_err(D::Error::custom)?;
+        for (i, path) in self.paths {
+            let seed = CollectSeed { paths: vec![(i, path)], out: &mut *self.out };
+            seed.deserialize(&value).map_err(D::Error::custom)?;
+        }
+        Ok(())
     }
 }
 
@@ -220,31 +310,36 @@ impl<'de> Visitor<'de> for CollectSeed<'_, '_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let field = match self.path.first() {
-            Some(Segment::Field(field)) => Some(*field),
-            _ => None,
-        };
-        let mut done = false;
+        // Each path takes the first occurrence of its field.
+        let mut taken = vec![false; self.paths.len()];
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            if !done && Some(key.as_str()) == field {
-                done = true;
-                map.next_value_seed(CollectSeed { path: &self.path[1..], out: &mut *self.out })?;
-            } else {
+            let key = key.as_str();
+            let mut below = Vec::new();
+            for (at, (i, path)) in self.paths.iter().enumerate() {
+                if !taken[at] && path.first() == Some(&Segment::Field(key)) {
+                    taken[at] = true;
+                    below.push((*i, &path[1..]));
+                }
+            }
+            if below.is_empty() {
                 map.next_value::<IgnoredAny>()?;
+            } else {
+                map.next_value_seed(CollectSeed { paths: below, out: &mut *self.out })?;
             }
         }
         Ok(())
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        if self.path.first() == Some(&Segment::Each) {
-            let rest = &self.path[1..];
-            while seq.next_element_seed(CollectSeed { path: rest, out: &mut *self.out })?.is_some()
-            {
-            }
-        } else {
+        let each = self.through(|segment| *segment == Segment::Each);
+        if each.is_empty() {
             while seq.next_element::<IgnoredAny>()?.is_some() {}
+            return Ok(());
         }
+        while seq
+            .next_element_seed(CollectSeed { paths: each.clone(), out: &mut *self.out })?
+            .is_some()
+        {}
         Ok(())
     }
 
@@ -297,5 +392,68 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
         let json = format!(r#"{{"other": {deep}, "a": "x"}}"#);
         assert_eq!(read_at::<String>(&json, &["a"]).ok(), Some(Some("x".into())));
+    }
+
+    use Segment::{Each, Field};
+
+    fn names(found: &(Vec<Named>, usize)) -> Vec<String> {
+        let name = |n: &Named| match n {
+            Named::Name(name) => name.clone(),
+            Named::Selector(s) => {
+                format!("{}:{}", s.name.as_deref().unwrap_or(""), s.key.as_deref().unwrap_or(""))
+            }
+            Named::Nothing => "-".into(),
+        };
+        found.0.iter().map(name).collect()
+    }
+
+    #[test]
+    fn every_reference_path_is_collected_in_one_pass() {
+        let json = r#"{"components": [{"configRef": {"name": "a", "key": "k"}, "secretRef": "s1"},
+            {"configRef": "b", "other": 1}, 7, {"secretRef": "s2", "secretRef": "dup"}],
+            "storage": {"s3": {"secretRef": "keys"}}, "x": {"y": "z"}}"#;
+        let config: &[Segment<'_>] = &[Field("components"), Each, Field("configRef")];
+        let secret: &[Segment<'_>] = &[Field("components"), Each, Field("secretRef")];
+        let s3: &[Segment<'_>] = &[Field("storage"), Field("s3"), Field("secretRef")];
+        let missing: &[Segment<'_>] = &[Field("storage"), Each, Field("name")];
+        let found = collect_all(json, &[config, secret, s3, config, missing]).expect("reads");
+        assert_eq!(names(&found[0]), ["a:k", "b"]);
+        assert_eq!(names(&found[1]), ["s1", "s2"], "the first occurrence of a field wins");
+        assert_eq!(names(&found[2]), ["keys"]);
+        assert_eq!(names(&found[3]), names(&found[0]), "a path declared twice finds the same");
+        assert!(found[4].0.is_empty(), "[] over a map names nothing");
+        // One path ends where another goes on.
+        let (x, xy): (&[Segment<'_>], &[Segment<'_>]) = (&[Field("x")], &[Field("x"), Field("y")]);
+        let found = collect_all(json, &[x, xy]).expect("reads");
+        assert_eq!(
+            (names(&found[0]), names(&found[1])),
+            (vec![":".to_owned()], vec!["z".to_owned()])
+        );
+        assert_eq!(collect_at(json, s3).expect("reads").0.len(), 1);
+        assert!(collect_all("{\"a\": ", &[s3]).is_err(), "broken JSON is an error");
+    }
+
+    #[test]
+    fn values_beyond_the_cap_are_counted_not_kept() {
+        let items: Vec<String> = (0..MAX_NAMED + 5).map(|i| format!("\"n{i}\"")).collect();
+        let json = format!(r#"{{"l": [{}]}}"#, items.join(","));
+        let (values, beyond) = collect_at(&json, &[Field("l"), Each]).expect("reads");
+        assert_eq!((values.len(), beyond), (MAX_NAMED, 5));
+    }
+
+    #[test]
+    fn map_at_finds_the_map_and_counts_the_segments_that_exist() {
+        let path = ["spec", "podAnnotations"];
+        let map = |json: &str| map_at(json, &path).map_err(|e| e.to_string());
+        let full = map(r#"{"spec": {"x": 1, "podAnnotations": {"a": "1"}}}"#).expect("reads");
+        assert_eq!(full, (Some([("a".to_owned(), "1".to_owned())].into()), 2));
+        assert_eq!(map(r#"{"spec": {"podAnnotations": null}}"#), Ok((None, 1)));
+        assert_eq!(map(r#"{"spec": {}}"#), Ok((None, 1)));
+        assert_eq!(map(r#"{"spec": null}"#), Ok((None, 0)));
+        assert_eq!(map("{}"), Ok((None, 0)));
+        assert!(map(r#"{"spec": []}"#).is_err(), "a list where a map must be");
+        assert!(map(r#"{"spec": {"podAnnotations": {"a": 1}}}"#).is_err(), "values are strings");
+        let whole = map_at(r#"{"a": "b"}"#, &[]).expect("reads");
+        assert_eq!(whole, (Some([("a".to_owned(), "b".to_owned())].into()), 0), "the document");
     }
 }

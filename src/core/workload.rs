@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::field_path::{AtPath, Key, Named, collect_at, map_at, read_at};
+use super::field_path::{AtPath, Key, Named, collect_all, map_at, read_at};
 pub use super::kinds::WorkloadKind;
 use super::kinds::{KindRow, ReferenceDeclaration, Segment};
 use super::pod_spec::{Metadata, PodSpec};
@@ -152,11 +152,12 @@ impl WorkloadKind {
                 values: metadata.annotations.clone(),
             };
         }
-        let mut named = Vec::new();
-        for reference in declaration.references {
-            let (values, beyond) = text.collect_at(reference.path)?;
-            named.push(NamedAt { reference, values, beyond });
-        }
+        // Every reference path in one pass, however many the kind declares.
+        let paths: Vec<&[Segment<'_>]> = declaration.references.iter().map(|r| r.path).collect();
+        let found = text.collect_all(&paths)?;
+        let named = (declaration.references.iter().zip(found))
+            .map(|(reference, (values, beyond))| NamedAt { reference, values, beyond })
+            .collect();
         let namespace = metadata.namespace.clone().filter(|n| !n.is_empty());
         Ok(Workload { kind: self, namespace, metadata, template, annotations, named })
     }
@@ -255,12 +256,19 @@ impl Text<'_> {
         Ok(AnnotationsMap { values, present })
     }
 
-    /// The values at a reference path (which starts at `spec`).
-    fn collect_at(self, path: &[Segment<'_>]) -> Result<(Vec<Named>, usize), serde_json::Error> {
+    /// The values at each reference path (which start at `spec`), in one pass.
+    fn collect_all(
+        self,
+        paths: &[&[Segment<'_>]],
+    ) -> Result<Vec<(Vec<Named>, usize)>, serde_json::Error> {
         match self {
-            Text::Object(object) => collect_at(object, path),
-            Text::Spec(Some(spec)) => collect_at(spec, path.get(1..).unwrap_or_default()),
-            Text::Spec(None) => Ok((Vec::new(), 0)),
+            Text::Object(object) => collect_all(object, paths),
+            Text::Spec(Some(spec)) => {
+                let below: Vec<&[Segment<'_>]> =
+                    paths.iter().map(|p| p.get(1..).unwrap_or_default()).collect();
+                collect_all(spec, &below)
+            }
+            Text::Spec(None) => Ok(paths.iter().map(|_| (Vec::new(), 0)).collect()),
         }
     }
 }
