@@ -7,12 +7,15 @@
 //! - [`reference`]: an image reference split by the distribution grammar;
 //! - [`containers`]: the image pass, which reads a tracking workload's containers;
 //! - [`tracking`]: which containers are tracked, and what the resolutions make
-//!   of the annotations and images (`record` or `pin`).
+//!   of the annotations and images (`record` or `pin`);
+//! - [`env`]: `<domain>/image-env`, digests handed on through environment
+//!   variables (its grammar; resolving and patching are being built).
 //!
 //! Resolving is the shell's: `crate::registry` asks the registry, with the
 //! credentials of the pod's `imagePullSecrets` and its ServiceAccount's.
 
 pub mod containers;
+pub mod env;
 pub mod reference;
 pub mod tracking;
 
