@@ -223,6 +223,10 @@ pub fn collect_all(
     json: &str,
     paths: &[&[Segment<'_>]],
 ) -> Result<Vec<(Vec<Named>, usize)>, serde_json::Error> {
+    if paths.is_empty() {
+        // A kind without reference paths (every built-in one): nothing to read again.
+        return Ok(Vec::new());
+    }
     let mut out: Vec<Collected> = paths.iter().map(|_| Collected::default()).collect();
     let walking: Vec<(usize, &[Segment<'_>])> = paths.iter().copied().enumerate().collect();
     let mut deserializer = serde_json::Deserializer::from_str(json);
