@@ -14,11 +14,14 @@
 //!
 //! The third tracked input, the image behind a floating tag ([`image`]), is
 //! keyed by container rather than by object and resolved from a registry; it
-//! has a module of its own shape.
+//! has a module of its own shape. The fourth, another workload's pod template
+//! ([`workload_template`], workloads that roll together), is being built: its
+//! digest is here.
 
 mod config_map;
 pub mod image;
 mod secret;
+pub mod workload_template;
 
 use std::collections::BTreeMap;
 
