@@ -4,7 +4,7 @@
 //! One release `configsum serve --objects-from` on loopback, then:
 //! 1. CPU per review: largest reviews (3 MiB objects made only of references
 //!    and `track` tokens) sent one at a time; CPU seconds from /proc. The same
-//!    for custom resources of kinds declared with `--custom-kinds` (SPEC 12): an
+//!    for custom resources of kinds declared with `--custom-kinds` (docs/custom-kinds.md): an
 //!    operator's resource made only of references through a `[]` path, and a
 //!    workload CRD whose template sits deeper than a Deployment's.
 //! 2. Peak memory: at once, up to 1,024 connections (most idle after their

@@ -1,4 +1,4 @@
-//! A tracked workload (docs/behaviour.md; SPEC 13, "workloads that roll together"): a
+//! A tracked workload (workloads that roll together): a
 //! Keycloak that must roll when its database Deployment is redeployed tracks that
 //! Deployment, and its annotation holds the digest of the Deployment's pod template. This is
 //! that digest, pure: `sha256:` of the template's canonical JSON (keys sorted, no whitespace,
