@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 
 use crate::controller::{Controller, one_controller_at_a_time, secret_digest, wait_until};
 use crate::digests;
-use crate::install::{KEY, SYSTEM, installation, run, secret, start_serve_with};
+use crate::install::{Installation, KEY, SYSTEM, installation, run, secret, start_serve_with};
+use crate::server::Server;
 use crate::webhook::scoped_copy;
 
 const KINDS: &str = r#"apiVersion: configsum.dev/v1alpha1
@@ -43,6 +44,35 @@ fn crd(group: &str, version: &str, kind: &str, plural: &str) -> String {
     .to_string()
 }
 
+/// The real `configsum serve` with `kinds` as its `--custom-kinds` file, and a copy of the
+/// chart's webhook configuration named `name` with the rules the chart's `customKinds` value
+/// adds for `resources` (group, version, plural), scoped to the namespace `name` it creates.
+async fn serve_declared(
+    install: &'static Installation,
+    name: &str,
+    kinds: &str,
+    resources: &[(&str, &str, &str)],
+) -> Server {
+    let cp = install.cp;
+    let file = install.path(&format!("{name}-kinds.yaml"));
+    std::fs::write(&file, kinds).expect("kinds");
+    let file = file.display().to_string();
+    let serve =
+        start_serve_with(cp, &install.dir, "configsum-webhook", &["--custom-kinds", &file]).await;
+    scoped_copy(install, name, &serve.addr);
+    let mut config = cp.get_json(&["mutatingwebhookconfiguration", name]);
+    let rules = config["webhooks"][0]["rules"].as_array_mut().expect("rules");
+    for (group, version, plural) in resources {
+        rules.push(json!({"apiGroups": [group], "apiVersions": [version], "resources": [plural],
+            "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}));
+    }
+    cp.apply(&config.to_string());
+    cp.apply(&format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n  labels: {{configsum-test/{name}: \"true\"}}\n"
+    ));
+    serve
+}
+
 #[test]
 fn the_api_server_calls_the_webhook_for_declared_kinds() {
     run(async {
@@ -55,30 +85,12 @@ fn the_api_server_calls_the_webhook_for_declared_kinds() {
             cp.apply(&crd(group, version, kind, plural));
             cp.wait_established(&[&format!("crd/{plural}.{group}")]);
         }
-        std::fs::write(install.path("custom-kinds.yaml"), KINDS).expect("kinds");
-        let kinds = install.path("custom-kinds.yaml").display().to_string();
-        let serve =
-            start_serve_with(cp, &install.dir, "configsum-webhook", &["--custom-kinds", &kinds])
-                .await;
-        // The chart's configuration, with the rules its customKinds value adds.
-        scoped_copy(install, "custom", &serve.addr);
-        let mut config = cp.get_json(&["mutatingwebhookconfiguration", "custom"]);
-        let rules = config["webhooks"][0]["rules"].as_array_mut().expect("rules");
-        for (group, version, plural) in [
+        let resources = [
             ("apps.kruise.io", "v1alpha1", "clonesets"),
             ("goharbor.io", "v1beta1", "harborclusters"),
-        ] {
-            rules.push(
-                json!({"apiGroups": [group], "apiVersions": [version], "resources": [plural],
-                "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}),
-            );
-        }
-        cp.apply(&config.to_string());
-
-        let ns = "custom-kinds";
-        cp.apply(&format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels: {{configsum-test/custom: \"true\"}}\n"
-        ));
+        ];
+        let serve = serve_declared(install, "custom", KINDS, &resources).await;
+        let ns = "custom";
         let config_map = [("mode", "fast")];
         let s3 = [("accesskey", "AK"), ("secretkey", "SK"), ("region", "eu")];
         cp.apply(
@@ -243,22 +255,9 @@ fn a_knative_service_gets_its_digests_under_the_real_crds_schema() {
         let crd_file = crd_file.display().to_string();
         cp.kubectl_ok(&["apply", "--server-side", "-f", &crd_file]);
         cp.wait_established(&["crd/services.serving.knative.dev"]);
-        std::fs::write(install.path("knative-kinds.yaml"), KNATIVE).expect("kinds");
-        let kinds = install.path("knative-kinds.yaml").display().to_string();
-        let serve =
-            start_serve_with(cp, &install.dir, "configsum-webhook", &["--custom-kinds", &kinds])
-                .await;
-        scoped_copy(install, "knative", &serve.addr);
-        let mut config = cp.get_json(&["mutatingwebhookconfiguration", "knative"]);
-        let rules = config["webhooks"][0]["rules"].as_array_mut().expect("rules");
-        rules.push(json!({"apiGroups": ["serving.knative.dev"], "apiVersions": ["v1"],
-            "resources": ["services"], "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"}));
-        cp.apply(&config.to_string());
-
+        let resources = [("serving.knative.dev", "v1", "services")];
+        let serve = serve_declared(install, "knative", KNATIVE, &resources).await;
         let ns = "knative";
-        cp.apply(&format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels: {{configsum-test/knative: \"true\"}}\n"
-        ));
         let data = [("password", "one")];
         cp.apply(&secret(ns, "db", &data));
         let service = |image: &str| {
