@@ -235,14 +235,6 @@ pub fn collect_all(
     Ok(out.into_iter().map(|c| (c.values, c.beyond)).collect())
 }
 
-/// Every value at `path`: [`collect_all`] of one path.
-pub fn collect_at(
-    json: &str,
-    path: &[Segment<'_>],
-) -> Result<(Vec<Named>, usize), serde_json::Error> {
-    Ok(collect_all(json, &[path])?.pop().unwrap_or_default())
-}
-
 #[derive(Default)]
 struct Collected {
     values: Vec<Named>,
@@ -433,7 +425,7 @@ mod tests {
             (names(&found[0]), names(&found[1])),
             (vec![":".to_owned()], vec!["z".to_owned()])
         );
-        assert_eq!(collect_at(json, s3).expect("reads").0.len(), 1);
+        assert_eq!(collect_all(json, &[s3]).expect("reads")[0].0.len(), 1);
         assert!(collect_all("{\"a\": ", &[s3]).is_err(), "broken JSON is an error");
     }
 
@@ -441,8 +433,9 @@ mod tests {
     fn values_beyond_the_cap_are_counted_not_kept() {
         let items: Vec<String> = (0..MAX_NAMED + 5).map(|i| format!("\"n{i}\"")).collect();
         let json = format!(r#"{{"l": [{}]}}"#, items.join(","));
-        let (values, beyond) = collect_at(&json, &[Field("l"), Each]).expect("reads");
-        assert_eq!((values.len(), beyond), (MAX_NAMED, 5));
+        let found = collect_all(&json, &[&[Field("l"), Each]]).expect("reads");
+        let (values, beyond) = &found[0];
+        assert_eq!((values.len(), *beyond), (MAX_NAMED, 5));
     }
 
     #[test]

@@ -66,7 +66,7 @@ impl WorkloadKind {
     }
 
     /// Reads an object sent as this kind (an admission request's `object`), in one pass
-    /// (another for a kind whose digests go somewhere of its own, and one per reference path):
+    /// (another for a kind whose digests go somewhere of its own, and one for all its reference paths):
     /// its `apiVersion` and `kind` must match, and the fields configsum reads
     /// must have their API types.
     pub fn parse(self, object: &str) -> Result<Workload, ParseError> {
