@@ -169,6 +169,7 @@ mod tests {
             Trigger::Object(ObjectRef::config_map("app")),
             Trigger::Image {
                 container: "app".into(),
+                variable: None,
                 image: "ghcr.io/org/app:prod".into(),
                 old: digest('1'),
                 new: digest('2'),
@@ -194,6 +195,7 @@ mod tests {
         for i in 0..3 {
             changed.insert(Trigger::Image {
                 container: format!("c{i}"),
+                variable: None,
                 image: format!("r.example/{}:{}", "p".repeat(245), "t".repeat(128)),
                 old: "x".repeat(100_000),
                 new: digest('2'),
@@ -209,6 +211,7 @@ mod tests {
         let image = format!("r.example/{}:prod", "p".repeat(400));
         let one = BTreeSet::from([Trigger::Image {
             container: "app".into(),
+            variable: None,
             image: image.clone(),
             old: "x".repeat(100_000),
             new: digest('2'),

@@ -143,14 +143,14 @@ impl<A: ControllerApi> Reconciler<A> {
                 return Ok(Reconciled::NotLeading);
             };
             let version = snapshot.resource_version.clone();
-            // A pinned image is an element of the containers list, which a
-            // merge patch could only replace whole: that patch is a JSON Patch.
-            let patch: Patch<Value> =
-                if decision.patch.iter().any(|op| matches!(op, PatchOperation::Replace(_))) {
-                    Patch::Json(guarded_json_patch(decision.patch.clone(), version))
-                } else {
-                    Patch::Merge(merge_patch(key.kind.annotations_path(), &decision.patch, version))
-                };
+            // A pinned image or an image-env variable is in an element of a list, which a
+            // merge patch could only replace whole: such a patch is a JSON Patch.
+            let annotations = key.kind.annotations_path();
+            let patch: Patch<Value> = if annotations_only(annotations, &decision.patch) {
+                Patch::Merge(merge_patch(annotations, &decision.patch, version))
+            } else {
+                Patch::Json(guarded_json_patch(decision.patch.clone(), version))
+            };
             match tokio::time::timeout(left.min(CALL_TIMEOUT), self.api.patch(key, &patch)).await {
                 Err(_) => return Err(ReconcileError::Timeout),
                 Ok(Ok(())) => {
@@ -230,6 +230,21 @@ pub fn guarded_json_patch(
     });
     ops.insert(0, guard);
     json_patch::Patch(ops)
+}
+
+/// Whether every operation is on a key of the annotations map at `path`, or creates a map
+/// on the way to it: what a merge patch of that map can say.
+fn annotations_only(path: &[&str], ops: &[PatchOperation]) -> bool {
+    ops.iter().all(|op| {
+        let pointer = match op {
+            PatchOperation::Add(add) => &add.path,
+            PatchOperation::Remove(remove) => &remove.path,
+            _ => return false,
+        };
+        let tokens: Vec<String> = pointer.tokens().map(|t| t.decoded().into_owned()).collect();
+        let Some((_, parent)) = tokens.split_last() else { return false };
+        parent.len() <= path.len() && parent.iter().zip(path).all(|(t, p)| t == p)
+    })
 }
 
 /// The decision's add/remove operations on annotation keys as one merge
@@ -439,6 +454,23 @@ mod tests {
     fn unreadable_objects_are_named_without_the_webhooks_flag() {
         let message = unreadable(&[ObjectRef::secret("db"), ObjectRef::config_map("app")]);
         assert_eq!(message, "could not read secret/db, configmap/app");
+    }
+
+    #[test]
+    fn only_annotation_keys_and_the_maps_on_their_way_go_in_a_merge_patch() {
+        let path = WorkloadKind::Deployment.annotations_path();
+        let ops = |ops: Value| -> Vec<PatchOperation> { serde_json::from_value(ops).expect("ops") };
+        let annotations = ops(json!([
+            {"op": "add", "path": "/spec/template/metadata", "value": {}},
+            {"op": "add", "path": "/spec/template/metadata/annotations/a.b~1c", "value": "x"},
+            {"op": "remove", "path": "/spec/template/metadata/annotations/d"}]));
+        assert!(annotations_only(path, &annotations));
+        let env = ops(json!([
+            {"op": "add", "path": "/spec/template/spec/containers/0/env/1/value", "value": "x"}]));
+        assert!(!annotations_only(path, &env), "an env value is in a list element");
+        let image = ops(json!([
+            {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "x"}]));
+        assert!(!annotations_only(path, &image));
     }
 
     #[test]

@@ -17,10 +17,12 @@ const MAX_DIGEST_CHARS: usize = 80;
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Trigger {
     Object(ObjectRef),
-    /// The digest behind `container`'s tag is now `new`; the template records
-    /// `old`. `image` is the reference as the workload writes it.
+    /// The digest behind `container`'s tag (or behind the image whose digest its `variable`
+    /// holds) is now `new`; the template records `old`. `image` is the reference as the
+    /// workload writes it.
     Image {
         container: String,
+        variable: Option<String>,
         image: String,
         old: String,
         new: String,
@@ -32,11 +34,15 @@ impl fmt::Display for Trigger {
         match self {
             Trigger::Object(object) => write!(f, "{object}"),
             // Named as warnings name a container (docs/behaviour.md, "Warnings").
-            Trigger::Image { container, image, old, new } => {
+            Trigger::Image { container, variable, image, old, new } => {
                 let image = shorten_middle(image, MAX_REFERENCE_CHARS);
                 let (old, new) =
                     (shorten_middle(old, MAX_DIGEST_CHARS), shorten_middle(new, MAX_DIGEST_CHARS));
-                write!(f, "container {container} ({image}) from {old} to {new}")
+                write!(f, "container {container}")?;
+                if let Some(variable) = variable {
+                    write!(f, " env {variable}")?;
+                }
+                write!(f, " ({image}) from {old} to {new}")
             }
         }
     }

@@ -76,6 +76,11 @@ impl AnnotationDomain {
         format!("{}/image-policy", self.domain)
     }
 
+    /// `<domain>/image-env`: `<container>/<VAR>=<image>` entries, digests handed on.
+    pub fn image_env(&self) -> String {
+        format!("{}/image-env", self.domain)
+    }
+
     /// `image.<domain>/<container>`: the digest behind a container's tag.
     pub fn image_key(&self, container: &str) -> String {
         format!("{}{}", self.image_prefix, name_part(container))

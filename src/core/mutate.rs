@@ -9,7 +9,7 @@ use json_patch::PatchOperation;
 use super::annotations::AnnotationDomain;
 use super::digest::ABSENT;
 use super::field_path::MAX_NAMED;
-use super::inputs::image::{ImageObservation, ImagePlan, ImageTracking, PodImages};
+use super::inputs::image::{ImageEnv, ImageObservation, ImagePlan, ImageTracking, PodImages, env};
 use super::object_ref::ObjectRef;
 use super::patch::{
     AnnotationsLocation, MAX_ANNOTATIONS_BYTES, annotations_patch, annotations_size,
@@ -116,6 +116,8 @@ pub struct Mutation {
     /// `<domain>/images` and `<domain>/image-policy`, if the workload tracks
     /// images (boxed: most plans the controller keeps track none).
     image_tracking: Option<Box<ImageTracking>>,
+    /// `<domain>/image-env`'s variables (empty for most workloads).
+    image_env: Box<[ImageEnv]>,
     /// The tracked images, once [`Mutation::read_pod_images`] has read the pod.
     pub images: ImagePlan,
 }
@@ -138,6 +140,8 @@ pub struct Decision {
     pub changed: Vec<ObjectRef>,
     /// Containers whose existing image digest changed value, likewise.
     pub changed_images: Vec<String>,
+    /// `<container>/<VAR>` of each image-env variable whose digest changed value, likewise.
+    pub changed_env: Vec<String>,
     /// Objects that could not be read: their annotations were kept, or the
     /// request is denied. The controller retries these rather than deny.
     pub unreadable: Vec<ObjectRef>,
@@ -208,6 +212,10 @@ pub fn plan(
         &mut warnings,
     )
     .map(Box::new);
+    let image_env = match annotation(domain.image_env()) {
+        Some(text) => env::parse(text, &domain.image_env(), &mut warnings).into_boxed_slice(),
+        None => Box::default(),
+    };
 
     let location = AnnotationsLocation {
         path: kind.annotations_path(),
@@ -234,6 +242,7 @@ pub fn plan(
         kept_keys: selection.kept_keys,
         warnings,
         image_tracking,
+        image_env,
         images: ImagePlan::default(),
     })
 }
@@ -243,7 +252,7 @@ impl Mutation {
     /// images, or carries image annotations that may need updating or removing.
     fn wants_pod_images(&self, settings: &Settings) -> bool {
         let has_image_keys = self.existing.0.iter().any(|(k, _)| settings.domain.is_image_key(k));
-        ImagePlan::wanted(self.image_tracking.as_deref(), has_image_keys)
+        ImagePlan::wanted(self.image_tracking.as_deref(), &self.image_env, has_image_keys)
     }
 
     /// The image pass, for the webhook and the controller alike: when the workload tracks
@@ -269,6 +278,7 @@ impl Mutation {
         let existing = &self.existing;
         self.images = ImagePlan::read(
             self.image_tracking.as_deref(),
+            &self.image_env,
             pod,
             &settings.domain,
             |key| existing.get(key).map(str::to_owned),
@@ -363,6 +373,7 @@ impl Mutation {
         let mut patch =
             annotations_patch(location, &current, &desired, |k| settings.domain.owns(k));
         patch.extend(images.images.into_iter().map(|(path, image)| replace(&path, image)));
+        patch.extend(images.env);
         if !patch.is_empty() {
             let others = current.iter().filter(|(k, _)| !settings.domain.owns(k));
             let size = annotations_size(others.chain(desired.iter()));
@@ -382,6 +393,7 @@ impl Mutation {
             warnings: warnings.into_response(),
             changed,
             changed_images: images.changed,
+            changed_env: images.changed_env,
             unreadable,
             denied: None,
         }

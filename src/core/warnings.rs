@@ -37,6 +37,9 @@ pub enum Subject<'a> {
     /// That text could be anything a tenant pasted there, so it is not
     /// echoed back, as parse errors never quote a body.
     ContainerName(&'a str),
+    /// `container <name> env <VAR> (<image>)`: a variable `<domain>/image-env` sets to the
+    /// digest behind an image reference (one the distribution grammar accepts).
+    EnvVar { container: &'a str, variable: &'a str, image: &'a str },
     /// `"<text>" in <annotation>`: something written in a workload annotation.
     Written { text: &'a str, annotation: &'a str },
 }
@@ -67,6 +70,15 @@ impl<'a> Subject<'a> {
                 Fixed(")"),
             ],
             Subject::ContainerName(name) => vec![Fixed("container "), Name(Cow::Borrowed(name))],
+            Subject::EnvVar { container, variable, image } => vec![
+                Fixed("container "),
+                Name(Cow::Borrowed(container)),
+                Fixed(" env "),
+                Name(Cow::Borrowed(variable)),
+                Fixed(" ("),
+                Name(Cow::Borrowed(image)),
+                Fixed(")"),
+            ],
             Subject::Written { text, annotation } => vec![
                 Name(Cow::Owned(format!("{text:?}"))),
                 Fixed(" in "),

@@ -155,10 +155,14 @@ pub fn encode_response(uid: &str, decision: &Decision) -> Vec<u8> {
         base64::engine::general_purpose::STANDARD.encode(json)
     });
     let mut audit_annotations = BTreeMap::new();
-    if !decision.changed.is_empty() || !decision.changed_images.is_empty() {
+    if !decision.changed.is_empty()
+        || !decision.changed_images.is_empty()
+        || !decision.changed_env.is_empty()
+    {
         let objects = decision.changed.iter().map(ToString::to_string);
         let images = decision.changed_images.iter().map(|c| format!("image/{c}"));
-        let changed: Vec<String> = objects.chain(images).collect();
+        let env = decision.changed_env.iter().map(|v| format!("image-env/{v}"));
+        let changed: Vec<String> = objects.chain(images).chain(env).collect();
         audit_annotations.insert("changed", changed.join(", "));
     }
     let response = AdmissionResponse {
@@ -245,6 +249,7 @@ mod tests {
                 crate::core::ObjectRef::secret("b"),
             ],
             changed_images: vec!["app".into()],
+            changed_env: vec!["api/INGESTOR_IMAGE_DIGEST".into()],
             unreadable: Vec::new(),
             denied: None,
         };
@@ -258,7 +263,7 @@ mod tests {
         assert_eq!(response["warnings"], json!(["w"]));
         assert_eq!(
             response["auditAnnotations"],
-            json!({"changed": "configmap/a, secret/b, image/app"})
+            json!({"changed": "configmap/a, secret/b, image/app, image-env/api/INGESTOR_IMAGE_DIGEST"})
         );
     }
 

@@ -20,11 +20,15 @@ pub struct PolledImage {
     pub service_account: String,
 }
 
-/// A tracking workload's container, and its image annotation's key.
+/// A tracking workload's container (or its variable, for `image-env`), and the key its
+/// digest is recorded under.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Tracking {
     pub workload: WorkloadKey,
     pub container: String,
+    /// The variable set to the digest, for `<domain>/image-env`; `None` for the container's
+    /// own image.
+    pub variable: Option<String>,
     /// The image reference as the workload writes it, for its Event (two
     /// workloads may spell one slot's reference differently: `nginx`, `nginx:latest`).
     pub image: String,
@@ -48,6 +52,7 @@ pub fn tracked_images(key: &WorkloadKey, mutation: &Mutation) -> Vec<(PolledImag
             let tracking = Tracking {
                 workload: key.clone(),
                 container: target.container.clone(),
+                variable: target.variable().map(str::to_owned),
                 image: target.written.clone(),
                 key: target.key.clone(),
             };
@@ -124,7 +129,7 @@ pub fn observations(
     let Ok(latest) = latest.lock() else { return Vec::new() };
     tracked_images(key, mutation)
         .into_iter()
-        .map(|(slot, tracking)| match mutation.existing_annotation(&tracking.key) {
+        .map(|(slot, tracking)| match mutation.images.recorded(&tracking.key) {
             None => ImageObservation::Keep,
             Some(_) => latest
                 .get(&slot)
@@ -163,6 +168,7 @@ mod tests {
         Tracking {
             workload: key(workload),
             container: container.into(),
+            variable: None,
             image: format!("{container}:1"),
             key: format!("image.configsum.dev/{container}"),
         }

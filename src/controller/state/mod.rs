@@ -434,10 +434,11 @@ impl ClusterView {
         let mut due = Vec::new();
         for tracking in self.images.tracking(&image) {
             let Some(snapshot) = snapshots.get(&tracking.workload) else { continue };
-            let Some(old) = snapshot.mutation.existing_annotation(&tracking.key) else { continue };
+            let Some(old) = snapshot.mutation.images.recorded(&tracking.key) else { continue };
             if old != digest {
                 let trigger = Trigger::Image {
                     container: tracking.container.clone(),
+                    variable: tracking.variable.clone(),
                     image: tracking.image.clone(),
                     old: old.to_owned(),
                     new: digest.to_owned(),

@@ -19,7 +19,45 @@ pub struct ContainerImage {
     pub pull_policy: Option<String>,
     /// JSON pointer of the container's `image` field.
     pub path: String,
+    /// Its `env`, for `<domain>/image-env`; `None` when the container has no `env` list.
+    pub env: Option<ContainerEnv>,
 }
+
+/// A container's `env` list as the image-env pass needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContainerEnv {
+    /// The named variables, up to [`MAX_ENV_READ`], with their index in the list.
+    pub vars: Vec<(usize, EnvVar)>,
+    /// Entries beyond [`MAX_ENV_READ`], counted only.
+    pub unread: usize,
+}
+
+/// One `env` entry: its name and how its value is given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: EnvValue,
+}
+
+/// How a variable gets its value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnvValue {
+    /// `value`, if it is at most [`MAX_ENV_VALUE_KEPT`] bytes (a digest is 71).
+    Short(String),
+    /// A longer `value`: never a digest; not kept.
+    Long,
+    /// Neither `value` nor `valueFrom`: the empty string.
+    Unset,
+    /// `valueFrom`: someone else's to set.
+    From,
+}
+
+/// At most this many `env` entries of a container are read: a hostile pod spec of millions
+/// must cost memory for a few hundred. A container with more gets no image-env.
+pub const MAX_ENV_READ: usize = 256;
+
+/// Values up to this long are kept; a digest (`sha256:` and 64 hex) has 71 characters.
+pub const MAX_ENV_VALUE_KEPT: usize = 128;
 
 /// At most this many containers (and as many pull secrets) are kept by the
 /// image pass: real pods run a handful, and a hostile review of millions
@@ -80,6 +118,9 @@ impl PodImages {
                     image: container.image,
                     pull_policy: container.image_pull_policy,
                     path: format!("{base}/{list}/{index}/image"),
+                    env: container
+                        .env
+                        .map(|env| ContainerEnv { vars: env.kept, unread: env.unread }),
                 });
             }
         }
@@ -110,6 +151,7 @@ struct Container {
     name: String,
     image: String,
     image_pull_policy: Option<String>,
+    env: Option<Capped<EnvVar>>,
 }
 
 /// Borrowed while read: only the kept containers' strings are allocated.
@@ -122,6 +164,7 @@ struct MaybeContainer<'a> {
     image: Option<Cow<'a, str>>,
     #[serde(borrow)]
     image_pull_policy: Option<Cow<'a, str>>,
+    env: Option<Capped<EnvVar>>,
 }
 
 /// Up to [`MAX_CONTAINERS_READ`] elements of a list that `keep` accepts, with
@@ -133,7 +176,11 @@ struct Capped<T> {
 }
 
 impl<T> Capped<T> {
-    fn read<'de, A, E>(mut seq: A, keep: impl Fn(E) -> Option<T>) -> Result<Self, A::Error>
+    fn read<'de, A, E>(
+        mut seq: A,
+        cap: usize,
+        keep: impl Fn(E) -> Option<T>,
+    ) -> Result<Self, A::Error>
     where
         A: SeqAccess<'de>,
         E: Deserialize<'de>,
@@ -142,7 +189,7 @@ impl<T> Capped<T> {
         let mut index = 0;
         while let Some(element) = seq.next_element::<E>()? {
             if let Some(kept) = keep(element) {
-                if capped.kept.len() < MAX_CONTAINERS_READ {
+                if capped.kept.len() < cap {
                     capped.kept.push((index, kept));
                 } else {
                     capped.unread += 1;
@@ -166,11 +213,12 @@ impl<'de> Deserialize<'de> for Indexed {
                 f.write_str("a list of containers")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Indexed, A::Error> {
-                Capped::read(seq, |c: MaybeContainer<'de>| {
+                Capped::read(seq, MAX_CONTAINERS_READ, |c: MaybeContainer<'de>| {
                     Some(Container {
                         name: c.name?.into_owned(),
                         image: c.image?.into_owned(),
                         image_pull_policy: c.image_pull_policy.map(Cow::into_owned),
+                        env: c.env,
                     })
                 })
             }
@@ -195,7 +243,45 @@ impl<'de> Deserialize<'de> for Names {
                 f.write_str("a list of references")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Names, A::Error> {
-                Capped::read(seq, |named: Named| named.name.filter(|n| !n.is_empty()))
+                Capped::read(seq, MAX_CONTAINERS_READ, |named: Named| {
+                    named.name.filter(|n| !n.is_empty())
+                })
+            }
+        }
+        deserializer.deserialize_seq(List)
+    }
+}
+
+impl<'de> Deserialize<'de> for Capped<EnvVar> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// Borrowed while read: only a kept variable's name and short value are allocated.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct MaybeVar<'a> {
+            #[serde(borrow)]
+            name: Option<Cow<'a, str>>,
+            #[serde(borrow)]
+            value: Option<Cow<'a, str>>,
+            value_from: Option<serde::de::IgnoredAny>,
+        }
+        struct List;
+        impl<'de> Visitor<'de> for List {
+            type Value = Capped<EnvVar>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of environment variables")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                Capped::read(seq, MAX_ENV_READ, |var: MaybeVar<'de>| {
+                    let value = match (var.value, var.value_from) {
+                        (_, Some(_)) => EnvValue::From,
+                        (Some(v), None) if v.len() <= MAX_ENV_VALUE_KEPT => {
+                            EnvValue::Short(v.into_owned())
+                        }
+                        (Some(_), None) => EnvValue::Long,
+                        (None, None) => EnvValue::Unset,
+                    };
+                    Some(EnvVar { name: var.name?.into_owned(), value })
+                })
             }
         }
         deserializer.deserialize_seq(List)

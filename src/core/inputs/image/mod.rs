@@ -9,7 +9,7 @@
 //! - [`tracking`]: which containers are tracked, and what the resolutions make
 //!   of the annotations and images (`record` or `pin`);
 //! - [`env`]: `<domain>/image-env`, digests handed on through environment
-//!   variables (its grammar; resolving and patching are being built).
+//!   variables: its grammar, and what a resolution makes of a variable.
 //!
 //! Resolving is the shell's: `crate::registry` asks the registry, with the
 //! credentials of the pod's `imagePullSecrets` and its ServiceAccount's.
@@ -20,6 +20,7 @@ pub mod reference;
 pub mod tracking;
 
 pub use containers::{ContainerImage, PodImages};
+pub use env::ImageEnv;
 pub use reference::ImageName;
 pub use tracking::{
     ImageObservation, ImageOutcome, ImagePlan, ImagePolicy, ImageTarget, ImageTracking,

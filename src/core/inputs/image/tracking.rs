@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::containers::{MAX_CONTAINERS_READ, PodImages};
+use super::env::{EnvPatch, EnvSlot, ImageEnv};
 use super::reference::ImageName;
 use crate::core::annotations::AnnotationDomain;
 use crate::core::digest::ABSENT;
@@ -73,23 +74,50 @@ impl ImageTracking {
     }
 }
 
-/// One tracked container: what to resolve, and where the answer goes.
+/// One reference to resolve, and where its digest goes: a tracked container's image
+/// annotation (and image, under `pin`), or a variable named by `<domain>/image-env`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ImageTarget {
     pub container: String,
-    /// `image.<domain>/<container>`.
+    /// What the digest is recorded as: `image.<domain>/<container>`, or
+    /// `image-env/<container>/<VAR>` (the audit annotation's name).
     pub key: String,
     /// `<repository>:<tag>` as written: what the registry is asked about.
     pub reference: String,
     /// The image reference as the author wrote it, for warnings and Events:
     /// the spec's image, or the tagged reference behind configsum's own pin.
     pub written: String,
-    /// The image as the spec has it now, and where it sits.
+    /// The digest recorded now: the annotation, or the variable's value if it is a digest.
+    /// The controller records no first observation, so it moves only what has one.
+    pub recorded: Option<String>,
+    pub(super) slot: Slot,
+}
+
+/// Where a target's digest goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Slot {
+    Image(ImageSlot),
+    Env(EnvSlot),
+}
+
+/// A tracked container's image as the spec has it now, and where it sits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ImageSlot {
     image: String,
     path: String,
     /// `<repository>:<tag>@<d>` with `d` its annotation: pinned by configsum.
     pinned_by_us: bool,
     pull_always: bool,
+}
+
+impl ImageTarget {
+    /// The variable this target sets, if it is one of `<domain>/image-env`'s.
+    pub fn variable(&self) -> Option<&str> {
+        match &self.slot {
+            Slot::Env(env) => Some(&env.variable),
+            Slot::Image(_) => None,
+        }
+    }
 }
 
 /// What a resolution found for one target.
@@ -136,19 +164,28 @@ pub struct ImageOutcome {
     pub images: Vec<(String, String)>,
     /// Containers whose existing digest changed value, for the audit annotation.
     pub changed: Vec<String>,
+    /// The `env` operations of `<domain>/image-env`, in target order.
+    pub env: Vec<json_patch::PatchOperation>,
+    /// `<container>/<VAR>` of each variable whose digest changed value, likewise.
+    pub changed_env: Vec<String>,
 }
 
 impl ImagePlan {
     /// Whether the image pass must read the pod: the workload tracks images,
     /// or carries image annotations to update or remove.
-    pub fn wanted(tracking: Option<&ImageTracking>, existing_image_keys: bool) -> bool {
-        tracking.is_some() || existing_image_keys
+    pub fn wanted(
+        tracking: Option<&ImageTracking>,
+        image_env: &[ImageEnv],
+        existing_image_keys: bool,
+    ) -> bool {
+        tracking.is_some() || !image_env.is_empty() || existing_image_keys
     }
 
-    /// Selects the tracked containers of `pod`. `existing` gives an image
-    /// annotation's existing value.
+    /// Selects the tracked containers of `pod`, then the variables of `image_env`.
+    /// `existing` gives an image annotation's existing value.
     pub fn read(
         tracking: Option<&ImageTracking>,
+        image_env: &[ImageEnv],
         pod: PodImages,
         domain: &AnnotationDomain,
         existing: impl Fn(&str) -> Option<String>,
@@ -161,6 +198,7 @@ impl ImagePlan {
             ));
             return ImagePlan::default();
         }
+        let env_targets = super::env::select(image_env, &pod.containers, domain, warnings);
         let mut targets = Vec::new();
         let mut unpin = Vec::new();
         let mut seen = BTreeSet::new();
@@ -198,15 +236,19 @@ impl ImagePlan {
             };
             let reference = name.tagged();
             let written = if pinned_by_us { reference.clone() } else { container.image.clone() };
+            let slot = ImageSlot {
+                image: container.image,
+                path: container.path,
+                pinned_by_us,
+                pull_always,
+            };
             targets.push(ImageTarget {
                 container: container.name,
                 key,
                 reference,
                 written,
-                image: container.image,
-                path: container.path,
-                pinned_by_us,
-                pull_always,
+                recorded: annotation,
+                slot: Slot::Image(slot),
             });
         }
         if let Some(Selected::Named(names)) = tracking.map(|t| &t.containers) {
@@ -225,6 +267,7 @@ impl ImagePlan {
             ));
             kept.extend(beyond.into_iter().map(|target| target.key));
         }
+        targets.extend(env_targets);
         let observations = vec![ImageObservation::Keep; targets.len()];
         ImagePlan {
             read: Some(Box::new(Read {
@@ -253,6 +296,12 @@ impl ImagePlan {
         }
     }
 
+    /// The digest recorded for the target `key` names, if any.
+    pub fn recorded(&self, key: &str) -> Option<&str> {
+        let target = self.targets().iter().find(|target| target.key == key)?;
+        target.recorded.as_deref()
+    }
+
     /// Records what resolving [`ImagePlan::targets`] found, in their order.
     pub fn observe(&mut self, observations: Vec<ImageObservation>) {
         if let Some(read) = &mut self.read {
@@ -277,13 +326,21 @@ impl ImagePlan {
                 annotations.insert(key, value);
             }
         }
+        let mut env = EnvPatch::default();
         for (target, observation) in read.targets.into_iter().zip(read.observations) {
+            let slot = match target.slot {
+                Slot::Image(slot) => slot,
+                Slot::Env(slot) => {
+                    env.apply(&target.container, slot, &target.written, observation, warnings);
+                    continue;
+                }
+            };
             let old = existing(&target.key);
-            let name = ImageName::parse(&target.image);
+            let name = ImageName::parse(&slot.image);
             let subject = Subject::Container { name: &target.container, image: &target.written };
             let (value, image) = match observation {
                 ImageObservation::Digest(digest) => {
-                    if read.policy == ImagePolicy::Record && !target.pull_always {
+                    if read.policy == ImagePolicy::Record && !slot.pull_always {
                         warnings.push(
                             subject,
                             "imagePullPolicy is not Always: a node may run an older image it cached",
@@ -292,10 +349,10 @@ impl ImagePlan {
                     let image = name.map(|n| match read.policy {
                         ImagePolicy::Pin => n.pinned(&digest),
                         ImagePolicy::Record => {
-                            if target.pinned_by_us {
+                            if slot.pinned_by_us {
                                 n.tagged()
                             } else {
-                                target.image.clone()
+                                slot.image.clone()
                             }
                         }
                     });
@@ -304,7 +361,7 @@ impl ImagePlan {
                 ImageObservation::Unknown => {
                     warnings.push(subject, "unknown to the registry; its digest is \"absent\"");
                     // No digest to pin to: back to the tag.
-                    let image = name.filter(|_| target.pinned_by_us).map(|n| n.tagged());
+                    let image = name.filter(|_| slot.pinned_by_us).map(|n| n.tagged());
                     (Some(ABSENT.to_owned()), image)
                 }
                 ImageObservation::Failed(reason) => {
@@ -321,10 +378,11 @@ impl ImagePlan {
                 }
                 annotations.insert(target.key, value);
             }
-            if let Some(image) = image.filter(|image| *image != target.image) {
-                outcome.images.push((target.path, image));
+            if let Some(image) = image.filter(|image| *image != slot.image) {
+                outcome.images.push((slot.path, image));
             }
         }
+        (outcome.env, outcome.changed_env) = env.finish();
         outcome
     }
 }
@@ -346,6 +404,7 @@ mod tests {
                 image: image.to_string(),
                 pull_policy: policy.map(str::to_owned),
                 path: format!("/spec/containers/{i}/image"),
+                env: None,
             })
             .collect();
         PodImages { containers, ..PodImages::default() }
@@ -377,7 +436,7 @@ mod tests {
         let get = |k: &str| existing.get(k).cloned();
         let mut warnings = Warnings::default();
         let domain = AnnotationDomain::default();
-        let mut plan = ImagePlan::read(tracking, pod, &domain, get, &mut warnings);
+        let mut plan = ImagePlan::read(tracking, &[], pod, &domain, get, &mut warnings);
         let targets = plan.targets().iter().map(|t| t.reference.clone()).collect();
         let observations = plan.targets().iter().map(&observe).collect();
         plan.observe(observations);
