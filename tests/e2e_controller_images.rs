@@ -16,7 +16,7 @@ mod server;
 use std::time::Duration;
 
 use controller::{Cluster, Controller, NS, workload_path};
-use registry::{Format, Registry};
+use registry::{AnonymousAccess, Auth, Format, Registry, RegistryOptions, TokenOptions};
 use serde_json::{Value, json};
 
 fn deployment(name: &str, annotations: Value, image: &str, recorded: Option<&str>) -> Value {
@@ -112,5 +112,104 @@ async fn a_moved_tag_rolls_each_tracking_workload_once_and_never_on_first_observ
     let metrics = controller.metrics_with(&[patched], Duration::from_secs(2)).await;
     assert!(metrics.contains(patched), "{metrics}");
     assert!(metrics.contains(&registry_requests), "{metrics}");
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+/// Seed 002's jobs-manager, whose `api` container hands the ingestor's digest to the Jobs it
+/// spawns through `INGESTOR_IMAGE_DIGEST`; `recorded` is that variable's value, if any.
+fn jobs_manager(name: &str, annotations: Value, ingestor: &str, recorded: Option<&str>) -> Value {
+    let mut annotations = annotations;
+    annotations["configsum.dev/image-env"] = json!(format!("api/INGESTOR_IMAGE_DIGEST={ingestor}"));
+    let mut env = vec![json!({"name": "LOG_LEVEL", "value": "info"})];
+    env.extend(recorded.map(|digest| json!({"name": "INGESTOR_IMAGE_DIGEST", "value": digest})));
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "api", "image": "jobs-manager:3", "env": env}]}}}})
+}
+
+fn env_of(cluster: &Cluster, name: &str) -> Value {
+    let object = cluster.api.object(&workload_path("Deployment", NS, name)).expect("workload");
+    object["spec"]["template"]["spec"]["containers"][0]["env"].clone()
+}
+
+/// What seed 002's CronJob did with `kubectl set env`, from the controller: a retag behind a
+/// GHCR-like registry (HTTPS, a token realm on another port, anonymous tokens) patches the
+/// variable once; a workload whose variable holds no digest yet, one opted out and one owned
+/// by a controller are never patched.
+#[tokio::test]
+async fn a_moved_tag_sets_the_variable_once_through_a_guarded_json_patch() {
+    let registry = Registry::start(RegistryOptions {
+        tls: true,
+        auth: Auth::Token(TokenOptions {
+            anonymous: AnonymousAccess::Pull,
+            https_realm: true,
+            ..TokenOptions::default()
+        }),
+    })
+    .await;
+    let first = registry.push_image("org/ingestor", "prod", "ingestor v1").await;
+    let ingestor = registry.image("org/ingestor", "prod");
+    let cluster = Cluster::new("ctl-image-env").await;
+    let put = |object: Value| {
+        let name = object["metadata"]["name"].as_str().expect("name").to_owned();
+        cluster.api.put(&workload_path("Deployment", NS, &name), object);
+    };
+    put(jobs_manager("manager", json!({}), &ingestor, Some(&first)));
+    put(jobs_manager("unrecorded", json!({}), &ingestor, None));
+    put(jobs_manager(
+        "opted-out",
+        json!({"configsum.dev/enabled": "false"}),
+        &ingestor,
+        Some(&first),
+    ));
+    let mut owned = jobs_manager("owned", json!({}), &ingestor, Some(&first));
+    owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "example.com/v1", "kind": "App",
+        "name": "app", "uid": "u-1", "controller": true}]);
+    put(owned);
+
+    let ca = registry.ca_file().expect("a TLS registry").display().to_string();
+    let extra =
+        ["--registry-allow", "127.0.0.1", "--registry-ca-file", &ca, "--image-poll-interval", "1s"];
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let names = ["manager", "unrecorded", "opted-out", "owned"];
+    for name in names {
+        assert_eq!(cluster.patches_of("Deployment", NS, name), 0, "{name}: the tag did not move");
+    }
+
+    let moved = registry.push_image("org/ingestor", "prod", "ingestor v2").await;
+    assert_ne!(moved, first);
+    cluster
+        .wait_for("the manager patched", Duration::from_secs(6), |c| {
+            c.patches_of("Deployment", NS, "manager") == 1
+        })
+        .await;
+    assert_eq!(
+        env_of(&cluster, "manager"),
+        json!([{"name": "LOG_LEVEL", "value": "info"},
+            {"name": "INGESTOR_IMAGE_DIGEST", "value": moved}])
+    );
+    assert_eq!(cluster.annotations_of("Deployment", NS, "manager"), Value::Null, "env only");
+    let patch = cluster.api.log().into_iter().find(|l| l.method == "PATCH").expect("a PATCH");
+    assert_eq!(patch.content_type, "application/json-patch+json", "a list element: JSON Patch");
+
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(cluster.patches_of("Deployment", NS, "manager"), 1, "once");
+    for name in &names[1..] {
+        assert_eq!(cluster.patches_of("Deployment", NS, name), 0, "{name}: never patched");
+    }
+    let events = cluster.api.list(&format!("/api/v1/namespaces/{NS}/events"));
+    assert_eq!(events.len(), 1, "one Event for one patch: {events:?}");
+    assert_eq!(events[0]["involvedObject"]["name"], "manager");
+    assert_eq!(
+        events[0]["message"].as_str().unwrap_or_default(),
+        format!(
+            "configsum rolled the pod template: changed container api env INGESTOR_IMAGE_DIGEST ({ingestor}) from {first} to {moved}"
+        )
+    );
+    let issued = registry.token_service().expect("token service").tokens_issued();
+    assert!(issued >= 1, "anonymous tokens from the realm");
     assert_eq!(controller.stop().await, Some(0));
 }

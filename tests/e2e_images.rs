@@ -446,3 +446,86 @@ async fn jobs_and_pods_record_and_pin_the_digest_they_start_with() {
     assert_eq!(patched["spec"]["template"]["spec"]["containers"][0]["image"], image);
     assert_eq!(server.terminate().await, Some(0));
 }
+
+/// A registry as GHCR serves one: HTTPS, a 401 whose challenge names a token realm on another
+/// host:port, and anonymous pull tokens for a public repository.
+async fn ghcr_like() -> Registry {
+    Registry::start(RegistryOptions {
+        tls: true,
+        auth: Auth::Token(TokenOptions {
+            anonymous: AnonymousAccess::Pull,
+            https_realm: true,
+            ..TokenOptions::default()
+        }),
+    })
+    .await
+}
+
+/// Seed 002's jobs-manager: its Jobs run the ingestor image, so the manager's `api` container
+/// carries the ingestor's digest in `INGESTOR_IMAGE_DIGEST`, as a `kubectl set env` CronJob
+/// kept it before.
+#[tokio::test]
+async fn image_env_hands_the_digest_behind_a_tag_to_a_variable() {
+    let registry = ghcr_like().await;
+    let digest = registry.push_image("org/ingestor", "prod", "ingestor v1").await;
+    let setup = Setup::new("images-env", "");
+    let ca_file = setup.ca_bundle(&[&registry]);
+    let allow = ["--registry-allow".into(), "127.0.0.1".into()];
+    let server = setup.start(&[&allow[..], &["--registry-ca-file".into(), ca_file]].concat()).await;
+
+    let ingestor = registry.image("org/ingestor", "prod");
+    let pinned = format!("{}/org/tool@{digest}", registry.host());
+    let annotation = format!(
+        "api/INGESTOR_IMAGE_DIGEST={ingestor}, api/TOOL_DIGEST={pinned}, api/POD_NAME={ingestor}"
+    );
+    let env = json!([
+        {"name": "LOG_LEVEL", "value": "info"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
+    let spec = json!({"containers": [{"name": "api", "image": "jobs-manager:3", "env": env}]});
+    let manager = deployment("jobs-manager", json!({"configsum.dev/image-env": annotation}), spec);
+    let (answer, patched) = admit(&server, "CREATE", &manager).await;
+    let expected = json!([
+        {"name": "LOG_LEVEL", "value": "info"},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "INGESTOR_IMAGE_DIGEST", "value": digest}]);
+    assert_eq!(patched["spec"]["template"]["spec"]["containers"][0]["env"], expected, "{answer}");
+    assert!(template_annotations(&patched).is_null(), "the variable is the record: {patched}");
+    assert_eq!(
+        warnings(&answer),
+        [format!("container api env POD_NAME ({ingestor}): set through valueFrom; left alone")]
+    );
+    assert_eq!(answer["response"].get("auditAnnotations"), None, "a first digest changes nothing");
+    let issued = registry.token_service().expect("token service").tokens_issued();
+    assert_eq!(issued, 1, "one anonymous token from the realm; the pinned tool is never resolved");
+
+    let (again, _) = admit(&server, "UPDATE", &patched).await;
+    assert!(again["response"].get("patch").is_none(), "idempotent: {again}");
+
+    // A variable holding an older digest (the CronJob's last run) is brought up to date, and
+    // the audit annotation names it.
+    let stale = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    let mut behind = patched.clone();
+    behind["spec"]["template"]["spec"]["containers"][0]["env"][2]["value"] = json!(stale);
+    let (answer, updated) = admit(&server, "UPDATE", &behind).await;
+    assert_eq!(updated["spec"]["template"]["spec"]["containers"][0]["env"], expected);
+    assert_eq!(
+        answer["response"]["auditAnnotations"],
+        json!({"changed": "image-env/api/INGESTOR_IMAGE_DIGEST"})
+    );
+
+    // A tag the registry does not know leaves the variable as it is: never an empty value.
+    let mut unknown = updated.clone();
+    let missing = registry.image("org/ingestor", "nope");
+    unknown["metadata"]["annotations"]["configsum.dev/image-env"] =
+        json!(format!("api/INGESTOR_IMAGE_DIGEST={missing}"));
+    let (answer, kept) = admit(&server, "UPDATE", &unknown).await;
+    assert!(answer["response"].get("patch").is_none(), "{answer}");
+    assert_eq!(kept["spec"]["template"]["spec"]["containers"][0]["env"], expected);
+    assert_eq!(
+        warnings(&answer),
+        [format!(
+            "container api env INGESTOR_IMAGE_DIGEST ({missing}): unknown to the registry; left as it is"
+        )]
+    );
+    assert_eq!(server.terminate().await, Some(0));
+}

@@ -247,6 +247,8 @@ pub struct Logged {
     pub query: String,
     /// The bearer token, empty if none.
     pub token: String,
+    /// The `Content-Type` sent, empty if none (which patch a PATCH is).
+    pub content_type: String,
     /// The status sent (for watches, the one at the start); 0 while a
     /// request hangs and for dropped connections.
     pub status: u16,
@@ -1107,6 +1109,8 @@ impl FakeApiServer {
         let path = request.uri().path().to_owned();
         let raw_query = request.uri().query().unwrap_or("").to_owned();
         let token = bearer(request.headers());
+        let content_type = request.headers().get("content-type").and_then(|v| v.to_str().ok());
+        let content_type = content_type.unwrap_or("").to_owned();
         let (index, fault) = {
             let mut state = self.shared.state();
             *state.counts.entry(path.clone()).or_default() += 1;
@@ -1118,6 +1122,7 @@ impl FakeApiServer {
                 path: path.clone(),
                 query: raw_query.clone(),
                 token: token.clone().unwrap_or_default(),
+                content_type,
                 status: 0,
             });
             let fault = token.as_deref().and_then(|t| state.fault_for_request(t, &method, &path));

@@ -136,7 +136,7 @@ pub(super) fn select(
         };
         let env = container.env.as_ref();
         if env.is_some_and(|env| env.unread > 0) {
-            warnings.push(subject, "its container has too many env entries to read; left as it is");
+            warnings.push(subject, "its container has over 256 env entries; left as it is");
             continue;
         }
         // With a name listed twice the last one is the value the container sees.
@@ -215,12 +215,11 @@ impl EnvPatch {
         let digest = match observation {
             ImageObservation::Digest(digest) => digest,
             ImageObservation::Unknown => {
-                warnings.push(subject, "unknown to the registry; the variable was left as it is");
+                warnings.push(subject, "unknown to the registry; left as it is");
                 return;
             }
             ImageObservation::Failed(reason) => {
-                let why =
-                    format_args!("image not resolved; the variable was left as it is ({reason})");
+                let why = format_args!("image not resolved; left as it is ({reason})");
                 warnings.push(subject, why);
                 return;
             }
@@ -429,8 +428,8 @@ mod tests {
         assert_eq!(
             warnings,
             [
-                "container api env GONE (r.io/gone:1): unknown to the registry; the variable was left as it is",
-                "container api env BROKEN (r.io/b:1): image not resolved; the variable was left as it is (HTTP 503)",
+                "container api env GONE (r.io/gone:1): unknown to the registry; left as it is",
+                "container api env BROKEN (r.io/b:1): image not resolved; left as it is (HTTP 503)",
             ]
         );
     }
@@ -456,7 +455,7 @@ mod tests {
             [
                 "container api env FROM (r.io/a:1): set through valueFrom; left alone",
                 r#""ghost/V" in configsum.dev/image-env: no container of that name in the pod spec"#,
-                "container long env V1 (r.io/a:1): its container has too many env entries to read; left as it is",
+                "container long env V1 (r.io/a:1): its container has over 256 env entries; left as it is",
             ]
         );
     }
