@@ -22,7 +22,7 @@ use configsum::core::AnnotationDomain;
 use configsum::core::annotations::NAMESPACE_LABEL;
 use configsum::core::custom_kinds;
 use configsum::core::kinds::{self, KindRow};
-use configsum::core::rbac::{LEASE_VERBS, controller_permissions_among, webhook_permissions};
+use configsum::core::rbac::{LEASE_VERBS, controller_permissions_among, webhook_permissions_among};
 use configsum::core::workload::Operation;
 use configsum::core::{Digester, Settings};
 use configsum::lookup::{FileSource, lookup_budget};
@@ -506,7 +506,10 @@ fn rbac_grants_what_the_code_calls_and_nothing_more(m: &Manifests) {
     assert_eq!(m.all("ClusterRole").len(), 2);
     assert_eq!(m.all("Role").len(), 2);
     let webhook_role = m.one("ClusterRole", "configsum-webhook");
-    let expected: BTreeSet<_> = webhook_permissions()
+    let table = m.kinds();
+    let trackable = kinds::tracked_among(table.iter().map(|row| &row.declaration));
+    let expected: BTreeSet<_> = webhook_permissions_among(trackable)
+        .into_iter()
         .flat_map(|(g, r, verbs)| {
             verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))
         })

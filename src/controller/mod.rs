@@ -5,8 +5,8 @@
 //! to it through one inbox (`message`): the `watches` (each applied to an
 //! index by a `watch` handle, which owns the relist protocol), the object
 //! `reads`, the `worker` and the image `poller`. The state keeps the
-//! reference `index`, the tracked `objects`, the `images` index and the
-//! `schedule` (the window and minimum interval of `queue`, retries with
+//! reference `index`, the tracked `objects`, the `images` index, the
+//! `tracked_workloads` (workloads that roll together) and the `schedule` (the window and minimum interval of `queue`, retries with
 //! `backoff`, the leadership term); its `tick` hands out reads, work and poll
 //! rounds. The worker `reconcile`s through the token bucket and records an
 //! `event`, through the `api` seam; only the holder of the `lease` patches.
@@ -29,6 +29,7 @@ pub mod reconcile;
 mod run;
 pub mod schedule;
 pub mod state;
+pub mod tracked_workloads;
 pub mod trigger;
 pub mod watch;
 pub mod watches;

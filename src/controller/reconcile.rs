@@ -21,6 +21,7 @@ use super::images::{self, LatestDigests};
 use super::lease::Leadership;
 use super::objects::FreshDigests;
 use super::queue::TokenBucket;
+use super::tracked_workloads::{self, TemplateDigests};
 use super::trigger::Trigger;
 use super::workload::{Snapshot, Snapshots, WorkloadKey};
 use crate::core::inputs::image::ImageObservation;
@@ -97,6 +98,8 @@ pub struct Reconciler<A> {
     pub latest_digests: LatestDigests,
     /// The digests the event loop's reads found for due workloads.
     pub fresh_digests: FreshDigests,
+    /// The template digest of each watched workload another may track.
+    pub template_digests: TemplateDigests,
 }
 
 impl<A: ControllerApi> Reconciler<A> {
@@ -156,6 +159,7 @@ impl<A: ControllerApi> Reconciler<A> {
                 Ok(Ok(())) => {
                     let mut named: BTreeSet<Trigger> = changed.clone();
                     named.extend(decision.changed.into_iter().map(Trigger::Object));
+                    named.extend(decision.changed_workloads.into_iter().map(Trigger::Workload));
                     let event = event::rolled(key, snapshot.uid, &named);
                     self.api.record(event, CALL_TIMEOUT).await;
                     return Ok(Reconciled::Patched);
@@ -213,6 +217,10 @@ impl<A: ControllerApi> Inputs for ReconcileInputs<'_, A> {
 
     async fn images(&self, mutation: &Mutation) -> Vec<ImageObservation> {
         images::observations(mutation, self.key, &self.reconciler.latest_digests)
+    }
+
+    async fn workloads(&self, mutation: &Mutation) -> Vec<Option<Observation>> {
+        tracked_workloads::observations(mutation, &self.reconciler.template_digests)
     }
 }
 
@@ -331,6 +339,7 @@ mod tests {
             snapshots,
             leadership,
             latest_digests: LatestDigests::default(),
+            template_digests: TemplateDigests::default(),
             fresh_digests: FreshDigests::default(),
         };
         (reconciler, leadership_tx)

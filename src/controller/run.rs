@@ -79,6 +79,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         leadership: leadership.clone(),
         latest_digests: shared.latest_digests.clone(),
         fresh_digests: shared.fresh_digests.clone(),
+        template_digests: shared.template_digests.clone(),
     });
     let (work_tx, work_rx) = mpsc::unbounded_channel();
     let bucket = TokenBucket::new(args.rate, args.burst, Instant::now());

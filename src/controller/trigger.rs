@@ -17,6 +17,8 @@ const MAX_DIGEST_CHARS: usize = 80;
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Trigger {
     Object(ObjectRef),
+    /// A tracked workload's pod template changed (`deployment/db`), or it was deleted.
+    Workload(String),
     /// The digest behind `container`'s tag (or behind the image whose digest its `variable`
     /// holds) is now `new`; the template records `old`. `image` is the reference as the
     /// workload writes it.
@@ -33,6 +35,7 @@ impl fmt::Display for Trigger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Trigger::Object(object) => write!(f, "{object}"),
+            Trigger::Workload(workload) => f.write_str(workload),
             // Named as warnings name a container (docs/behaviour.md, "Warnings").
             Trigger::Image { container, variable, image, old, new } => {
                 let image = shorten_middle(image, MAX_REFERENCE_CHARS);

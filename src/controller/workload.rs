@@ -13,7 +13,9 @@ use kube::core::DynamicResourceScope;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::core::field_path::read_at;
 use crate::core::inputs::image::PodImages;
+use crate::core::inputs::workload_template::template_digest;
 use crate::core::pod_spec::Metadata;
 use crate::core::workload::WorkloadKind;
 use crate::core::{Mutation, Plan, Settings, plan};
@@ -47,8 +49,7 @@ pub type Snapshots = Arc<Mutex<HashMap<WorkloadKey, Snapshot>>>;
 
 /// The API resource of a workload kind, for dynamic requests.
 pub fn api_resource(kind: WorkloadKind) -> ApiResource {
-    let (group, version, plural) = kind.resource();
-    crate::lookup::api_object::resource(group, version, kind.as_str(), plural)
+    crate::lookup::api_object::workload_resource(kind)
 }
 
 /// Only what the plan reads of a watched workload: its metadata, read sparsely (no
@@ -131,6 +132,23 @@ impl WatchedWorkload {
         self.meta.uid.as_deref()
     }
 
+    /// The digest of its pod template, as a workload tracking it records it; `None` for a kind
+    /// no workload may track. Read from the spec's text, before the plan drops it.
+    pub fn template_digest(&self, kind: WorkloadKind, prefixes: &[String]) -> Option<String> {
+        if !kind.trackable() {
+            return None;
+        }
+        // The template path starts at `spec` (kinds.rs refuses any other).
+        let path = kind.declaration().template?.get(1..)?;
+        let spec = self.spec.as_deref().map(RawValue::get);
+        let template: Option<serde_json::Value> = match spec {
+            Some(spec) => read_at(spec, path).ok()?,
+            None => None,
+        };
+        // As the webhook digests it: a missing template is `null`.
+        Some(template_digest(&template.unwrap_or_default(), prefixes))
+    }
+
     /// The webhook's rules (owners, opt-out, track/ignore, name checks,
     /// limits) applied to this workload as `kind`; `None` when the webhook
     /// would leave it alone. The controller's patch goes through the webhook,
@@ -185,6 +203,27 @@ mod tests {
             assert_eq!(objects, vec![ObjectRef::config_map("app")], "ignore is honoured");
             assert!(mutation.existing_annotation("configmap.configsum.dev/app").is_some());
         }
+    }
+
+    #[test]
+    fn the_template_digest_is_the_webhooks_and_leaves_the_tracking_annotations_out() {
+        let prefixes = crate::core::AnnotationDomain::default().workload_prefixes();
+        let object = deployment(false);
+        let watched: WatchedWorkload = serde_json::from_value(object.clone()).expect("decodes");
+        let digest = watched.template_digest(WorkloadKind::Deployment, &prefixes);
+        let expected = template_digest(&object["spec"]["template"], &prefixes);
+        assert_eq!(digest.as_deref(), Some(expected.as_str()));
+        let mut tracking = object.clone();
+        tracking["spec"]["template"]["metadata"]["annotations"]["deployment.configsum.dev/b"] =
+            json!("sha256:11");
+        let watched: WatchedWorkload = serde_json::from_value(tracking).expect("decodes");
+        assert_eq!(watched.template_digest(WorkloadKind::Deployment, &prefixes), digest);
+        let mut restarted = object;
+        restarted["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"] =
+            json!("2026-11-27T12:00:00Z");
+        let watched: WatchedWorkload = serde_json::from_value(restarted).expect("decodes");
+        assert_ne!(watched.template_digest(WorkloadKind::Deployment, &prefixes), digest);
+        assert_eq!(watched.template_digest(WorkloadKind::Job, &prefixes), None, "not trackable");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use sha2::{Digest as _, Sha256};
 
 use super::digest::hex;
+use super::kinds::WorkloadKind;
 use super::object_ref::{ObjectKind, ObjectRef, is_dns_subdomain};
 
 pub const DEFAULT_DOMAIN: &str = "configsum.dev";
@@ -96,10 +97,33 @@ impl AnnotationDomain {
         format!("{}{}", self.prefixes[object.kind as usize], name_part(&object.name))
     }
 
+    /// `<word>.<domain>/<name>`: the digest of a tracked workload's pod template; `None`
+    /// when the prefix would be longer than an annotation prefix may be (a long kind name
+    /// under a long domain).
+    pub fn workload_key(&self, kind: WorkloadKind, name: &str) -> Option<String> {
+        let prefix = format!("{}.{}", kind.word(), self.domain);
+        (prefix.len() <= 253).then(|| format!("{prefix}/{}", name_part(name)))
+    }
+
+    /// `<word>.<domain>/` of every trackable workload kind: the annotations a tracked
+    /// workload's template digest leaves out.
+    pub fn workload_prefixes(&self) -> Vec<String> {
+        let trackable = WorkloadKind::all().filter(|kind| kind.trackable());
+        trackable.map(|kind| format!("{}.{}/", kind.word(), self.domain)).collect()
+    }
+
+    /// Whether `key` is a tracked workload's digest annotation.
+    pub fn is_workload_key(&self, key: &str) -> bool {
+        let Some((prefix, _)) = key.split_once('/') else { return false };
+        let word = prefix.strip_suffix(self.domain.as_str()).and_then(|p| p.strip_suffix('.'));
+        word.is_some_and(|word| WorkloadKind::trackable_from_word(word).is_some())
+    }
+
     /// Whether configsum owns `key`: it adds, updates and removes exactly these.
     pub fn owns(&self, key: &str) -> bool {
         self.prefixes.iter().any(|prefix| key.starts_with(prefix.as_str()))
             || self.is_image_key(key)
+            || self.is_workload_key(key)
     }
 }
 
@@ -175,6 +199,22 @@ mod tests {
         {
             assert!(!domain.owns(other), "{other}");
         }
+    }
+
+    #[test]
+    fn tracked_workloads_have_keys_of_their_own_kind() {
+        let domain = AnnotationDomain::new("example.com").expect("valid domain");
+        let key = domain.workload_key(WorkloadKind::StatefulSet, "keycloak-db");
+        assert_eq!(key.as_deref(), Some("statefulset.example.com/keycloak-db"));
+        assert!(domain.owns("deployment.example.com/db") && domain.owns("rollout.example.com/r"));
+        assert!(domain.is_workload_key("daemonset.example.com/x"));
+        for other in ["job.example.com/x", "pod.example.com/x", "deployment.example.org/x"] {
+            assert!(!domain.owns(other), "{other}: not a trackable kind of this domain");
+        }
+        assert!(domain.workload_prefixes().contains(&"replicaset.example.com/".to_owned()));
+        let longest = AnnotationDomain::new(&"a".repeat(243)).expect("valid domain");
+        assert_eq!(longest.workload_key(WorkloadKind::StatefulSet, "db"), None, "too long");
+        assert!(longest.workload_key(WorkloadKind::Rollout, "db").is_some());
     }
 
     #[test]

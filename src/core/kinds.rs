@@ -171,6 +171,9 @@ pub struct KindRow {
     pub annotations: Vec<&'static str>,
     /// Path of the pod spec, for kinds with a pod template.
     pub pod_spec: Option<Vec<&'static str>>,
+    /// The kind's name in lower case: the word of a `track` token naming a workload
+    /// (`deployment/db`) and of its annotation (`deployment.<domain>/db`).
+    pub word: String,
 }
 
 impl KindRow {
@@ -190,7 +193,21 @@ impl KindRow {
             None => under_template(&["metadata", "annotations"])
                 .unwrap_or_else(|| vec!["metadata", "annotations"]),
         };
-        KindRow { api_version, annotations, pod_spec: under_template(&["spec"]), declaration }
+        KindRow {
+            api_version,
+            annotations,
+            pod_spec: under_template(&["spec"]),
+            word: declaration.name.to_ascii_lowercase(),
+            declaration,
+        }
+    }
+}
+
+impl KindRow {
+    /// Whether another workload may track this kind's workloads (they roll together): it has
+    /// a pod template of its own, and the controller watches it for changes.
+    pub fn trackable(&self) -> bool {
+        tracked_among(std::iter::once(&self.declaration)).next().is_some()
     }
 }
 
@@ -201,6 +218,8 @@ pub enum KindError {
     Duplicate(String),
     #[error("{0}: a pod template or annotations path must start at spec")]
     TemplateOutsideSpec(String),
+    #[error("{0}: its lower-case name is already the word of a tracked kind")]
+    WordTaken(String),
     #[error("the kinds are already in use; declare them once, at start-up")]
     TooLate,
 }
@@ -232,7 +251,16 @@ fn rows(extra: Vec<KindDeclaration>) -> Result<Vec<KindRow>, KindError> {
         if declaration.template.is_some_and(outside) || !annotations_ok {
             return Err(KindError::TemplateOutsideSpec(named));
         }
-        rows.push(KindRow::new(declaration));
+        let row = KindRow::new(declaration);
+        // `track` tokens and annotation prefixes are `<word>/…` and `<word>.<domain>/…`: one
+        // word, one meaning.
+        let word_taken = ObjectKind::from_word(&row.word).is_some()
+            || row.word == "image"
+            || rows.iter().any(|r| r.word == row.word);
+        if word_taken && row.trackable() {
+            return Err(KindError::WordTaken(named));
+        }
+        rows.push(row);
     }
     if rows.len() > usize::from(u16::MAX) {
         return Err(KindError::Duplicate("too many kinds".into()));
@@ -285,6 +313,21 @@ impl WorkloadKind {
         (0..table().len()).filter_map(|i| u16::try_from(i).ok()).map(WorkloadKind)
     }
 
+    /// The kind's lower-case name (`deployment`), as `track` tokens and annotations write it.
+    pub fn word(self) -> &'static str {
+        &self.row().word
+    }
+
+    /// Whether other workloads may track workloads of this kind (see [`KindRow::trackable`]).
+    pub fn trackable(self) -> bool {
+        self.row().trackable()
+    }
+
+    /// The trackable kind whose word is `word`.
+    pub fn trackable_from_word(word: &str) -> Option<Self> {
+        WorkloadKind::all().find(|k| k.word() == word && k.trackable())
+    }
+
     /// The kind for a `request.kind` (group, version, kind), or `None` for kinds left untouched.
     pub fn from_gvk(group: &str, version: &str, kind: &str) -> Option<Self> {
         WorkloadKind::all().find(|k| {
@@ -298,6 +341,24 @@ impl fmt::Debug for WorkloadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.declaration().name)
     }
+}
+
+/// (API group, resource) of every kind another workload may track.
+pub fn tracked_resources() -> impl Iterator<Item = (&'static str, &'static str)> {
+    tracked_among(WorkloadKind::all().map(WorkloadKind::declaration))
+}
+
+/// (API group, resource) of the kinds among `declarations` another workload may track: a pod
+/// template of their own, and watched by the controller.
+pub fn tracked_among<'a>(
+    declarations: impl Iterator<Item = &'a KindDeclaration>,
+) -> impl Iterator<Item = (&'static str, &'static str)> {
+    declarations
+        .filter(|declared| {
+            declared.template.is_some_and(|path| !path.is_empty())
+                && declared.controller != Controller::Never
+        })
+        .map(|declared| (declared.group, declared.resource))
 }
 
 /// (API group, resource) of every kind the controller may roll.

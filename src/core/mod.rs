@@ -37,6 +37,23 @@ pub use workload::{Workload, WorkloadKind};
 pub type Found<'a> = Result<Option<&'a ObjectContent>, String>;
 
 impl Mutation {
+    /// Digests the pod template a lookup found for a tracked workload (the template's JSON,
+    /// as the API server returns it).
+    pub fn observe_workload(
+        &self,
+        found: Result<Option<&serde_json::Value>, String>,
+        domain: &AnnotationDomain,
+    ) -> Observation {
+        match found {
+            Ok(Some(template)) => Observation::Digest(inputs::workload_template::template_digest(
+                template,
+                &domain.workload_prefixes(),
+            )),
+            Ok(None) => Observation::Absent,
+            Err(reason) => Observation::Unreadable(reason),
+        }
+    }
+
     /// Digests what a lookup found for `target`; the content can be dropped after.
     pub fn observe(&self, target: &Target, digester: &Digester, found: Found<'_>) -> Observation {
         match found {

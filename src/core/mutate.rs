@@ -15,7 +15,7 @@ use super::patch::{
     AnnotationsLocation, MAX_ANNOTATIONS_BYTES, annotations_patch, annotations_size,
 };
 use super::refs::{References, add_named, references};
-use super::selection::{Target, select};
+use super::selection::{Target, WorkloadTarget, select};
 use super::warnings::{Subject, Warnings, kept_or_none};
 use super::workload::{Template, Workload, WorkloadKind};
 
@@ -104,6 +104,8 @@ pub struct Mutation {
     pub namespace: String,
     /// The objects to look up, in `ObjectRef` order.
     pub targets: Vec<Target>,
+    /// The workloads of the namespace whose pod templates' digests this one carries.
+    pub workloads: Vec<WorkloadTarget>,
     location: AnnotationsLocation,
     /// The template's annotations as sent in `request.object`. Sorted pairs
     /// rather than a map: the controller keeps one plan per watched workload,
@@ -129,6 +131,9 @@ pub struct Mutation {
 pub struct Observed {
     pub objects: Vec<Observation>,
     pub images: Vec<ImageObservation>,
+    /// One per tracked workload (in [`Mutation::workloads`] order); `None`, or none at all,
+    /// keeps its annotation as it is (render, and the controller's first observation).
+    pub workloads: Vec<Option<Observation>>,
 }
 
 /// The answer: a patch (possibly empty), warnings, and what changed.
@@ -142,6 +147,8 @@ pub struct Decision {
     pub changed_images: Vec<String>,
     /// `<container>/<VAR>` of each image-env variable whose digest changed value, likewise.
     pub changed_env: Vec<String>,
+    /// Tracked workloads (`deployment/db`) whose existing digest changed value, likewise.
+    pub changed_workloads: Vec<String>,
     /// Objects that could not be read: their annotations were kept, or the
     /// request is denied. The controller retries these rather than deny.
     pub unreadable: Vec<ObjectRef>,
@@ -204,7 +211,16 @@ pub fn plan(
     }
     let track = annotation(domain.track());
     let ignore = annotation(domain.ignore());
-    let selection = select(&refs, track, ignore, domain, &mut warnings);
+    let mut selection = select(&refs, track, ignore, domain, &mut warnings);
+    // Its own template digest would change with every change of its own: a roll each time.
+    let own = |target: &WorkloadTarget| {
+        target.kind == kind && meta.name.as_deref() == Some(target.name.as_str())
+    };
+    if let Some(itself) = selection.workloads.iter().find(|t| own(t)) {
+        let subject = Subject::Workload { word: kind.word(), name: &itself.name };
+        warnings.push(subject, "a workload cannot track itself; skipped");
+        selection.workloads.retain(|t| !own(t));
+    }
     let image_tracking = ImageTracking::parse(
         annotation(domain.images()),
         annotation(domain.image_policy()),
@@ -236,6 +252,7 @@ pub fn plan(
         kind,
         namespace,
         targets: selection.targets,
+        workloads: selection.workloads,
         location,
         current: SortedPairs::from(current),
         existing: SortedPairs::from(existing),
@@ -300,6 +317,7 @@ impl Mutation {
     pub fn decide(self, observed: Observed, settings: &Settings) -> Decision {
         let Mutation {
             targets,
+            workloads,
             location,
             current,
             existing,
@@ -308,7 +326,11 @@ impl Mutation {
             mut images,
             ..
         } = self;
-        let Observed { objects: observations, images: image_observations } = observed;
+        let Observed {
+            objects: observations,
+            images: image_observations,
+            workloads: mut workload_observations,
+        } = observed;
         images.observe(image_observations);
         let (current, existing) = (current.into_map(), existing.into_map());
         let mut desired: BTreeMap<String, String> = BTreeMap::new();
@@ -341,6 +363,37 @@ impl Mutation {
             }
             desired.insert(target.key, value);
         }
+        let mut unreadable_workloads = Vec::new();
+        let mut changed_workloads = Vec::new();
+        workload_observations.resize(workloads.len(), None);
+        for (target, observation) in workloads.into_iter().zip(workload_observations) {
+            let subject = Subject::Workload { word: target.kind.word(), name: &target.name };
+            let old = existing.get(&target.key);
+            let value = match observation {
+                Some(Observation::Digest(digest)) => digest,
+                Some(Observation::Absent) => {
+                    warnings.push(subject, "not found; its digest is \"absent\"");
+                    ABSENT.to_owned()
+                }
+                Some(Observation::Unreadable(reason)) => {
+                    let outcome = kept_or_none(old.is_some());
+                    warnings.push(subject, format_args!("could not be read; {outcome} ({reason})"));
+                    unreadable_workloads.push(target.to_string());
+                    match old {
+                        Some(old) => old.clone(),
+                        None => continue,
+                    }
+                }
+                None => match old {
+                    Some(old) => old.clone(),
+                    None => continue,
+                },
+            };
+            if old.is_some_and(|old| *old != value) {
+                changed_workloads.push(target.to_string());
+            }
+            desired.insert(target.key, value);
+        }
         for key in kept_keys {
             if let Some(value) = existing.get(&key) {
                 desired.insert(key, value.clone());
@@ -356,8 +409,10 @@ impl Mutation {
             }
         }
 
-        if settings.on_lookup_error == LookupErrorPolicy::Deny && !unreadable.is_empty() {
-            let names: Vec<String> = unreadable.iter().map(ToString::to_string).collect();
+        let unreadable_any = !unreadable.is_empty() || !unreadable_workloads.is_empty();
+        if settings.on_lookup_error == LookupErrorPolicy::Deny && unreadable_any {
+            let mut names: Vec<String> = unreadable.iter().map(ToString::to_string).collect();
+            names.extend(unreadable_workloads);
             let denied = format!(
                 "configsum could not read {} and --on-lookup-error=deny is set; retry shortly",
                 names.join(", ")
@@ -394,6 +449,7 @@ impl Mutation {
             changed,
             changed_images: images.changed,
             changed_env: images.changed_env,
+            changed_workloads,
             unreadable,
             denied: None,
         }

@@ -3,7 +3,7 @@
 //! and the chart's ClusterRoles are checked against these lists by tests/manifests.rs, and the
 //! real control plane's tests run each command with exactly those grants.
 
-use super::kinds::rolled_resources;
+use super::kinds::{rolled_resources, tracked_resources};
 use super::object_ref::ObjectKind;
 
 /// One RBAC rule's worth: API group, resource, verbs.
@@ -22,11 +22,23 @@ pub const TRACKED_KIND_VERBS: &[&str] = &["get", "list", "watch"];
 /// On its own Lease, in its own namespace: `create`, then `get` and `update` by name.
 pub const LEASE_VERBS: &[&str] = &["create", "get", "update"];
 
-/// The webhook's: `get` on every tracked kind, and on ServiceAccounts for their image pull
-/// secrets. `GET /version` needs no grant.
-pub fn webhook_permissions() -> impl Iterator<Item = Permission> {
+/// The webhook's: `get` on every tracked kind of object, on ServiceAccounts for their image
+/// pull secrets, and on every workload kind another workload may track (its pod template).
+/// `GET /version` needs no grant.
+pub fn webhook_permissions() -> Vec<Permission> {
+    webhook_permissions_among(tracked_resources())
+}
+
+/// The same, for the trackable kinds of a table other than this process's (a rendered
+/// installation).
+pub fn webhook_permissions_among(
+    trackable: impl Iterator<Item = (&'static str, &'static str)>,
+) -> Vec<Permission> {
     let objects = ObjectKind::all().map(|kind| (kind.input().group, kind.input().resource, GET));
-    objects.chain([("", "serviceaccounts", GET)])
+    let mut permissions: Vec<Permission> = objects.collect();
+    permissions.push(("", "serviceaccounts", GET));
+    permissions.extend(trackable.map(|(group, resource)| (group, resource, GET)));
+    permissions
 }
 
 /// The controller's, cluster-wide: the opted-in namespaces, the kinds it rolls, what they

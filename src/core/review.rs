@@ -90,7 +90,114 @@ pub fn review<'a>(
                 .iter()
                 .map(|t| mutation.observe(t, digester, lookup(&mutation.namespace, &t.object)))
                 .collect();
-            mutation.decide(Observed { objects, images: Vec::new() }, settings)
+            // No template here (render, tests): tracked workloads keep their annotations.
+            mutation
+                .decide(Observed { objects, images: Vec::new(), workloads: Vec::new() }, settings)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{AnnotationDomain, Observation};
+    use serde_json::{Value, json};
+
+    const D: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+    fn keycloak(track: &str, recorded: Value) -> String {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "keycloak", "namespace": "auth", "annotations": {"configsum.dev/track": track}},
+            "spec": {"template": {"metadata": {"annotations": recorded},
+                "spec": {"containers": [{"name": "c", "image": "keycloak:26"}]}}}})
+        .to_string()
+    }
+
+    fn planned(object: &str) -> crate::core::Mutation {
+        let request = Request {
+            group: "apps",
+            version: "v1",
+            kind: "Deployment",
+            operation: "UPDATE",
+            namespace: Some("auth"),
+            object: Some(object),
+            ..Request::default()
+        };
+        match plan_review(&request, &Settings::default()) {
+            Plan::Mutate(mutation) => mutation,
+            other => panic!("not mutated: {other:?}"),
+        }
+    }
+
+    fn decide(mutation: crate::core::Mutation, workloads: Vec<Option<Observation>>) -> Decision {
+        let observed = Observed { workloads, ..Observed::default() };
+        mutation.decide(observed, &Settings::default())
+    }
+
+    fn patched(object: &str, decision: &Decision) -> Value {
+        let mut value: Value = serde_json::from_str(object).expect("json");
+        json_patch::patch(&mut value, &decision.patch).expect("applies");
+        value["spec"]["template"]["metadata"]["annotations"].clone()
+    }
+
+    #[test]
+    fn track_names_workloads_of_trackable_kinds_in_the_namespace() {
+        let object = keycloak(
+            "deployment/db, statefulset/cache, rollout/web, job/once, deployment/keycloak, deployment/Bad",
+            json!({}),
+        );
+        let mutation = planned(&object);
+        let tracked: Vec<String> = mutation.workloads.iter().map(ToString::to_string).collect();
+        assert_eq!(tracked, ["deployment/db", "statefulset/cache", "rollout/web"]);
+        assert_eq!(mutation.workloads[1].key, "statefulset.configsum.dev/cache");
+        let digest = mutation.observe_workload(
+            Ok(Some(&json!({"spec": {"containers": []}}))),
+            &AnnotationDomain::default(),
+        );
+        let decision = decide(
+            mutation,
+            vec![
+                Some(digest.clone()),
+                Some(Observation::Absent),
+                Some(Observation::Unreadable("HTTP 503".into())),
+            ],
+        );
+        let Observation::Digest(digest) = digest else { panic!("a digest") };
+        assert_eq!(
+            patched(&object, &decision),
+            json!({"deployment.configsum.dev/db": digest, "statefulset.configsum.dev/cache": "absent"})
+        );
+        assert_eq!(
+            decision.warnings,
+            [
+                r#""job/once" in configsum.dev/track: not configmap/<name> or secret/<name>; skipped"#,
+                r#"deployment/"Bad": not a valid object name; skipped"#,
+                "deployment/keycloak: a workload cannot track itself; skipped",
+                r#"statefulset/cache: not found; its digest is "absent""#,
+                "rollout/web: could not be read; no annotation written (HTTP 503)",
+            ]
+        );
+        assert!(decision.changed_workloads.is_empty(), "first digests change nothing");
+    }
+
+    #[test]
+    fn a_changed_template_is_audited_and_an_unobserved_one_keeps_its_digest() {
+        let object = keycloak(
+            "deployment/db, deployment/cache",
+            json!({
+            "deployment.configsum.dev/db": D, "deployment.configsum.dev/cache": D,
+            "deployment.configsum.dev/gone": D}),
+        );
+        let other = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+        let mutation = planned(&object);
+        let tracked: Vec<String> = mutation.workloads.iter().map(ToString::to_string).collect();
+        assert_eq!(tracked, ["deployment/cache", "deployment/db"], "in kind and name order");
+        let decision = decide(mutation, vec![None, Some(Observation::Digest(other.into()))]);
+        assert_eq!(
+            patched(&object, &decision),
+            json!({"deployment.configsum.dev/db": other, "deployment.configsum.dev/cache": D}),
+            "no longer tracked: removed, as configsum owns the key"
+        );
+        assert_eq!(decision.changed_workloads, ["deployment/db"]);
     }
 }

@@ -4,12 +4,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::annotations::AnnotationDomain;
+use super::kinds::WorkloadKind;
 use super::object_ref::{ObjectRef, is_valid_object_name};
 use super::refs::{ConsumedKeys, Consumption, References};
 use super::warnings::{Subject, Warnings};
 
 /// Most objects digested per review; more would crowd the annotations.
 pub const MAX_TRACKED: usize = 128;
+
+/// Most workloads tracked per workload: each is a read at admission, and a Keycloak rolls
+/// with its database, not with a fleet.
+pub const MAX_TRACKED_WORKLOADS: usize = 16;
 
 const KEY_TAKEN: &str = "its annotation key is already taken; skipped";
 
@@ -21,10 +26,28 @@ pub struct Target {
     pub key: String,
 }
 
+/// A workload of the same namespace whose pod template's digest this one carries (workloads
+/// that roll together), with the annotation key it gets.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WorkloadTarget {
+    pub kind: WorkloadKind,
+    pub name: String,
+    pub key: String,
+}
+
+impl std::fmt::Display for WorkloadTarget {
+    /// `deployment/db`, as `track` names it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind.word(), self.name)
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Selection {
     /// In `ObjectRef` order: ConfigMaps, then Secrets, each by name.
     pub targets: Vec<Target>,
+    /// The tracked workloads, by kind and name.
+    pub workloads: Vec<WorkloadTarget>,
     /// Keys of objects beyond the limit: their existing annotations are kept.
     pub kept_keys: BTreeSet<String>,
 }
@@ -43,6 +66,7 @@ pub fn select(
     let mut ignored: BTreeSet<ObjectRef> = BTreeSet::new();
     let ignore_annotation = domain.ignore();
     let mut key_tokens_ignored = Vec::new();
+    let mut workload_tokens_ignored = Vec::new();
     for token in tokens(ignore.unwrap_or(""), &ignore_annotation, warnings) {
         match token {
             Token::All => ignore_all = true,
@@ -50,7 +74,13 @@ pub fn select(
                 ignored.insert(object);
             }
             Token::Key(object, key) => key_tokens_ignored.push((object, key)),
+            Token::Workload(kind, name) => workload_tokens_ignored.push((kind, name)),
         }
+    }
+    for (kind, name) in &workload_tokens_ignored {
+        let text = format!("{}/{name}", kind.word());
+        let subject = Subject::Written { text: &text, annotation: &ignore_annotation };
+        warnings.push(subject, "a workload is tracked only when named; skipped");
     }
     for (object, key) in &key_tokens_ignored {
         let text = format!("{object}/{key}");
@@ -64,7 +94,13 @@ pub fn select(
     let mut whole: BTreeSet<ObjectRef> = BTreeSet::new();
     let mut keys: BTreeMap<ObjectRef, BTreeSet<String>> = BTreeMap::new();
     let mut all = false;
+    let mut workloads: BTreeSet<(WorkloadKind, String)> = BTreeSet::new();
     for token in tokens(track.unwrap_or("*"), &domain.track(), warnings) {
+        if let Token::Workload(kind, name) = token {
+            // Named, never referenced: `ignore` is about ConfigMaps and Secrets.
+            workloads.insert((kind, name));
+            continue;
+        }
         if ignore_all {
             // Read only for its warnings: `ignore: "*"` wins over every token.
             continue;
@@ -77,6 +113,7 @@ pub fn select(
             Token::Key(object, key) => {
                 keys.entry(object).or_default().insert(key);
             }
+            Token::Workload(..) => {}
         }
     }
     // A tracked object is consumed as the pod spec (or the kind's paths) consume it, else whole
@@ -138,7 +175,44 @@ pub fn select(
             "{beyond_limit} objects beyond the limit of {MAX_TRACKED} were not digested; they keep their annotations"
         ));
     }
+    select_workloads(workloads, domain, &mut selection, warnings);
     selection
+}
+
+/// The tracked workloads with valid names, up to [`MAX_TRACKED_WORKLOADS`]; the annotations
+/// of those beyond it are kept.
+fn select_workloads(
+    workloads: BTreeSet<(WorkloadKind, String)>,
+    domain: &AnnotationDomain,
+    selection: &mut Selection,
+    warnings: &mut Warnings,
+) {
+    let mut beyond_limit = 0;
+    for (kind, name) in workloads {
+        if !is_valid_object_name(&name) {
+            // Quoted, so that any character in it shows.
+            let quoted = format!("{name:?}");
+            let subject = Subject::Workload { word: kind.word(), name: &quoted };
+            warnings.push(subject, "not a valid object name; skipped");
+            continue;
+        }
+        let subject = Subject::Workload { word: kind.word(), name: &name };
+        let Some(key) = domain.workload_key(kind, &name) else {
+            warnings.push(subject, "its annotation prefix is too long for the domain; skipped");
+            continue;
+        };
+        if selection.workloads.len() == MAX_TRACKED_WORKLOADS {
+            beyond_limit += 1;
+            selection.kept_keys.insert(key);
+            continue;
+        }
+        selection.workloads.push(WorkloadTarget { kind, name, key });
+    }
+    if beyond_limit > 0 {
+        warnings.push_plain(format_args!(
+            "{beyond_limit} workloads beyond the limit of {MAX_TRACKED_WORKLOADS} were not digested; they keep their annotations"
+        ));
+    }
 }
 
 /// Two iterators sorted by object, merged in order; an object in both comes
@@ -167,6 +241,8 @@ enum Token {
     Ref(ObjectRef),
     /// `secret/<name>/<key>`: one key of an object (keys hold no `/`).
     Key(ObjectRef, String),
+    /// `deployment/<name>`: a workload of the same namespace (workloads that roll together).
+    Workload(WorkloadKind, String),
 }
 
 /// Comma-separated tokens; blanks are skipped, unparseable ones warned about.
@@ -178,6 +254,11 @@ fn tokens<'a>(
     list.split(',').map(str::trim).filter(|t| !t.is_empty()).filter_map(move |token| {
         if token == "*" {
             return Some(Token::All);
+        }
+        if let Some((word, name)) = token.split_once('/') {
+            if let Some(kind) = WorkloadKind::trackable_from_word(word) {
+                return Some(Token::Workload(kind, name.to_owned()));
+            }
         }
         let parsed = ObjectRef::parse(token).map(|object| match object.name.split_once('/') {
             Some((name, key)) if !key.is_empty() && !key.contains('/') => {

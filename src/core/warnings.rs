@@ -40,6 +40,8 @@ pub enum Subject<'a> {
     /// `container <name> env <VAR> (<image>)`: a variable `<domain>/image-env` sets to the
     /// digest behind an image reference (one the distribution grammar accepts).
     EnvVar { container: &'a str, variable: &'a str, image: &'a str },
+    /// `deployment/<name>`: a tracked workload, as `track` names it.
+    Workload { word: &'static str, name: &'a str },
     /// `"<text>" in <annotation>`: something written in a workload annotation.
     Written { text: &'a str, annotation: &'a str },
 }
@@ -70,6 +72,9 @@ impl<'a> Subject<'a> {
                 Fixed(")"),
             ],
             Subject::ContainerName(name) => vec![Fixed("container "), Name(Cow::Borrowed(name))],
+            Subject::Workload { word, name } => {
+                vec![Fixed(word), Fixed("/"), Name(Cow::Borrowed(name))]
+            }
             Subject::EnvVar { container, variable, image } => vec![
                 Fixed("container "),
                 Name(Cow::Borrowed(container)),

@@ -12,6 +12,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 use crate::core::ObjectContent;
 use crate::core::inputs::ObjectInput;
 use crate::core::object_ref::ObjectKind;
+use crate::core::workload::WorkloadKind;
 
 /// The API resource of a tracked kind, for dynamic requests and watches.
 pub fn api_resource(kind: ObjectKind) -> ApiResource {
@@ -23,6 +24,12 @@ pub fn api_resource(kind: ObjectKind) -> ApiResource {
 /// writes `apiVersion` as the API server does (the version alone for the core group).
 pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// The API resource of a workload kind, for dynamic requests and watches.
+pub fn workload_resource(kind: WorkloadKind) -> ApiResource {
+    let (group, version, plural) = kind.resource();
+    resource(group, version, kind.as_str(), plural)
 }
 
 /// The path of the namespaced collection of `kind`, for a GET by name.

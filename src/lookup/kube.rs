@@ -1,4 +1,5 @@
-//! ConfigMaps and Secrets read from the Kubernetes API server.
+//! ConfigMaps and Secrets (and the pod templates of tracked workloads) read from the
+//! Kubernetes API server.
 //!
 //! Every lookup is a GET without `resourceVersion`: the API server answers it
 //! from etcd with a quorum read, so a write it acknowledged before the review
@@ -7,13 +8,16 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
-use kube::api::GetParams;
+use kube::api::{DynamicObject, GetParams};
 use kube::{Api, Client};
+use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::warn;
 
-use super::api_object::{collection_path, decode};
+use super::api_object::{collection_path, decode, workload_resource};
 use super::{LookupError, ObjectSource};
+use crate::core::field_path::read_at;
+use crate::core::workload::WorkloadKind;
 use crate::core::{ObjectContent, ObjectRef};
 use crate::registry::{PullCredential, credentials_from_secret};
 
@@ -82,6 +86,34 @@ impl ObjectSource for KubeSource {
         service_account: &str,
     ) -> Result<Vec<PullCredential>, LookupError> {
         self.read_pull_credentials(namespace, secrets, service_account).await
+    }
+
+    /// A quorum GET of the workload, as for objects; only its pod template is decoded.
+    async fn fetch_template(
+        &self,
+        namespace: &str,
+        kind: WorkloadKind,
+        name: &str,
+    ) -> Result<Option<Value>, LookupError> {
+        let Some(template) = kind.declaration().template else { return Ok(None) };
+        let _permit = self.in_flight.acquire().await.map_err(|_| LookupError::Connection)?;
+        let path = {
+            use kube::Resource as _;
+            DynamicObject::url_path(&workload_resource(kind), Some(namespace))
+        };
+        let request = kube::core::Request::new(path)
+            .get(name, &GetParams::default())
+            .map_err(|_| LookupError::Decode)?;
+        match self.client.request_text(request).await {
+            Ok(json) => {
+                let found: Option<Value> =
+                    read_at(&json, template).map_err(|_| LookupError::Decode)?;
+                // A workload without a template has an empty one, as far as a digest goes.
+                Ok(Some(found.unwrap_or(Value::Null)))
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(e) => Err(classify(&e)),
+        }
     }
 }
 

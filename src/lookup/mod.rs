@@ -7,6 +7,7 @@ mod images;
 mod kube;
 mod metrics;
 mod observe;
+mod workloads;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use tokio::time::Instant;
 
+use crate::core::workload::WorkloadKind;
 use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
 use crate::registry::PullCredential;
 
@@ -24,6 +26,7 @@ pub use images::resolve_all;
 pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with};
 pub use metrics::LookupMetrics;
 pub use observe::{Inputs, observe};
+pub use workloads::observe_workloads;
 
 /// At most this many lookups of one review run at once (docs/behaviour.md, "Reading ConfigMaps and Secrets").
 pub const LOOKUPS_PER_REVIEW: usize = 8;
@@ -50,6 +53,18 @@ pub trait ObjectSource: Send + Sync + 'static {
         async { Ok(Vec::new()) }
     }
 
+    /// The pod template of workload `name` of `kind` (its JSON as the API server returns it),
+    /// for a workload that tracks it; `Ok(None)` when the workload does not exist.
+    fn fetch_template(
+        &self,
+        namespace: &str,
+        kind: WorkloadKind,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<serde_json::Value>, LookupError>> + Send {
+        let _ = (namespace, kind, name);
+        async { Err(LookupError::Unsupported) }
+    }
+
     /// Whether lookups can be served at all; readiness waits for `Ok`.
     fn check_ready(&self) -> impl Future<Output = Result<(), LookupError>> + Send {
         async { Ok(()) }
@@ -67,6 +82,8 @@ pub enum LookupError {
     Connection,
     #[error("undecodable answer")]
     Decode,
+    #[error("not available from this source")]
+    Unsupported,
 }
 
 impl LookupError {
@@ -81,6 +98,7 @@ impl LookupError {
             LookupError::Status(_) => "unexpected_status",
             LookupError::Connection => "connection",
             LookupError::Decode => "decode",
+            LookupError::Unsupported => "unsupported",
         }
     }
 }

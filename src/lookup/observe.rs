@@ -1,6 +1,6 @@
 //! The one "observe" step between the core's plan and its decision, for the webhook and the
-//! controller alike: the objects a plan tracks and the images behind its tags, observed side by
-//! side within one deadline. Each command says where observations come from by implementing
+//! controller alike: the objects a plan tracks, the images behind its tags and the workloads it
+//! rolls with, observed side by side within one deadline. Each command says where observations come from by implementing
 //! [`Inputs`]; render and the tests observe from memory with `core::review`.
 
 use std::future::Future;
@@ -15,10 +15,18 @@ pub trait Inputs: Sync {
 
     /// One observation per tracked image of `mutation`, in order; none where it tracks none.
     fn images(&self, mutation: &Mutation) -> impl Future<Output = Vec<ImageObservation>> + Send;
+
+    /// One observation per tracked workload of `mutation`, in order; `None` keeps its
+    /// annotation as it is.
+    fn workloads(
+        &self,
+        mutation: &Mutation,
+    ) -> impl Future<Output = Vec<Option<Observation>>> + Send;
 }
 
-/// Observes the objects and the images of `mutation` concurrently.
+/// Observes the objects, the images and the workloads of `mutation` concurrently.
 pub async fn observe(mutation: &Mutation, inputs: &impl Inputs) -> Observed {
-    let (objects, images) = tokio::join!(inputs.objects(mutation), inputs.images(mutation));
-    Observed { objects, images }
+    let (objects, images, workloads) =
+        tokio::join!(inputs.objects(mutation), inputs.images(mutation), inputs.workloads(mutation));
+    Observed { objects, images, workloads }
 }

@@ -5,6 +5,7 @@ use super::{ClusterView, Phase};
 use crate::controller::images::tracked_images;
 use crate::controller::index::tracked_by;
 use crate::controller::message::ObjectVersion;
+use crate::controller::tracked_workloads;
 use crate::controller::watch::WatchIndex;
 use crate::controller::workload::{Snapshot, WatchedWorkload, WorkloadKey};
 use crate::core::workload::WorkloadKind;
@@ -68,12 +69,17 @@ impl WatchIndex<WatchedWorkload> for Workloads<'_> {
         if unchanged {
             return;
         }
+        // Whether or not configsum rolls it, another workload may track it.
+        if let Some(digest) = workload.template_digest(kind, &view.workload_prefixes) {
+            view.template_seen(&key, Some(digest));
+        }
         let Some(mutation) = workload.plan(kind, &view.settings) else {
             view.forget_workload(&key);
             return;
         };
         let tracked = tracked_by(&mutation);
         view.images.upsert(&key, tracked_images(&key, &mutation));
+        view.tracked_workloads.upsert(&key, tracked_workloads::tracked_by(&mutation));
         if let Ok(mut snapshots) = view.shared.snapshots.lock() {
             snapshots.insert(key.clone(), Snapshot { mutation, resource_version, uid });
         }
@@ -82,11 +88,19 @@ impl WatchIndex<WatchedWorkload> for Workloads<'_> {
     }
 
     fn delete(&mut self, key: WorkloadKey) {
+        self.view.template_seen(&key, None);
         self.view.forget_workload(&key);
     }
 
+    /// The planned workloads and those only tracked (a relist must see their deletion too).
     fn keys(&self) -> Vec<WorkloadKey> {
-        self.view.index.workloads_of(self.kind).cloned().collect()
+        let mut keys: Vec<WorkloadKey> = self.view.index.workloads_of(self.kind).cloned().collect();
+        if let Ok(digests) = self.view.shared.template_digests.lock() {
+            keys.extend(digests.keys().filter(|k| k.kind == self.kind).cloned());
+        }
+        keys.sort();
+        keys.dedup();
+        keys
     }
 }
 

@@ -26,6 +26,7 @@ use super::metrics::ControllerMetrics;
 use super::objects::{FreshDigests, ReadRequest, Reading, TrackedObjects, Tracker, to_roll};
 use super::reconcile::{ReconcileResult, Reconciled};
 use super::schedule::{Schedule, Work};
+use super::tracked_workloads::{TemplateDigests, TrackedWorkloads, stale};
 use super::trigger::Trigger;
 use super::watch::Watch;
 use super::workload::{Snapshots, WorkloadKey};
@@ -52,6 +53,7 @@ pub struct Shared {
     pub snapshots: Snapshots,
     pub fresh_digests: FreshDigests,
     pub latest_digests: LatestDigests,
+    pub template_digests: TemplateDigests,
 }
 
 /// What the loop must do now.
@@ -125,11 +127,19 @@ struct ClusterView {
     images: ImageIndex,
     poll_interval: Duration,
     next_poll: Option<Instant>,
+    /// Which workloads track which (workloads that roll together).
+    tracked_workloads: TrackedWorkloads,
+    /// `<word>.<domain>/`: what a template digest leaves out.
+    workload_prefixes: Vec<String>,
+    /// Tracked workloads whose template digest moved (or that were deleted) since the last
+    /// message: their trackers may be due.
+    moved_templates: Vec<WorkloadKey>,
 }
 
 impl State {
     pub fn new(options: Options, shared: Shared, metrics: ControllerMetrics) -> Self {
         let view = ClusterView {
+            workload_prefixes: options.settings.domain.workload_prefixes(),
             settings: options.settings,
             own_namespace: options.own_namespace,
             metrics,
@@ -148,6 +158,8 @@ impl State {
             images: ImageIndex::default(),
             poll_interval: options.poll_interval,
             next_poll: None,
+            tracked_workloads: TrackedWorkloads::default(),
+            moved_templates: Vec::new(),
         };
         State { watches: WatchHandles::default(), view }
     }
@@ -232,6 +244,7 @@ impl State {
             }
         }
         self.advance(now);
+        self.view.roll_trackers(now);
     }
 
     /// Moves on once every watch has listed, then once the baseline is read.
@@ -250,6 +263,7 @@ impl State {
             }
             // And the first poll of every tracked image, likewise.
             view.next_poll = Some(now);
+            view.catch_up_trackers(now);
         }
         if view.phase == Phase::ReadingBaseline && view.objects.pending() == 0 {
             view.phase = Phase::Watching;
@@ -271,6 +285,7 @@ impl State {
                 view.objects.request(object);
             }
             view.next_poll = Some(now);
+            view.catch_up_trackers(now);
         }
     }
 
@@ -344,6 +359,74 @@ impl ClusterView {
             for key in keys {
                 self.forget_workload(&key);
             }
+            if let Ok(mut digests) = self.shared.template_digests.lock() {
+                digests.retain(|key, _| key.namespace != namespace);
+            }
+        }
+    }
+
+    /// A watched workload's template digest, as it is now (`None`: deleted). A change of one
+    /// seen before makes its trackers' digests stale.
+    fn template_seen(&mut self, key: &WorkloadKey, digest: Option<String>) {
+        let Ok(mut digests) = self.shared.template_digests.lock() else { return };
+        let before = match digest {
+            Some(digest) => digests.insert(key.clone(), digest.clone()).filter(|b| *b != digest),
+            None => digests.remove(key),
+        };
+        if before.is_some() {
+            self.moved_templates.push(key.clone());
+        }
+    }
+
+    /// The trackers of every moved template whose recorded digest it made stale are due.
+    fn roll_trackers(&mut self, now: Instant) {
+        if self.moved_templates.is_empty() {
+            return;
+        }
+        let moved = std::mem::take(&mut self.moved_templates);
+        if self.phase == Phase::Listing || self.schedule.term().is_none() {
+            // Before the first full listing, and while following, the catch-up covers them.
+            return;
+        }
+        let mut due = Vec::new();
+        if let (Ok(snapshots), Ok(digests)) =
+            (self.shared.snapshots.lock(), self.shared.template_digests.lock())
+        {
+            for tracked in &moved {
+                for tracker in self.tracked_workloads.trackers_of(tracked) {
+                    let Some(snapshot) = snapshots.get(tracker) else { continue };
+                    if stale(&snapshot.mutation, tracked, &digests) {
+                        due.push((tracker.clone(), tracked));
+                    }
+                }
+            }
+        }
+        for (tracker, tracked) in due {
+            let trigger = Trigger::Workload(format!("{}/{}", tracked.kind.word(), tracked.name));
+            self.schedule.triggered(tracker, trigger, now);
+        }
+    }
+
+    /// Every tracker whose recorded digest of a workload it tracks is stale is due: at the
+    /// first full listing (what changed while no controller watched) and in a new term.
+    fn catch_up_trackers(&mut self, now: Instant) {
+        let mut due = Vec::new();
+        if let (Ok(snapshots), Ok(digests)) =
+            (self.shared.snapshots.lock(), self.shared.template_digests.lock())
+        {
+            for (tracker, tracked) in self.tracked_workloads.all() {
+                let Some(snapshot) = snapshots.get(tracker) else { continue };
+                for workload in tracked.iter().filter(|w| stale(&snapshot.mutation, w, &digests)) {
+                    let word = workload.kind.word();
+                    due.push((
+                        tracker.clone(),
+                        Trigger::Workload(format!("{word}/{}", workload.name)),
+                    ));
+                }
+            }
+        }
+        for (tracker, trigger) in due {
+            self.schedule.triggered(tracker, trigger, now);
         }
     }
 
@@ -357,6 +440,7 @@ impl ClusterView {
         let change = self.index.remove(key);
         self.tracked_objects_changed(change);
         self.images.remove(key);
+        self.tracked_workloads.remove(key);
         self.schedule.forget(key);
     }
 

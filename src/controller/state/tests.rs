@@ -359,3 +359,99 @@ fn a_kind_served_after_start_up_joins_the_running_watches_and_is_read_then() {
     due.sort();
     assert_eq!(due, [WorkloadKind::Deployment, rollout]);
 }
+
+/// A Deployment `name` whose pod runs `image`; `tracks` (with the digest recorded of each, if
+/// any) go into its `track` annotation and its template's annotations.
+fn workload(name: &str, image: &str, tracks: &[(&str, Option<&str>)], rv: &str) -> WatchedWorkload {
+    let track: Vec<String> = tracks.iter().map(|(n, _)| format!("deployment/{n}")).collect();
+    let recorded: serde_json::Map<String, serde_json::Value> = tracks
+        .iter()
+        .filter_map(|(n, d)| Some((format!("deployment.configsum.dev/{n}"), json!((*d)?))))
+        .collect();
+    let value = json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv,
+            "annotations": {"configsum.dev/track": track.join(",")}},
+        "spec": {"template": {"metadata": {"annotations": recorded},
+            "spec": {"containers": [{"name": "c", "image": image}]}}}});
+    serde_json::from_value(value).expect("a watched Deployment")
+}
+
+fn template_digest_of(workload: &WatchedWorkload) -> String {
+    let prefixes = crate::core::AnnotationDomain::default().workload_prefixes();
+    workload.template_digest(WorkloadKind::Deployment, &prefixes).expect("trackable")
+}
+
+fn key(name: &str) -> WorkloadKey {
+    WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: name.into() }
+}
+
+#[test]
+fn a_tracked_template_change_rolls_its_trackers_once_and_never_a_first_observation() {
+    let mut h = Harness::new();
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    let db = workload("db", "postgres:16", &[], "1");
+    let recorded = template_digest_of(&db);
+    let keycloak = workload("keycloak", "keycloak:26", &[("db", Some(&recorded))], "2");
+    let fresh = workload("fresh", "app:1", &[("db", None)], "3");
+    h.list_workloads(1, vec![db, keycloak, fresh]);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    assert!(h.state.ready());
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "every recorded digest is current");
+
+    // `kubectl rollout restart deployment/db`: its template gains an annotation.
+    let value = json!({"metadata": {"name": "db", "namespace": "ns", "resourceVersion": "4"},
+        "spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}},
+            "spec": {"containers": [{"name": "c", "image": "postgres:16"}]}}}});
+    let event = Event::Apply(serde_json::from_value(value).expect("a watched Deployment"));
+    h.send(Message::Workload { kind: WorkloadKind::Deployment, epoch: 1, event: Box::new(event) });
+    h.wait(WINDOW);
+    let due: Vec<WorkloadKey> = h.work.iter().map(|w| w.key.clone()).collect();
+    assert_eq!(due, [key("keycloak")], "fresh records no digest: a first observation");
+    let triggers: Vec<String> = h.work[0].triggers.iter().map(ToString::to_string).collect();
+    assert_eq!(triggers, ["deployment/db"]);
+    let digests = h.shared.template_digests.lock().expect("digests").clone();
+    let snapshots = h.shared.snapshots.lock().expect("snapshots");
+    let mutation = &snapshots.get(&key("keycloak")).expect("planned").mutation;
+    let observed = crate::controller::tracked_workloads::observations(
+        mutation,
+        &std::sync::Arc::new(std::sync::Mutex::new(digests.clone())),
+    );
+    assert_eq!(observed, [Some(Observation::Digest(digests[&key("db")].clone()))]);
+}
+
+#[test]
+fn two_workloads_tracking_each_other_settle_after_one_round() {
+    let mut h = Harness::new();
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    let (a, b) = (workload("a", "a:1", &[], "0"), workload("b", "b:1", &[], "0"));
+    let (da, db) = (template_digest_of(&a), template_digest_of(&b));
+    let a = workload("a", "a:1", &[("b", Some(&db))], "1");
+    let b = workload("b", "b:1", &[("a", Some(&da))], "2");
+    assert_eq!(template_digest_of(&a), da, "the tracking annotations are left out");
+    h.list_workloads(1, vec![a, b]);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    h.wait(WINDOW);
+    assert!(h.work.is_empty());
+
+    // A new image for a: b is due. Its patch records a's new digest, which changes only b's
+    // tracking annotation: a is not due in turn.
+    let a2 = workload("a", "a:2", &[("b", Some(&db))], "3");
+    let da2 = template_digest_of(&a2);
+    let send = |h: &mut Harness, w: WatchedWorkload| {
+        let event = Box::new(Event::Apply(w));
+        h.send(Message::Workload { kind: WorkloadKind::Deployment, epoch: 1, event });
+    };
+    send(&mut h, a2);
+    h.wait(WINDOW);
+    let due: Vec<WorkloadKey> = h.work.drain(..).map(|w| w.key).collect();
+    assert_eq!(due, [key("b")]);
+    send(&mut h, workload("b", "b:1", &[("a", Some(&da2))], "4"));
+    h.wait(WINDOW * 10);
+    assert!(h.work.is_empty(), "settled: {:?}", h.work);
+}

@@ -20,7 +20,9 @@ use crate::core::inputs::image::ImageObservation;
 use crate::core::review::plan_review;
 use crate::core::workload::{Operation, WorkloadKind};
 use crate::core::{Decision, Mutation, Observation, Plan, Request};
-use crate::lookup::{Inputs, ObjectSource, lookup_budget, observe, observe_all, resolve_all};
+use crate::lookup::{
+    Inputs, ObjectSource, lookup_budget, observe, observe_all, observe_workloads, resolve_all,
+};
 use crate::webhook::admission::{AdmissionRequest, encode_response, parse_review};
 use crate::webhook::log_field::LogField;
 
@@ -130,6 +132,11 @@ impl<S: ObjectSource> Inputs for Review<'_, S> {
             }
             None => Vec::new(),
         }
+    }
+
+    async fn workloads(&self, mutation: &Mutation) -> Vec<Option<Observation>> {
+        let (source, domain) = (&self.state.source, &self.state.settings.domain);
+        observe_workloads(source, mutation, domain, self.deadline).await
     }
 }
 
