@@ -504,3 +504,25 @@ fn errors_name_the_document_the_object_and_the_line_and_never_a_value() {
         assert!(!run.stderr.contains(MARKER));
     }
 }
+
+/// Workloads that roll together and image-env are admission's: render has no API server to
+/// read a tracked workload's template from (defaults and all) and no registry. Their
+/// annotations and variables are left as they are, and stderr says so for the workloads.
+#[test]
+fn tracked_workloads_and_image_env_are_left_to_admission() {
+    let dir = setup("render-together");
+    let key = dir.path("key").display().to_string();
+    let stream = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: keycloak\n  annotations:\n    \
+        configsum.dev/track: deployment/keycloak-db\n    configsum.dev/image-env: c/DIGEST=ghcr.io/org/tool:prod\n\
+        spec:\n  selector: {matchLabels: {a: b}}\n  template:\n    metadata:\n      labels: {a: b}\n      \
+        annotations: {deployment.configsum.dev/keycloak-db: kept}\n    \
+        spec: {containers: [{name: c, image: x, env: [{name: DIGEST, value: old}]}]}\n";
+    let run = render(&["--digest-key-file", &key], stream);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(documents(&run.stdout), documents(stream), "nothing changed");
+    assert_eq!(
+        run.stderr,
+        "configsum render: document 1 (Deployment default/keycloak): deployment/keycloak-db: \
+         left to admission, which reads its pod template from the cluster\n"
+    );
+}

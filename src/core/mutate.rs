@@ -149,6 +149,8 @@ pub struct Decision {
     pub changed_env: Vec<String>,
     /// Tracked workloads (`deployment/db`) whose existing digest changed value, likewise.
     pub changed_workloads: Vec<String>,
+    /// Tracked workloads left as they are because nothing here can read them (render).
+    pub unobserved_workloads: Vec<String>,
     /// Objects that could not be read: their annotations were kept, or the
     /// request is denied. The controller retries these rather than deny.
     pub unreadable: Vec<ObjectRef>,
@@ -450,6 +452,7 @@ impl Mutation {
             changed_images: images.changed,
             changed_env: images.changed_env,
             changed_workloads,
+            unobserved_workloads: Vec::new(),
             unreadable,
             denied: None,
         }

@@ -85,14 +85,18 @@ pub fn review<'a>(
         Plan::Skip(_) => Decision::default(),
         Plan::Unparsable(warning) => Decision::warn(warning),
         Plan::Mutate(mutation) => {
+            let unobserved: Vec<String> =
+                mutation.workloads.iter().map(|w| w.to_string()).collect();
             let objects = mutation
                 .targets
                 .iter()
                 .map(|t| mutation.observe(t, digester, lookup(&mutation.namespace, &t.object)))
                 .collect();
-            // No template here (render, tests): tracked workloads keep their annotations.
-            mutation
-                .decide(Observed { objects, images: Vec::new(), workloads: Vec::new() }, settings)
+            // No API server here (render, tests): tracked workloads keep their annotations.
+            let observed = Observed { objects, images: Vec::new(), workloads: Vec::new() };
+            let mut decision = mutation.decide(observed, settings);
+            decision.unobserved_workloads = unobserved;
+            decision
         }
     }
 }

@@ -119,6 +119,10 @@ fn render_document(
     let decision = review(&request, &options.settings, &options.digester, lookup);
     let label = format!("document {} ({kind} {namespace}/{name})", document.number);
     notes.extend(decision.warnings.iter().map(|w| format!("{label}: {w}")));
+    // Their digests are of the template the API server returns, defaults and all.
+    notes.extend(decision.unobserved_workloads.iter().map(|w| {
+        format!("{label}: {w}: left to admission, which reads its pod template from the cluster")
+    }));
     for op in &decision.patch {
         match op {
             PatchOperation::Add(add) => {

@@ -253,6 +253,7 @@ mod tests {
             changed_images: vec!["app".into()],
             changed_env: vec!["api/INGESTOR_IMAGE_DIGEST".into()],
             changed_workloads: vec!["deployment/db".into()],
+            unobserved_workloads: Vec::new(),
             unreadable: Vec::new(),
             denied: None,
         };

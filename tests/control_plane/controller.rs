@@ -240,3 +240,59 @@ fn the_controller_rolls_deployments_on_a_real_api_server() {
         b.stop().await;
     });
 }
+
+/// Workloads that roll together on the real control plane: the webhook records the digest of
+/// the database's pod template on Keycloak's, the controller agrees with it (no patch at
+/// start-up, though the real API server fills in the template's defaults), and
+/// `kubectl rollout restart` of the database rolls Keycloak once, through the webhook.
+#[test]
+fn a_rollout_restart_of_a_tracked_deployment_rolls_its_tracker_once() {
+    run(async {
+        let _one = one_controller_at_a_time().await;
+        let install = installation().await;
+        let cp = install.cp;
+        let ns = "together";
+        cp.namespace(ns, true);
+        cp.apply(&deployment(ns, "keycloak-db", &[]));
+        let mut keycloak: Value =
+            serde_json::from_str(&deployment(ns, "keycloak", &[])).expect("json");
+        keycloak["metadata"]["annotations"] =
+            serde_json::json!({"configsum.dev/track": "deployment/keycloak-db"});
+        cp.apply(&keycloak.to_string());
+        let key = "deployment.configsum.dev/keycloak-db";
+        let first = install.template_annotations(ns, "keycloak")[key].clone();
+        assert!(first.as_str().is_some_and(|d| d.starts_with("sha256:")), "{first}");
+        wait_until("keycloak's first ReplicaSet", Duration::from_secs(30), || {
+            replica_sets_of(install, ns, "keycloak") == 1
+        })
+        .await;
+
+        let a = Controller::start(install, "a").await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(a.patches().await, 0.0, "the controller's digest is the webhook's");
+
+        cp.kubectl_ok(&["rollout", "restart", "deployment/keycloak-db", "-n", ns]);
+        wait_until("keycloak rolled", Duration::from_secs(15), || {
+            install.template_annotations(ns, "keycloak")[key] != first
+        })
+        .await;
+        wait_until("keycloak's new ReplicaSet", Duration::from_secs(30), || {
+            replica_sets_of(install, ns, "keycloak") == 2
+        })
+        .await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(a.patches().await, 1.0, "once");
+        let events =
+            cp.get_json(&["events", "-n", ns, "--field-selector", "involvedObject.name=keycloak"]);
+        let ours: Vec<&Value> = events["items"]
+            .as_array()
+            .map(|items| items.iter().filter(|e| e["reason"] == "ConfigurationChanged").collect())
+            .unwrap_or_default();
+        assert_eq!(ours.len(), 1, "{events}");
+        assert_eq!(
+            ours[0]["message"],
+            "configsum rolled the pod template: changed deployment/keycloak-db"
+        );
+        a.stop().await;
+    });
+}

@@ -184,7 +184,8 @@ fn a_webhook_that_is_down_admits_workloads_unchanged() {
 }
 
 /// The webhook's ClusterRole is enough for its reads and no broader: as its ServiceAccount it
-/// may get ConfigMaps, Secrets and ServiceAccounts and nothing else; a webhook whose reads are
+/// may get ConfigMaps, Secrets, ServiceAccounts and the workloads others may track, and nothing
+/// else; a webhook whose reads are
 /// forbidden keeps existing annotations and warns, as docs/behaviour.md ("Failure behaviour")
 /// says.
 #[test]
@@ -197,7 +198,15 @@ fn the_webhooks_rbac_is_sufficient_and_no_broader() {
                 install.cp.kubectl(&["auth", "can-i", verb, resource, "-n", "fresh", &who]);
             String::from_utf8_lossy(&output.stdout).trim() == "yes"
         };
-        for resource in ["configmaps", "secrets", "serviceaccounts"] {
+        for resource in [
+            "configmaps",
+            "secrets",
+            "serviceaccounts",
+            "deployments.apps",
+            "statefulsets.apps",
+            "daemonsets.apps",
+            "replicasets.apps",
+        ] {
             assert!(can("get", resource), "get {resource}");
         }
         for (verb, resource) in [
@@ -206,9 +215,10 @@ fn the_webhooks_rbac_is_sufficient_and_no_broader() {
             ("list", "configmaps"),
             ("update", "configmaps"),
             ("create", "secrets"),
-            ("get", "deployments.apps"),
+            ("list", "deployments.apps"),
             ("patch", "deployments.apps"),
             ("get", "pods"),
+            ("get", "jobs.batch"),
         ] {
             assert!(!can(verb, resource), "{verb} {resource} must be forbidden");
         }
