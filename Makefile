@@ -55,7 +55,8 @@ fmt:
 	$(CARGO) fmt --all
 
 ## demo: serve examples/objects.yaml over TLS and admit an example Deployment, then one on a
-## floating tag against a real registry on loopback; no cluster needed.
+## floating tag against a real registry on loopback, one that rolls with its database and one
+## handed an image digest through env; no cluster needed.
 demo:
 	scripts/demo.sh
 

@@ -3,7 +3,9 @@
 # Builds the binary, makes a throwaway CA and serving certificate, serves
 # examples/objects.yaml over TLS, and sends it an example AdmissionReview;
 # then a Deployment on a floating tag, against a real registry on loopback
-# (Debian's docker-registry, installed by scripts/install-test-deps.sh).
+# (Debian's docker-registry, installed by scripts/install-test-deps.sh); then
+# a Keycloak that rolls with its database, and a digest handed on through an
+# environment variable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in curl jq openssl base64; do
@@ -170,10 +172,35 @@ start_server examples/objects-changed.yaml
 review "$work/review.json"
 
 echo
+echo "== 6. workloads that roll together: shop/keycloak tracks deployment/keycloak-db"
+echo "   (configsum.dev/track), so it records the digest of the database's pod template"
+stop_server
+start_server examples/objects.yaml
+cp examples/together-review.json "$work/review.json"
+review "$work/review.json"
+update_review "$work/review.json"
+
+echo
+echo "== 7. kubectl rollout restart deployment/keycloak-db; Keycloak is written again"
+echo "   (the controller does this write in a cluster: it watches the database's template)"
+stop_server
+cat examples/objects.yaml examples/keycloak-db-restarted.yaml > "$work/objects-restarted.yaml"
+start_server "$work/objects-restarted.yaml"
+review "$work/review.json"
+
+echo
+echo "== 8. a digest handed on: shop/jobs-manager's Jobs run the ingestor image, so its api"
+echo "   container gets the ingestor's digest in INGESTOR_IMAGE_DIGEST (configsum.dev/image-env)"
+echo "   pushed shop/ingestor:prod = $(push_image shop/ingestor prod ingestor-v1)"
+sed "s|REGISTRY|$registry|g" examples/image-env-review.json > "$work/review.json"
+review "$work/review.json"
+
+echo
 echo "== configsum's log:"
 sed 's/^/   /' "$work/server.log"
 echo "== metrics (curl http://127.0.0.1:$metrics_port/metrics):"
 curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep '^configsum_admissions_total' | sed 's/^/   /'
 stop_server
-echo "== done: the changed ConfigMap changed shop/web's pod template and the moved tag"
-echo "   changed shop/api's, so Kubernetes would roll both."
+echo "== done: the changed ConfigMap changed shop/web's pod template, the moved tag changed"
+echo "   shop/api's, the restarted database changed shop/keycloak's and the ingestor's digest"
+echo "   went into shop/jobs-manager's environment, so Kubernetes would roll all four."

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use serde_json::Value;
 use serde_saphyr::Spanned;
 
 mod documents;
@@ -21,6 +22,7 @@ pub(crate) use self::yaml::scan_reason;
 use self::yaml::{Fields, Node, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
 use crate::core::inputs::Encoding;
+use crate::core::workload::WorkloadKind;
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 use crate::registry::{
     DOCKER_CFG_KEY, DOCKER_CONFIG_JSON_KEY, PullCredential, parse_docker_cfg,
@@ -30,6 +32,9 @@ use crate::registry::{
 #[derive(Debug, Default)]
 pub struct FileSource {
     objects: HashMap<(String, ObjectRef), Arc<ObjectContent>>,
+    /// The pod templates of the file's workloads of trackable kinds (workloads that roll
+    /// together), as written: no API server has filled in its defaults.
+    templates: HashMap<(String, WorkloadKind, String), serde_json::Value>,
 }
 
 /// Why `--objects-from` cannot be served. No variant carries a value from the
@@ -99,9 +104,12 @@ impl FileSource {
         Self::parse(&text, path)
     }
 
-    /// As [`Self::load`], for text already read; `path` names the file in errors.
+    /// As [`Self::load`], for text already read; `path` names the file in errors. The pod
+    /// templates of its workloads of trackable kinds are kept too, for workloads that track them.
     pub fn parse(text: &str, path: &Path) -> Result<Self, FileSourceError> {
-        Self::parse_with(text, path, false, "default")
+        let mut source = Self::parse_with(text, path, false, "default")?;
+        source.templates = templates(text, "default");
+        Ok(source)
     }
 
     fn parse_with(
@@ -163,7 +171,58 @@ impl FileSource {
     }
 }
 
+/// The pod templates of the trackable workloads of `text` (also inside `kind: List`), by
+/// namespace, kind and name; a later one replaces an earlier one. Read only when the stream
+/// names a trackable kind at all; a stream the generic reader cannot read gives none (the
+/// objects' reader has already said what is wrong with it, or accepted it).
+fn templates(text: &str, namespace: &str) -> HashMap<(String, WorkloadKind, String), Value> {
+    let mut templates = HashMap::new();
+    let names_one = WorkloadKind::all()
+        .filter(|kind| kind.trackable())
+        .any(|kind| text.contains(kind.as_str()));
+    if !names_one {
+        return templates;
+    }
+    let Ok(documents) = serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options())
+    else {
+        return templates;
+    };
+    let mut add = |object: &Value| {
+        let text_at = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        let api_version = text_at("/apiVersion").unwrap_or_default();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let Some(kind) = WorkloadKind::from_gvk(group, version, text_at("/kind").unwrap_or(""))
+            .filter(|kind| kind.trackable())
+        else {
+            return;
+        };
+        let Some(name) = text_at("/metadata/name").filter(|n| !n.is_empty()) else { return };
+        let ns = text_at("/metadata/namespace").filter(|n| !n.is_empty()).unwrap_or(namespace);
+        let path = kind.declaration().template.unwrap_or_default();
+        let template = path.iter().try_fold(object, |value, field| value.get(field));
+        let key = (ns.to_owned(), kind, name.to_owned());
+        templates.insert(key, template.cloned().unwrap_or_default());
+    };
+    for document in &documents {
+        match document["items"].as_array().filter(|_| document["kind"] == "List") {
+            Some(items) => items.iter().for_each(&mut add),
+            None => add(document),
+        }
+    }
+    templates
+}
+
 impl ObjectSource for FileSource {
+    /// A tracked workload's template as the file writes it.
+    async fn fetch_template(
+        &self,
+        namespace: &str,
+        kind: WorkloadKind,
+        name: &str,
+    ) -> Result<Option<Value>, LookupError> {
+        Ok(self.templates.get(&(namespace.to_owned(), kind, name.to_owned())).cloned())
+    }
+
     async fn fetch(
         &self,
         namespace: &str,
@@ -416,6 +475,25 @@ mod tests {
     use super::*;
     use crate::core::digest::{Digester, ObjectId};
     use crate::core::refs::ConsumedKeys;
+
+    #[tokio::test]
+    async fn the_templates_of_trackable_workloads_are_kept_for_their_trackers() {
+        let text = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: db, namespace: auth}\n\
+            spec: {template: {metadata: {labels: {app: db}}, spec: {containers: [{name: c, image: postgres:16}]}}}\n\
+            ---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: apps/v1\n  kind: StatefulSet\n  \
+            metadata: {name: cache}\n  spec: {template: {spec: {containers: []}}}\n\
+            ---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: once}\nspec: {template: {spec: {}}}\n";
+        let source = FileSource::parse(text, Path::new("objects.yaml")).expect("parses");
+        let template = source.fetch_template("auth", WorkloadKind::Deployment, "db").await;
+        let template = template.expect("read").expect("found");
+        assert_eq!(template["spec"]["containers"][0]["image"], "postgres:16");
+        let cache = source.fetch_template("default", WorkloadKind::StatefulSet, "cache").await;
+        assert_eq!(cache.expect("read"), Some(serde_json::json!({"spec": {"containers": []}})));
+        let job = source.fetch_template("default", WorkloadKind::Job, "once").await;
+        assert_eq!(job.expect("read"), None, "a Job is not trackable");
+        let other = source.fetch_template("other", WorkloadKind::Deployment, "db").await;
+        assert_eq!(other.expect("read"), None);
+    }
 
     fn digest(source: &FileSource, namespace: &str, object: ObjectRef) -> Option<String> {
         let content = source.get(namespace, &object)?;
