@@ -29,6 +29,7 @@ use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
 use configsum::core::{
     AnnotationDomain, DigestKeys, Digester, LookupErrorPolicy, ObjectContent, ObjectRef, Settings,
+    WorkloadKind,
 };
 use configsum::lookup::{LookupError, ObjectSource};
 use configsum::process::Readiness;
@@ -183,6 +184,21 @@ impl ObjectSource for Synthetic {
             6 | 7 => Ok(None),
             8 => Err(LookupError::Status(503)),
             _ => Err(LookupError::Timeout),
+        }
+    }
+
+    /// Tracked workloads: found (a small template), missing or unreadable by their name.
+    async fn fetch_template(
+        &self,
+        _namespace: &str,
+        _kind: WorkloadKind,
+        name: &str,
+    ) -> Result<Option<Value>, LookupError> {
+        match name.len() % 3 {
+            0 => Ok(Some(serde_json::json!({"metadata": {"annotations": {
+                "deployment.configsum.dev/w": "sha256:0"}}, "spec": {"containers": [{"name": name}]}}))),
+            1 => Ok(None),
+            _ => Err(LookupError::Status(503)),
         }
     }
 }
@@ -895,6 +911,47 @@ fn the_costliest_known_shapes_stay_within_bounds() {
             "unparseable track tokens",
             default_spec(),
             obj([("configsum.dev/track", tokens(&|i| format!("bad token {i}")))]),
+            empty(),
+            none(),
+            true,
+        ),
+        (
+            "distinct tracked workloads",
+            default_spec(),
+            obj([("configsum.dev/track", tokens(&|i| format!("deployment/db-{i}")))]),
+            empty(),
+            none(),
+            true,
+        ),
+        (
+            "distinct image-env variables",
+            spec(one(obj([("name", s("c")), ("image", s("r.example/a:1"))])), none()),
+            obj([(
+                "configsum.dev/image-env",
+                tokens(&|i| format!("c/V{i}=r.example/ingestor:{i}")),
+            )]),
+            empty(),
+            none(),
+            true,
+        ),
+        (
+            "env of many variables for image-env",
+            spec(
+                one(obj([
+                    ("name", s("c")),
+                    ("image", s("r.example/a:1")),
+                    (
+                        "env",
+                        J::Arr(
+                            (0..d)
+                                .map(|i| obj([("name", s(format!("V{i}"))), ("value", s("x"))]))
+                                .collect(),
+                        ),
+                    ),
+                ])),
+                none(),
+            ),
+            obj([("configsum.dev/image-env", s("c/V1=r.example/ingestor:prod"))]),
             empty(),
             none(),
             true,

@@ -499,7 +499,7 @@ pub struct TokenList {
     pub count: usize,
 }
 
-pub const TOKENS: usize = 14;
+pub const TOKENS: usize = 18;
 
 impl TokenList {
     fn build(&self) -> J {
@@ -518,6 +518,12 @@ impl TokenList {
                 10 => odd_valid_content(i),
                 11 => b"*, configmap/cm-2 ,, secret/s-3".to_vec(),
                 12 => b"not a token at all".to_vec(),
+                // Workloads that roll together: distinct names, one repeated, kinds that
+                // cannot be tracked, and names that are not names.
+                13 => format!("deployment/db-{i}").into_bytes(),
+                14 => b"statefulset/cache, rollout/web, deployment/w".to_vec(),
+                15 => format!("job/once-{i}").into_bytes(),
+                16 => format!("daemonset/{}", "N".repeat(300)).into_bytes(),
                 _ => format!("secret/s-{i}").into_bytes(),
             }
         };
@@ -547,7 +553,25 @@ pub struct WorkloadAnnotations {
     pub owner: u8,
     /// `configsum.dev/images` and `image-policy`: indexes into `IMAGES` and `POLICIES`.
     pub images: Option<(usize, usize)>,
+    /// `configsum.dev/image-env`: an entry shape (index into `IMAGE_ENV`) repeated `count` times.
+    pub image_env: Option<(usize, usize)>,
 }
+
+/// `image-env` entries, `{i}` their number: valid ones, a pinned one, and what a tenant might
+/// paste there (no `=`, bad names, huge references, separators only, a marker that must never
+/// be echoed whole).
+pub const IMAGE_ENV: &[&str] = &[
+    "c0/DIGEST_{i}=registry.example/ingestor:prod",
+    "c0/PINNED=registry.example/tool@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+    "c1/V{i}=registry.example/app:{i}",
+    "ghost/V=registry.example/app:1",
+    "no-equals-{i}",
+    "Bad_Name/V=app:1",
+    "c0/1BAD=app:1",
+    "c0/V=NOT A REFERENCE hunter2-marker",
+    ",,, , ,",
+    "c0/DIGEST_0=registry.example/ingestor:prod",
+];
 
 const ENABLED: &[&str] = &["false", "true", "False", "", "0"];
 const IMAGE_WITH_MARKER: &str = "registry.example/app:1 hunter2-marker";
@@ -837,6 +861,14 @@ impl Case {
         }
         if let Some(enabled) = wa.enabled {
             annotations.push((s("configsum.dev/enabled"), s(ENABLED[enabled % ENABLED.len()])));
+        }
+        if let Some((shape, count)) = wa.image_env {
+            let entry = IMAGE_ENV[shape % IMAGE_ENV.len()];
+            // At most ~4 MiB: long entries repeat fewer times.
+            let count = count.min((4 << 20) / (entry.len() + 8));
+            let entries: Vec<String> =
+                (0..count).map(|i| entry.replace("{i}", &i.to_string())).collect();
+            annotations.push((s("configsum.dev/image-env"), s(entries.join(","))));
         }
         if let Some((images, policy)) = wa.images {
             annotations.push((s("configsum.dev/images"), s(IMAGES[images % IMAGES.len()])));
@@ -1136,12 +1168,27 @@ fn workload_annotations() -> impl Strategy<Value = WorkloadAnnotations> {
         // Mostly no owner: a controller owner means no mutation at all.
         prop_oneof![6 => Just(0u8), 1 => 1u8..4],
         prop::option::weighted(0.3, (0..IMAGES.len(), 0..POLICIES.len())),
+        prop::option::weighted(
+            0.2,
+            (0..IMAGE_ENV.len(), prop_oneof![8 => 1usize..40, 1 => 1_000usize..200_000]),
+        ),
     )
-        .prop_map(|(track, ignore, enabled, foreign, foreign_len, owner, images)| {
-            // Bounded so the body stays within a few MiB.
-            let foreign_len = foreign_len.min((4 << 20) / foreign.max(1));
-            WorkloadAnnotations { track, ignore, enabled, foreign, foreign_len, owner, images }
-        })
+        .prop_map(
+            |(track, ignore, enabled, foreign, foreign_len, owner, images, image_env)| {
+                // Bounded so the body stays within a few MiB.
+                let foreign_len = foreign_len.min((4 << 20) / foreign.max(1));
+                WorkloadAnnotations {
+                    track,
+                    ignore,
+                    enabled,
+                    foreign,
+                    foreign_len,
+                    owner,
+                    images,
+                    image_env,
+                }
+            },
+        )
 }
 
 fn template_annotations() -> impl Strategy<Value = TemplateAnnotations> {

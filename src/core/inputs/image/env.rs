@@ -47,12 +47,15 @@ pub fn parse(text: &str, annotation: &str, warnings: &mut Warnings) -> Vec<Image
     let mut seen = BTreeSet::new();
     let mut beyond = 0usize;
     for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let subject = Subject::Written { text: entry, annotation };
         let Some((target, reference)) = entry.split_once('=') else {
+            let subject = Subject::Written { text: entry, annotation };
             warnings.push(subject, "not <container>/<VAR>=<image>; skipped");
             continue;
         };
         let (target, reference) = (target.trim(), reference.trim());
+        // Named by its `<container>/<VAR>` only: a reference that does not parse could be
+        // anything a tenant pasted there, and is not echoed back (as a container's image).
+        let subject = Subject::Written { text: target, annotation };
         let Some((container, variable)) = target.split_once('/') else {
             warnings.push(subject, "not <container>/<VAR>=<image>; skipped");
             continue;
@@ -315,7 +318,11 @@ mod tests {
         assert!(warnings[0].contains("\"no-equals\" in configsum.dev/image-env"), "{warnings:?}");
         assert!(warnings[2].contains("container name"), "{warnings:?}");
         assert!(warnings[3].contains("variable name"), "{warnings:?}");
-        assert!(warnings[4].contains("image reference"), "{warnings:?}");
+        assert_eq!(
+            warnings[4],
+            r#""c/V" in configsum.dev/image-env: not a valid image reference; skipped"#,
+            "the reference that does not parse is not echoed back"
+        );
         assert!(warnings[5].contains("the first wins"), "{warnings:?}");
     }
 
