@@ -172,7 +172,8 @@ pub struct KindRow {
     /// Path of the pod spec, for kinds with a pod template.
     pub pod_spec: Option<Vec<&'static str>>,
     /// The kind's name in lower case: the word of a `track` token naming a workload
-    /// (`deployment/db`) and of its annotation (`deployment.<domain>/db`).
+    /// (`deployment/db`) and of its annotation (`deployment.<domain>/db`); followed by its
+    /// group when another kind has that name (`daemonset.apps.kruise.io`).
     pub word: String,
 }
 
@@ -251,13 +252,19 @@ fn rows(extra: Vec<KindDeclaration>) -> Result<Vec<KindRow>, KindError> {
         if declaration.template.is_some_and(outside) || !annotations_ok {
             return Err(KindError::TemplateOutsideSpec(named));
         }
-        let row = KindRow::new(declaration);
+        let mut row = KindRow::new(declaration);
         // `track` tokens and annotation prefixes are `<word>/…` and `<word>.<domain>/…`: one
-        // word, one meaning.
-        let word_taken = ObjectKind::from_word(&row.word).is_some()
-            || row.word == "image"
-            || rows.iter().any(|r| r.word == row.word);
-        if word_taken && row.trackable() {
+        // word, one meaning. A kind named like another (OpenKruise's Advanced DaemonSet is
+        // apps.kruise.io's `DaemonSet`) is named with its group, as kubectl qualifies it.
+        let taken = |word: &str| {
+            ObjectKind::from_word(word).is_some()
+                || word == "image"
+                || rows.iter().any(|r| r.word == word)
+        };
+        if taken(&row.word) && !row.declaration.group.is_empty() {
+            row.word = format!("{}.{}", row.word, row.declaration.group);
+        }
+        if taken(&row.word) && row.trackable() {
             return Err(KindError::WordTaken(named));
         }
         rows.push(row);
@@ -422,6 +429,13 @@ mod tests {
         let row = &table[BUILT_IN.len()];
         assert_eq!(row.api_version, "apps.kruise.io/v1alpha1");
         assert_eq!(row.annotations, ["spec", "template", "metadata", "annotations"]);
+
+        // Named like a built-in kind: its word carries its group.
+        let advanced =
+            KindDeclaration { name: "DaemonSet", resource: "daemonsets", ..clone_set.clone() };
+        let table = rows(vec![advanced]).expect("a kind of another group");
+        assert_eq!(table[BUILT_IN.len()].word, "daemonset.apps.kruise.io");
+        assert_eq!(table[WorkloadKind::DaemonSet.0 as usize].word, "daemonset");
 
         let duplicate = rows(vec![clone_set.clone(), clone_set.clone()]);
         assert!(matches!(duplicate, Err(KindError::Duplicate(_))));
