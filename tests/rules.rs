@@ -253,11 +253,12 @@ fn ignore_star_removes_every_object_digest_and_keeps_image_tracking() {
 fn unparseable_tokens_warn() {
     let object = with_workload_annotations(
         workload("Deployment", NS, spec()),
-        json!({"configsum.dev/track": "*, deployment/x"}),
+        // A Job cannot be tracked (nothing would roll when it changes): not a token here.
+        json!({"configsum.dev/track": "*, job/x"}),
     );
     let decision = Admit::new("Deployment", "CREATE", &object).run(&objects());
     assert_eq!(decision.warnings.len(), 1);
-    assert!(decision.warnings[0].contains("deployment/x"));
+    assert!(decision.warnings[0].contains("job/x"));
     assert_eq!(
         annotations_at(&apply(&object, &decision), annotations_pointer("Deployment")),
         expected_digests()
@@ -442,7 +443,7 @@ fn warnings_about_253_character_names_fit_in_119_characters() {
     let (missing, unreadable, invalid) = (name('m'), name('u'), name('ä'));
     let object = with_workload_annotations(
         workload("Deployment", NS, pod_spec_env_from(&[&missing, &invalid], &[&unreadable])),
-        json!({"configsum.dev/ignore": format!("deployment/{}", name('t'))}),
+        json!({"configsum.dev/ignore": format!("job/{}", name('t'))}),
     );
     let objects = objects().unreadable(NS, ObjectRef::secret(&unreadable), "timeout");
     let decision = Admit::new("Deployment", "CREATE", &object).run(&objects);
@@ -453,12 +454,8 @@ fn warnings_about_253_character_names_fit_in_119_characters() {
         let subject = warning.split(": ").next().unwrap_or_default();
         assert_eq!(subject.matches('…').count(), 1, "shortened in the middle: {warning}");
     }
-    let starts = [
-        r#""deployment/head-ttt"#,
-        r#"configmap/"head-äää"#,
-        "configmap/head-mmm",
-        "secret/head-uuu",
-    ];
+    let starts =
+        [r#""job/head-ttt"#, r#"configmap/"head-äää"#, "configmap/head-mmm", "secret/head-uuu"];
     let ends = [
         r#"ttt-tail" in configsum.dev/ignore: not configmap/<name> or secret/<name>; skip…"#,
         r#"äää-tail": not a valid object name; skipped"#,
