@@ -106,6 +106,17 @@ pub struct ControllerArgs {
     /// Resolutions allowed at once against each registry before its rate applies (at least 1).
     #[arg(long, env = "CONFIGSUM_REGISTRY_BURST", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     pub registry_burst: u32,
+    /// Do everything but patch: each would-be roll is an Event (reason WouldRoll), a log line
+    /// and outcome="dry_run" in configsum_controller_patches_total.
+    #[arg(long, env = "CONFIGSUM_DRY_RUN")]
+    pub dry_run: bool,
+    /// Rolls of one workload by one object or image within --flap-period after which that
+    /// object stops rolling it until quiet for a period (0: no flap guard).
+    #[arg(long, env = "CONFIGSUM_FLAP_LIMIT", default_value_t = 5)]
+    pub flap_limit: u32,
+    /// The flap guard's period (1s to 24h).
+    #[arg(long, env = "CONFIGSUM_FLAP_PERIOD", default_value = "10m", value_parser = parse_flap_period)]
+    pub flap_period: Duration,
     #[command(flatten)]
     pub registries: RegistryArgs,
     #[command(flatten)]
@@ -292,6 +303,10 @@ fn parse_poll_interval(value: &str) -> Result<Duration, String> {
 
 fn parse_discovery_interval(value: &str) -> Result<Duration, String> {
     bounded_duration(value, Duration::from_secs(1), Duration::from_secs(3_600))
+}
+
+fn parse_flap_period(value: &str) -> Result<Duration, String> {
+    bounded_duration(value, Duration::from_secs(1), Duration::from_secs(86_400))
 }
 
 fn parse_min_interval(value: &str) -> Result<Duration, String> {

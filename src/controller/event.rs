@@ -22,7 +22,34 @@ pub const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// The Event for a patch of `key` because `changed` changed.
 pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger>) -> Event {
-    let message = message(&Subject::of(key), changed);
+    on_workload(key, uid, "ConfigurationChanged", message(&Subject::of(key), changed))
+}
+
+/// The Event a dry run records where it would have patched `key`.
+pub fn would_roll(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger>) -> Event {
+    let rolled = message(&Subject::of(key), changed);
+    let message = format!("dry run, nothing patched: {rolled}");
+    on_workload(key, uid, "WouldRoll", truncate_bytes(message, MAX_MESSAGE_BYTES))
+}
+
+/// The Event when the flap guard stops `source` from rolling `key`.
+pub fn flap_guard(
+    key: &WorkloadKey,
+    uid: Option<String>,
+    source: &str,
+    limit: u32,
+    period: Duration,
+) -> Event {
+    let period = humantime::format_duration(period);
+    let message = format!(
+        "configsum stopped rolling it for {source}: {limit} rolls within {period}; it rolls again once {source} has been quiet for {period}"
+    );
+    let event = on_workload(key, uid, "FlapGuard", truncate_bytes(message, MAX_MESSAGE_BYTES));
+    Event { type_: Some("Warning".to_owned()), ..event }
+}
+
+/// A `Normal` core/v1 Event on the workload, from configsum's controller.
+fn on_workload(key: &WorkloadKey, uid: Option<String>, reason: &str, message: String) -> Event {
     let resource = api_resource(key.kind);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     Event {
@@ -38,7 +65,7 @@ pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger
             uid,
             ..ObjectReference::default()
         },
-        reason: Some("ConfigurationChanged".to_owned()),
+        reason: Some(reason.to_owned()),
         message: Some(message),
         type_: Some("Normal".to_owned()),
         source: Some(EventSource {

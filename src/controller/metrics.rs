@@ -8,6 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
+use crate::core::verdict::Verdict;
 use crate::lookup::LookupMetrics;
 use crate::process::MetricsRegistry;
 use crate::registry::RegistryMetrics;
@@ -17,9 +18,17 @@ struct OutcomeLabels {
     outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    verdict: &'static str,
+}
+
 #[derive(Clone)]
 pub struct ControllerMetrics {
     patches: Family<OutcomeLabels, Counter>,
+    workloads: Family<VerdictLabels, Gauge>,
+    /// Workloads the flap guard holds.
+    pub held_workloads: Gauge,
     pub queue_depth: Gauge,
     reaction: Histogram,
     pub watched_objects: Gauge,
@@ -56,8 +65,22 @@ impl ControllerMetrics {
             "Distinct ConfigMaps and Secrets tracked by workloads",
             watched_objects.clone(),
         );
+        let workloads = Family::<VerdictLabels, Gauge>::default();
+        registry.register(
+            "controller_workloads",
+            "Watched workloads by verdict: current, stale, first-observation, opted-out, controller-owned, not-rolling, held, unknown",
+            workloads.clone(),
+        );
+        let held_workloads = Gauge::default();
+        registry.register(
+            "controller_held_workloads",
+            "Workloads the flap guard stopped rolling for an object or image that rolled them too often",
+            held_workloads.clone(),
+        );
         ControllerMetrics {
             patches,
+            workloads,
+            held_workloads,
             queue_depth,
             reaction,
             watched_objects,
@@ -68,6 +91,15 @@ impl ControllerMetrics {
 
     pub fn count(&self, outcome: &'static str) {
         self.patches.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// Sets the workloads gauge: every verdict, those not counted at 0.
+    pub fn set_verdicts(&self, counts: &[(Verdict, usize)]) {
+        for verdict in Verdict::ALL {
+            let count = counts.iter().find(|(v, _)| *v == verdict).map_or(0, |(_, n)| *n);
+            let labels = VerdictLabels { verdict: verdict.as_str() };
+            self.workloads.get_or_create(&labels).set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
     }
 
     pub fn reacted(&self, seconds: f64) {
@@ -84,6 +116,7 @@ mod tests {
         let mut registry = MetricsRegistry::new();
         let metrics = ControllerMetrics::register(&mut registry);
         metrics.count("patched");
+        metrics.set_verdicts(&[(Verdict::Stale, 2)]);
         let took = std::time::Duration::from_millis(2);
         metrics.lookups.observe(took, Some("timeout"));
         metrics.registries.observe("ghcr.io", "digest", took);
@@ -93,6 +126,9 @@ mod tests {
             "configsum_controller_queue_depth ",
             "configsum_controller_reaction_seconds_count 0",
             "configsum_controller_watched_objects ",
+            r#"configsum_controller_workloads{verdict="stale"} 2"#,
+            r#"configsum_controller_workloads{verdict="held"} 0"#,
+            "configsum_controller_held_workloads 0",
             "configsum_lookup_duration_seconds_count 1",
             r#"configsum_lookup_errors_total{reason="timeout"} 1"#,
             r#"configsum_registry_requests_total{registry="ghcr.io",outcome="digest"} 1"#,

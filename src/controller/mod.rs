@@ -17,6 +17,7 @@ pub mod backoff;
 pub mod event;
 #[cfg(test)]
 mod fake_api;
+pub mod flap_guard;
 pub mod images;
 pub mod index;
 pub mod lease;

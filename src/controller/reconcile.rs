@@ -55,6 +55,8 @@ async fn fresh_snapshot(
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reconciled {
     Patched,
+    /// `--dry-run`: it would have been patched; a `WouldRoll` Event says so.
+    DryRun,
     Unchanged,
     /// Deleted, or no longer one the webhook would mutate.
     Gone,
@@ -100,6 +102,8 @@ pub struct Reconciler<A> {
     pub fresh_digests: FreshDigests,
     /// The template digest of each watched workload another may track.
     pub template_digests: TemplateDigests,
+    /// `--dry-run`: record what would roll, patch nothing.
+    pub dry_run: bool,
 }
 
 impl<A: ControllerApi> Reconciler<A> {
@@ -145,6 +149,16 @@ impl<A: ControllerApi> Reconciler<A> {
             let Some(left) = self.leadership.borrow().remaining(term, Instant::now()) else {
                 return Ok(Reconciled::NotLeading);
             };
+            if self.dry_run {
+                let mut named: BTreeSet<Trigger> = changed.clone();
+                named.extend(decision.changed.into_iter().map(Trigger::Object));
+                named.extend(decision.changed_workloads.into_iter().map(Trigger::Workload));
+                let event = event::would_roll(key, snapshot.uid, &named);
+                let message = event.message.clone().unwrap_or_default();
+                tracing::info!(workload = %key, %message, "dry run: would roll");
+                self.api.record(event, CALL_TIMEOUT).await;
+                return Ok(Reconciled::DryRun);
+            }
             let version = snapshot.resource_version.clone();
             // A pinned image or an image-env variable is in an element of a list, which a
             // merge patch could only replace whole: such a patch is a JSON Patch.
@@ -340,6 +354,7 @@ mod tests {
             leadership,
             latest_digests: LatestDigests::default(),
             template_digests: TemplateDigests::default(),
+            dry_run: false,
             fresh_digests: FreshDigests::default(),
         };
         (reconciler, leadership_tx)

@@ -9,7 +9,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::info;
 
-use super::api::KubeApi;
+use super::api::{ControllerApi as _, KubeApi};
+use super::flap_guard::FlapLimits;
 use super::images::{self, PollRate};
 use super::lease::{LeaderElector, Leadership};
 use super::message::Message;
@@ -80,6 +81,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         latest_digests: shared.latest_digests.clone(),
         fresh_digests: shared.fresh_digests.clone(),
         template_digests: shared.template_digests.clone(),
+        dry_run: args.dry_run,
     });
     let (work_tx, work_rx) = mpsc::unbounded_channel();
     let bucket = TokenBucket::new(args.rate, args.burst, Instant::now());
@@ -99,12 +101,14 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         window: args.window,
         min_interval: args.min_interval,
         poll_interval: args.image_poll_interval,
+        flap: FlapLimits { limit: args.flap_limit, period: args.flap_period },
     };
     let mut state = State::new(options, shared, controller_metrics);
 
     let shutdown = signals.received();
     tokio::pin!(shutdown);
     let mut refused = None;
+    let mut verdicts_at: Option<Instant> = None;
     loop {
         // Wake for due work, and at least every second for the metrics.
         let second = Instant::now() + Duration::from_secs(1);
@@ -148,6 +152,10 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         for work in effects.work {
             let _ = work_tx.send(work);
         }
+        for event in effects.events {
+            let api = api.clone();
+            tokio::spawn(async move { api.record(event, CALL_TIMEOUT).await });
+        }
         if let Some(round) = effects.poll {
             // A round still running keeps this one from queueing behind it.
             let _ = rounds_tx.try_send(round);
@@ -155,6 +163,12 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         let metrics = state.metrics();
         metrics.queue_depth.set(state.queue_depth() as i64);
         metrics.watched_objects.set(state.watched_objects() as i64);
+        // A pass over every workload: once a second at most, not once a message.
+        if verdicts_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+            verdicts_at = Some(Instant::now());
+            metrics.set_verdicts(&state.verdicts());
+            metrics.held_workloads.set(state.held_workloads() as i64);
+        }
     }
     info!("shutting down: releasing the Lease");
     running.begin_shutdown();

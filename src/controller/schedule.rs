@@ -93,6 +93,13 @@ impl Schedule {
         self.coalescer.changed(workload, now);
     }
 
+    /// Whether `workload` waits for its window, the worker or a retry.
+    pub fn is_pending(&self, workload: &WorkloadKey) -> bool {
+        self.triggers.contains_key(workload)
+            || self.in_worker.contains(workload)
+            || self.later.iter().any(|(_, work)| work.key == *workload)
+    }
+
     /// The workload is gone, or out of scope.
     pub fn forget(&mut self, workload: &WorkloadKey) {
         self.coalescer.remove(workload);
@@ -166,7 +173,7 @@ impl Schedule {
         self.in_worker.remove(&work.key);
         let key = work.key.clone();
         let retry_in = match result {
-            Ok(Reconciled::Patched) => {
+            Ok(Reconciled::Patched | Reconciled::DryRun) => {
                 self.min_interval.patched(key.clone(), now);
                 self.failures.remove(&key);
                 None

@@ -19,6 +19,9 @@ pub enum Trigger {
     Object(ObjectRef),
     /// A tracked workload's pod template changed (`deployment/db`), or it was deleted.
     Workload(String),
+    /// The flap guard held this source (`secret/db`) and it has been quiet for a period:
+    /// one roll to the state of the moment.
+    Quiet(String),
     /// The digest behind `container`'s tag (or behind the image whose digest its `variable`
     /// holds) is now `new`; the template records `old`. `image` is the reference as the
     /// workload writes it.
@@ -31,11 +34,25 @@ pub enum Trigger {
     },
 }
 
+impl Trigger {
+    /// What caused it, without the digests: the flap guard counts rolls per source.
+    pub fn source(&self) -> String {
+        match self {
+            Trigger::Object(object) => object.to_string(),
+            Trigger::Image { image, .. } => {
+                format!("image {}", shorten_middle(image, MAX_REFERENCE_CHARS))
+            }
+            Trigger::Workload(source) | Trigger::Quiet(source) => source.clone(),
+        }
+    }
+}
+
 impl fmt::Display for Trigger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Trigger::Object(object) => write!(f, "{object}"),
             Trigger::Workload(workload) => f.write_str(workload),
+            Trigger::Quiet(source) => write!(f, "{source} (quiet again after the flap guard)"),
             // Named as warnings name a container (docs/behaviour.md, "Warnings").
             Trigger::Image { container, variable, image, old, new } => {
                 let image = shorten_middle(image, MAX_REFERENCE_CHARS);

@@ -15,8 +15,9 @@ use serde_json::value::RawValue;
 
 use crate::core::field_path::read_at;
 use crate::core::inputs::image::PodImages;
-use crate::core::inputs::workload_template::template_digest;
+use crate::core::inputs::workload_template::{template_digest, template_digest_of_json};
 use crate::core::pod_spec::Metadata;
+use crate::core::verdict::Verdict;
 use crate::core::workload::WorkloadKind;
 use crate::core::{Mutation, Plan, Settings, plan};
 
@@ -141,12 +142,17 @@ impl WatchedWorkload {
         // The template path starts at `spec` (kinds.rs refuses any other).
         let path = kind.declaration().template?.get(1..)?;
         let spec = self.spec.as_deref().map(RawValue::get);
-        let template: Option<serde_json::Value> = match spec {
+        let template: Option<&RawValue> = match spec {
             Some(spec) => read_at(spec, path).ok()?,
             None => None,
         };
-        // As the webhook digests it: a missing template is `null`.
-        Some(template_digest(&template.unwrap_or_default(), prefixes))
+        // As the webhook digests it (a missing template is `null`), without building the tree
+        // unless the template is too deep for the text path.
+        let text = template.map_or("null", RawValue::get);
+        template_digest_of_json(text, prefixes).or_else(|| {
+            let tree: serde_json::Value = serde_json::from_str(text).ok()?;
+            Some(template_digest(&tree, prefixes))
+        })
     }
 
     /// The webhook's rules (owners, opt-out, track/ignore, name checks,
@@ -154,14 +160,26 @@ impl WatchedWorkload {
     /// would leave it alone. The controller's patch goes through the webhook,
     /// so only the object itself counts: there is no old object.
     pub fn plan(self, kind: WorkloadKind, settings: &Settings) -> Option<Mutation> {
+        self.plan_or_skip(kind, settings).ok()
+    }
+
+    /// As [`Self::plan`], saying why the webhook leaves it alone when a user would ask
+    /// (`opted-out`, `controller-owned`).
+    pub fn plan_or_skip(
+        self,
+        kind: WorkloadKind,
+        settings: &Settings,
+    ) -> Result<Mutation, Option<Verdict>> {
         let spec = self.spec.as_deref().map(RawValue::get);
-        let workload = kind.from_parts(self.metadata, spec).ok()?;
-        let Plan::Mutate(mutation) = plan(workload, &BTreeMap::new(), settings) else {
-            return None;
+        let workload = kind.from_parts(self.metadata, spec).map_err(|_| None)?;
+        let mutation = match plan(workload, &BTreeMap::new(), settings) {
+            Plan::Mutate(mutation) => mutation,
+            Plan::Skip(skip) => return Err(Verdict::of_skip(skip)),
+            Plan::Unparsable(_) => return Err(None),
         };
         // Without a readable spec the image annotations are kept as they are.
         let read = || spec.and_then(|spec| PodImages::of_spec(kind, spec).ok()).map(Ok);
-        mutation.with_pod_images::<std::convert::Infallible>(settings, read).ok()
+        mutation.with_pod_images::<std::convert::Infallible>(settings, read).map_err(|_| None)
     }
 }
 

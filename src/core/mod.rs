@@ -19,6 +19,7 @@ pub mod rbac;
 pub mod refs;
 pub mod review;
 pub mod selection;
+pub mod verdict;
 pub mod warnings;
 pub mod workload;
 

@@ -305,6 +305,14 @@ impl Mutation {
         );
     }
 
+    /// Whether every input records a digest already (objects, images, image-env variables,
+    /// workloads): else some is a first observation, which the controller leaves alone.
+    pub fn records_every_input(&self) -> bool {
+        self.targets.iter().all(|t| self.existing.get(&t.key).is_some())
+            && self.workloads.iter().all(|w| self.existing.get(&w.key).is_some())
+            && self.images.targets().iter().all(|t| t.recorded.is_some())
+    }
+
     /// The existing value of the owned annotation `key`, if any.
     pub fn existing_annotation(&self, key: &str) -> Option<&str> {
         self.existing.get(key)

@@ -73,10 +73,18 @@ impl WatchIndex<WatchedWorkload> for Workloads<'_> {
         if let Some(digest) = workload.template_digest(kind, &view.workload_prefixes) {
             view.template_seen(&key, Some(digest));
         }
-        let Some(mutation) = workload.plan(kind, &view.settings) else {
-            view.forget_workload(&key);
-            return;
+        let mutation = match workload.plan_or_skip(kind, &view.settings) {
+            Ok(mutation) => mutation,
+            Err(verdict) => {
+                view.forget_workload(&key);
+                // Counted, for the workloads gauge: left alone, but a user may ask why.
+                if let Some(verdict) = verdict {
+                    view.skipped.insert(key, verdict);
+                }
+                return;
+            }
         };
+        view.skipped.remove(&key);
         let tracked = tracked_by(&mutation);
         view.images.upsert(&key, tracked_images(&key, &mutation));
         view.tracked_workloads.upsert(&key, tracked_workloads::tracked_by(&mutation));

@@ -18,6 +18,8 @@ use tracing::{debug, info, warn};
 
 use self::indexes::{Namespaces, Objects, Workloads};
 use super::backoff;
+use super::event;
+use super::flap_guard::{Admission, FlapGuard, FlapLimits};
 use super::images::{ImageIndex, LatestDigests, PolledImage, digest_of};
 use super::index::{Change, ReferenceIndex};
 use super::lease::Leadership;
@@ -30,9 +32,11 @@ use super::tracked_workloads::{TemplateDigests, TrackedWorkloads, stale};
 use super::trigger::Trigger;
 use super::watch::Watch;
 use super::workload::{Snapshots, WorkloadKey};
+use crate::core::verdict::Verdict;
 use crate::core::workload::WorkloadKind;
 use crate::core::{ObjectKey, ObjectKind, Settings};
 use crate::registry::Resolution;
+use k8s_openapi::api::core::v1::Event;
 
 /// Content reads in flight at once (they also share the lookup cap).
 const READS_IN_FLIGHT: usize = 16;
@@ -45,6 +49,8 @@ pub struct Options {
     pub min_interval: Duration,
     /// `--image-poll-interval`.
     pub poll_interval: Duration,
+    /// `--flap-limit` and `--flap-period`.
+    pub flap: FlapLimits,
 }
 
 /// What the event loop shares with the reconciliations.
@@ -63,6 +69,8 @@ pub struct Effects {
     pub work: Vec<Work>,
     /// A round of every tracked image for the poller.
     pub poll: Option<Vec<PolledImage>>,
+    /// Events to record (the flap guard's).
+    pub events: Vec<Event>,
 }
 
 /// How far the controller is from knowing the cluster.
@@ -134,6 +142,11 @@ struct ClusterView {
     /// Tracked workloads whose template digest moved (or that were deleted) since the last
     /// message: their trackers may be due.
     moved_templates: Vec<WorkloadKey>,
+    guard: FlapGuard,
+    /// Watched workloads the webhook leaves alone, with why (for the workloads gauge).
+    skipped: HashMap<WorkloadKey, Verdict>,
+    /// Events to hand out at the next tick.
+    events: Vec<Event>,
 }
 
 impl State {
@@ -160,6 +173,9 @@ impl State {
             next_poll: None,
             tracked_workloads: TrackedWorkloads::default(),
             moved_templates: Vec::new(),
+            guard: FlapGuard::new(options.flap),
+            skipped: HashMap::new(),
+            events: Vec::new(),
         };
         State { watches: WatchHandles::default(), view }
     }
@@ -293,7 +309,8 @@ impl State {
     pub fn next_due(&self) -> Option<Instant> {
         let view = &self.view;
         let reads = view.read_retries.iter().map(|(at, _)| *at).min();
-        [view.schedule.next_due(), reads, view.next_poll].into_iter().flatten().min()
+        let release = view.guard.next_release();
+        [view.schedule.next_due(), reads, view.next_poll, release].into_iter().flatten().min()
     }
 
     /// What is due at `now`: reads (due retries among them), reconciliations
@@ -310,6 +327,10 @@ impl State {
         if !view.leadership.is_leading(now) {
             view.set_term(None);
         }
+        for (workload, source) in view.guard.release(now) {
+            info!(workload = %workload, %source, "quiet for a flap period: rolling it again");
+            view.schedule.triggered(workload, Trigger::Quiet(source), now);
+        }
         let mut work = std::mem::take(&mut view.work);
         work.extend(view.schedule.take_due(now));
         let poll = view.poll_due(now);
@@ -318,7 +339,8 @@ impl State {
             let trackers = view.trackers(&object);
             reads.push(ReadRequest { object, trackers });
         }
-        Effects { reads, work, poll }
+        let events = std::mem::take(&mut view.events);
+        Effects { reads, work, poll, events }
     }
 
     /// Workloads waiting for their window, a retry or the worker, and reads
@@ -334,6 +356,39 @@ impl State {
 
     pub fn workloads(&self) -> usize {
         self.view.index.len()
+    }
+
+    /// Watched workloads by verdict, for the workloads gauge: held by the flap guard, stale
+    /// (waiting to be rolled), recording no digest of some input yet, current; and those the
+    /// webhook leaves alone, with why.
+    pub fn verdicts(&self) -> Vec<(Verdict, usize)> {
+        let view = &self.view;
+        let mut counts: HashMap<Verdict, usize> = HashMap::new();
+        for verdict in view.skipped.values() {
+            *counts.entry(*verdict).or_default() += 1;
+        }
+        if let Ok(snapshots) = view.shared.snapshots.lock() {
+            for (key, snapshot) in snapshots.iter() {
+                let verdict = if view.guard.is_held(key) {
+                    Verdict::Held
+                } else if view.schedule.is_pending(key) {
+                    Verdict::Stale
+                } else if snapshot.mutation.records_every_input() {
+                    Verdict::Current
+                } else {
+                    Verdict::FirstObservation
+                };
+                *counts.entry(verdict).or_default() += 1;
+            }
+        }
+        let mut counts: Vec<(Verdict, usize)> = counts.into_iter().collect();
+        counts.sort();
+        counts
+    }
+
+    /// Workloads the flap guard holds.
+    pub fn held_workloads(&self) -> usize {
+        self.view.guard.held_workloads()
     }
 }
 
@@ -361,6 +416,27 @@ impl ClusterView {
             }
             if let Ok(mut digests) = self.shared.template_digests.lock() {
                 digests.retain(|key, _| key.namespace != namespace);
+            }
+        }
+    }
+
+    /// `trigger` makes `workload` due, unless the flap guard holds that source for it. A
+    /// follower rolls nothing, so nothing counts.
+    fn trigger(&mut self, workload: WorkloadKey, trigger: Trigger, now: Instant) {
+        if self.schedule.term().is_none() {
+            return;
+        }
+        match self.guard.admit(&workload, &trigger, now) {
+            Admission::Roll => self.schedule.triggered(workload, trigger, now),
+            Admission::Hold { newly: false } => {}
+            Admission::Hold { newly: true } => {
+                let FlapLimits { limit, period } = self.guard.limits();
+                let source = trigger.source();
+                warn!(workload = %workload, %source, limit, period = ?period,
+                    "flap guard: stopped rolling it until the source is quiet");
+                let uid =
+                    self.shared.snapshots.lock().ok().and_then(|s| s.get(&workload)?.uid.clone());
+                self.events.push(event::flap_guard(&workload, uid, &source, limit, period));
             }
         }
     }
@@ -403,7 +479,7 @@ impl ClusterView {
         }
         for (tracker, tracked) in due {
             let trigger = Trigger::Workload(format!("{}/{}", tracked.kind.word(), tracked.name));
-            self.schedule.triggered(tracker, trigger, now);
+            self.trigger(tracker, trigger, now);
         }
     }
 
@@ -426,7 +502,7 @@ impl ClusterView {
             }
         }
         for (tracker, trigger) in due {
-            self.schedule.triggered(tracker, trigger, now);
+            self.trigger(tracker, trigger, now);
         }
     }
 
@@ -441,6 +517,8 @@ impl ClusterView {
         self.tracked_objects_changed(change);
         self.images.remove(key);
         self.tracked_workloads.remove(key);
+        self.skipped.remove(key);
+        self.guard.forget(key);
         self.schedule.forget(key);
     }
 
@@ -491,7 +569,7 @@ impl ClusterView {
                     }
                 }
                 for judged in due {
-                    self.schedule.changed(judged.workload, &object.object, now);
+                    self.trigger(judged.workload, Trigger::Object(object.object.clone()), now);
                 }
             }
             Err(reason) => {
@@ -532,7 +610,7 @@ impl ClusterView {
         }
         drop(snapshots);
         for (workload, trigger) in due {
-            self.schedule.triggered(workload, trigger, now);
+            self.trigger(workload, trigger, now);
         }
     }
 
@@ -551,8 +629,12 @@ impl ClusterView {
     fn reconciled(&mut self, work: Work, result: ReconcileResult, now: Instant) {
         let key = work.key.clone();
         let opened = work.opened;
+        if matches!(result, Ok(Reconciled::Patched | Reconciled::DryRun)) {
+            self.guard.rolled(&key, &work.triggers, now);
+        }
         let (retry_in, next) = self.schedule.done(work, &result, now, backoff::random());
         match &result {
+            Ok(Reconciled::DryRun) => self.metrics.count("dry_run"),
             Ok(Reconciled::Patched) => {
                 self.metrics.count("patched");
                 self.metrics.reacted(now.saturating_duration_since(opened).as_secs_f64());

@@ -45,17 +45,23 @@ struct Harness {
     failing: HashSet<ObjectKey>,
     reads: Vec<ObjectKey>,
     work: Vec<Work>,
+    events: Vec<k8s_openapi::api::core::v1::Event>,
     epoch: u64,
 }
 
 impl Harness {
     fn new() -> Self {
+        Harness::with_flap_limits(FlapLimits::default())
+    }
+
+    fn with_flap_limits(flap: FlapLimits) -> Self {
         let options = Options {
             settings: Settings::default(),
             own_namespace: "configsum".into(),
             window: WINDOW,
             min_interval: Duration::ZERO,
             poll_interval: HOUR,
+            flap,
         };
         let shared = Shared::default();
         let metrics = ControllerMetrics::register(&mut crate::process::MetricsRegistry::new());
@@ -71,6 +77,7 @@ impl Harness {
             failing: HashSet::new(),
             reads: Vec::new(),
             work: Vec::new(),
+            events: Vec::new(),
             epoch: 0,
         };
         harness.lead(1);
@@ -125,6 +132,7 @@ impl Harness {
         loop {
             let effects = self.state.tick(self.now);
             self.work.extend(effects.work);
+            self.events.extend(effects.events);
             if effects.reads.is_empty() {
                 return;
             }
@@ -197,7 +205,10 @@ impl Harness {
 
     /// Lists everything: `web` current with the Secret.
     fn started() -> Self {
-        let mut h = Harness::new();
+        Harness::started_with(Harness::new())
+    }
+
+    fn started_with(mut h: Harness) -> Self {
         h.put_secret("one", "10");
         h.list_namespaces(&["ns"]);
         h.start_workload_watches();
@@ -454,4 +465,47 @@ fn two_workloads_tracking_each_other_settle_after_one_round() {
     send(&mut h, workload("b", "b:1", &[("a", Some(&da2))], "4"));
     h.wait(WINDOW * 10);
     assert!(h.work.is_empty(), "settled: {:?}", h.work);
+}
+
+#[test]
+fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
+    let period = Duration::from_secs(60);
+    let mut h = Harness::started_with(Harness::with_flap_limits(FlapLimits { limit: 2, period }));
+    let patched = |h: &mut Harness| {
+        let work = h.work.pop().expect("due");
+        h.send(Message::Reconciled(Box::new((work, Ok(Reconciled::Patched)))));
+    };
+    for (i, password) in ["two", "three"].iter().enumerate() {
+        h.secret_changed(password, &format!("{}", 11 + i));
+        h.wait(WINDOW);
+        assert_eq!(h.work.len(), 1, "roll {i}");
+        patched(&mut h);
+    }
+    assert!(h.events.is_empty());
+    // The third change within the period: held, with one Event and the held verdict.
+    h.secret_changed("four", "13");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "held");
+    assert_eq!(h.events.len(), 1);
+    assert_eq!(h.events[0].reason.as_deref(), Some("FlapGuard"));
+    let message = h.events[0].message.clone().unwrap_or_default();
+    assert!(message.contains("secret/db") && message.contains("2 rolls within 1m"), "{message}");
+    assert_eq!(h.state.held_workloads(), 1);
+    assert_eq!(h.state.verdicts(), [(Verdict::Held, 1)]);
+    // Still flapping: still held, no second Event.
+    h.wait(Duration::from_secs(30));
+    h.secret_changed("five", "14");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty() && h.events.len() == 1);
+    // Quiet for a whole period after the last change: one roll, to the state of the moment.
+    h.wait(period - WINDOW - Duration::from_secs(1));
+    assert!(h.work.is_empty(), "not quiet for a period yet");
+    h.wait(Duration::from_secs(1));
+    assert_eq!(h.state.held_workloads(), 0, "released");
+    h.wait(WINDOW);
+    assert_eq!(h.work.len(), 1, "after its window, as any roll");
+    let triggers: Vec<String> = h.work[0].triggers.iter().map(ToString::to_string).collect();
+    assert_eq!(triggers, ["secret/db (quiet again after the flap guard)"]);
+    assert_eq!(h.state.held_workloads(), 0);
+    assert_eq!(h.state.verdicts(), [(Verdict::Stale, 1)]);
 }

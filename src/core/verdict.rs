@@ -1,0 +1,127 @@
+//! Verdicts: what will become of a workload's digests, in the words `configsum explain` and
+//! the controller's `configsum_controller_workloads{verdict}` gauge share
+//! (docs/explain.md). Pure: the caller has observed what is recorded and what is current.
+
+use super::mutate::Skip;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verdict {
+    /// The recorded digest matches the input now.
+    Current,
+    /// It differs: the controller rolls the workload (unless another verdict says why not).
+    Stale,
+    /// No digest recorded yet: the controller leaves it to the next write of the workload.
+    FirstObservation,
+    /// `<domain>/enabled: "false"`.
+    OptedOut,
+    /// Owned by a controller, which writes its template (a Deployment's ReplicaSet).
+    ControllerOwned,
+    /// A kind whose pods never restart for new configuration: Jobs, Pods, `rolls: false`.
+    NotRolling,
+    /// The flap guard holds it.
+    Held,
+    /// Cannot be told: a Secret without the digest key, an input that could not be read.
+    Unknown,
+}
+
+impl Verdict {
+    /// Every verdict, in the order a gauge lists them.
+    pub const ALL: [Verdict; 8] = [
+        Verdict::Current,
+        Verdict::Stale,
+        Verdict::FirstObservation,
+        Verdict::OptedOut,
+        Verdict::ControllerOwned,
+        Verdict::NotRolling,
+        Verdict::Held,
+        Verdict::Unknown,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Current => "current",
+            Verdict::Stale => "stale",
+            Verdict::FirstObservation => "first-observation",
+            Verdict::OptedOut => "opted-out",
+            Verdict::ControllerOwned => "controller-owned",
+            Verdict::NotRolling => "not-rolling",
+            Verdict::Held => "held",
+            Verdict::Unknown => "unknown",
+        }
+    }
+
+    /// The verdict of a workload the webhook skips, if the skip is one a user would ask about.
+    pub fn of_skip(skip: Skip) -> Option<Verdict> {
+        match skip {
+            Skip::Disabled => Some(Verdict::OptedOut),
+            Skip::ControllerOwned => Some(Verdict::ControllerOwned),
+            _ => None,
+        }
+    }
+
+    /// One input's verdict: what is recorded on the template against what it is now
+    /// (`None`: not known).
+    pub fn of_input(recorded: Option<&str>, current: Option<&str>) -> Verdict {
+        match (recorded, current) {
+            (None, _) => Verdict::FirstObservation,
+            (Some(_), None) => Verdict::Unknown,
+            (Some(recorded), Some(current)) if recorded == current => Verdict::Current,
+            (Some(_), Some(_)) => Verdict::Stale,
+        }
+    }
+
+    /// A workload's verdict from its inputs': the one that says most about whether it rolls.
+    pub fn of_workload(inputs: impl IntoIterator<Item = Verdict>) -> Verdict {
+        let rank = |verdict: Verdict| match verdict {
+            Verdict::Held => 0,
+            Verdict::Stale => 1,
+            Verdict::Unknown => 2,
+            Verdict::FirstObservation => 3,
+            _ => 4,
+        };
+        inputs.into_iter().min_by_key(|v| rank(*v)).unwrap_or(Verdict::Current)
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_and_workloads_get_the_verdict_that_says_most() {
+        assert_eq!(Verdict::of_input(None, Some("sha256:a")), Verdict::FirstObservation);
+        assert_eq!(Verdict::of_input(Some("sha256:a"), Some("sha256:a")), Verdict::Current);
+        assert_eq!(Verdict::of_input(Some("sha256:a"), Some("sha256:b")), Verdict::Stale);
+        assert_eq!(Verdict::of_input(Some("hmac-sha256:a"), None), Verdict::Unknown);
+        let workload = |v: &[Verdict]| Verdict::of_workload(v.iter().copied());
+        assert_eq!(workload(&[]), Verdict::Current);
+        assert_eq!(
+            workload(&[Verdict::Current, Verdict::FirstObservation]),
+            Verdict::FirstObservation
+        );
+        assert_eq!(workload(&[Verdict::FirstObservation, Verdict::Stale]), Verdict::Stale);
+        assert_eq!(workload(&[Verdict::Stale, Verdict::Held]), Verdict::Held);
+        let names: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "current",
+                "stale",
+                "first-observation",
+                "opted-out",
+                "controller-owned",
+                "not-rolling",
+                "held",
+                "unknown"
+            ]
+        );
+        assert_eq!(Verdict::of_skip(Skip::Disabled), Some(Verdict::OptedOut));
+        assert_eq!(Verdict::of_skip(Skip::Kind), None);
+    }
+}

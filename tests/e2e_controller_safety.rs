@@ -1,0 +1,114 @@
+//! Keeping the controller safe, the real binary against the fake API server: `--dry-run`
+//! sends no PATCH at all and records what would roll; the flap guard stops a Secret that a
+//! writer flips every second from rolling its workload more than `--flap-limit` times, says
+//! so once, and rolls it once more when the writer has been quiet for `--flap-period`; the
+//! workloads gauge counts watched workloads by verdict.
+
+#[path = "support/controller.rs"]
+mod controller;
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
+#[path = "support/fixtures.rs"]
+mod fixtures;
+#[path = "support/server.rs"]
+mod server;
+
+use std::time::Duration;
+
+use controller::{Cluster, Controller, NS};
+use serde_json::{Value, json};
+
+fn events_with_reason(cluster: &Cluster, reason: &str) -> Vec<Value> {
+    let events = cluster.api.list(&format!("/api/v1/namespaces/{NS}/events"));
+    events.into_iter().filter(|e| e["reason"] == reason).collect()
+}
+
+fn patches(cluster: &Cluster) -> usize {
+    cluster.api.log().iter().filter(|l| l.method == "PATCH").count()
+}
+
+#[tokio::test]
+async fn a_dry_run_records_what_would_roll_and_patches_nothing() {
+    let mut cluster = Cluster::new("ctl-dry-run").await;
+    cluster.deployment(NS, "web", &["app"], &["db"], true);
+    cluster.deployment(NS, "fresh", &["app"], &[], false);
+    let mut opted_out = cluster.deployment(NS, "opted-out", &["app"], &[], true);
+    opted_out["metadata"]["annotations"] = json!({"configsum.dev/enabled": "false"});
+    cluster.api.put(&controller::workload_path("Deployment", NS, "opted-out"), opted_out);
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &["--dry-run"]).await;
+    let gauge = [
+        r#"configsum_controller_workloads{verdict="current"} 1"#,
+        r#"configsum_controller_workloads{verdict="first-observation"} 1"#,
+        r#"configsum_controller_workloads{verdict="opted-out"} 1"#,
+    ];
+    let metrics = controller.metrics_with(&gauge, Duration::from_secs(3)).await;
+    for line in gauge {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
+
+    cluster.secret("db", &[("password", "two")]);
+    cluster
+        .wait_for("the WouldRoll Event", Duration::from_secs(5), |c| {
+            !events_with_reason(c, "WouldRoll").is_empty()
+        })
+        .await;
+    let events = events_with_reason(&cluster, "WouldRoll");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["involvedObject"]["name"], "web");
+    assert_eq!(
+        events[0]["message"],
+        "dry run, nothing patched: configsum rolled the pod template: changed secret/db"
+    );
+    let dry = r#"configsum_controller_patches_total{outcome="dry_run"} 1"#;
+    let metrics = controller.metrics_with(&[dry], Duration::from_secs(2)).await;
+    assert!(metrics.contains(dry), "{metrics}");
+    assert!(!metrics.contains(r#"outcome="patched""#), "{metrics}");
+    let logs = controller.logs.lock().map(|l| l.join("\n")).unwrap_or_default();
+    assert!(logs.contains("dry run: would roll"), "{logs}");
+    assert!(!logs.contains("two"), "no Secret content in the log");
+    assert_eq!(patches(&cluster), 0, "no PATCH at all");
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_secret_flipped_every_second_is_held_and_rolls_once_when_quiet() {
+    let mut cluster = Cluster::new("ctl-flap").await;
+    cluster.deployment(NS, "web", &["app"], &["db"], true);
+    // The harness's window is 500 ms: each flip rolls half a second later until held.
+    let extra = ["--flap-limit", "3", "--flap-period", "4s"];
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
+
+    // Two writers fighting over one Secret: a new value every second, for eight seconds.
+    for i in 0..8 {
+        cluster.secret("db", &[("password", if i % 2 == 0 { "left" } else { "right" })]);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(cluster.patches(NS, "web"), 3, "held after --flap-limit rolls");
+    let held = events_with_reason(&cluster, "FlapGuard");
+    assert_eq!(held.len(), 1, "said once: {held:?}");
+    assert_eq!(held[0]["type"], "Warning");
+    let message = held[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("secret/db") && message.contains("3 rolls within 4s"), "{message}");
+    let gauges = [
+        "configsum_controller_held_workloads 1",
+        r#"configsum_controller_workloads{verdict="held"} 1"#,
+    ];
+    let metrics = controller.metrics_with(&gauges, Duration::from_secs(2)).await;
+    for line in gauges {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
+
+    // Quiet from now on: after a whole period, one roll to the value of the moment.
+    cluster
+        .wait_for("the roll after the quiet period", Duration::from_secs(8), |c| {
+            c.patches(NS, "web") == 4
+        })
+        .await;
+    assert_eq!(cluster.annotations(NS, "web"), cluster.webhook_digests(NS, "web"));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(cluster.patches(NS, "web"), 4, "once");
+    let released = "configsum_controller_held_workloads 0";
+    let metrics = controller.metrics_with(&[released], Duration::from_secs(2)).await;
+    assert!(metrics.contains(released), "{metrics}");
+    assert_eq!(controller.stop().await, Some(0));
+}
