@@ -8,6 +8,7 @@
 pub mod annotations;
 pub mod custom_kinds;
 pub mod digest;
+pub mod explain;
 pub mod field_path;
 pub mod inputs;
 pub mod kinds;
