@@ -183,6 +183,10 @@ async fn two_workloads_tracking_each_other_settle_after_one_round() {
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(cluster.patches_of("Deployment", NS, "a"), 0, "a records b's digest as it is");
     assert_eq!(cluster.patches_of("Deployment", NS, "b"), 0, "b records a's digest as it is");
+    // The webhook read each once; the controller read only the one the listing delivered
+    // before anything tracked it (its other template came from the watch).
+    let reads = cluster.api.calls("GET", &path("a")) + cluster.api.calls("GET", &path("b"));
+    assert_eq!(reads, 3, "two admissions and one read at start-up");
 
     // A new image for a: b rolls with it; b's patch changes only its tracking annotation, which
     // a's digest of b leaves out, so a does not roll in turn.

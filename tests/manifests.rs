@@ -525,7 +525,8 @@ fn rbac_grants_what_the_code_calls_and_nothing_more(m: &Manifests) {
     // The controller: exactly docs/controller.md's list for the controller, which is what its code calls.
     let table = m.kinds();
     let rolled = kinds::rolled_among(table.iter().map(|row| &row.declaration));
-    let expected: BTreeSet<_> = controller_permissions_among(rolled)
+    let trackable = kinds::tracked_among(table.iter().map(|row| &row.declaration));
+    let expected: BTreeSet<_> = controller_permissions_among(rolled, trackable)
         .into_iter()
         .flat_map(|(g, r, verbs)| {
             verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))

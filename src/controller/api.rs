@@ -48,6 +48,13 @@ pub trait ControllerApi: Send + Sync + 'static {
     /// Records an Event, within `timeout`; a failure is logged, never retried
     /// (the patch it reports happened).
     fn record(&self, event: Event, timeout: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Reads the pod template of a workload another one tracks, when the watch has not
+    /// delivered it since it became tracked; `None`: it does not exist.
+    fn read_template(
+        &self,
+        workload: &WorkloadKey,
+    ) -> impl Future<Output = Result<Option<Value>, LookupError>> + Send;
 }
 
 /// The API server, through kube.
@@ -75,6 +82,10 @@ impl ControllerApi for KubeApi {
 
     async fn record(&self, event: Event, timeout: Duration) {
         super::event::record(&self.client, event, timeout).await
+    }
+
+    async fn read_template(&self, workload: &WorkloadKey) -> Result<Option<Value>, LookupError> {
+        self.source.fetch_template(&workload.namespace, workload.kind, &workload.name).await
     }
 }
 

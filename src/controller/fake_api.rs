@@ -103,4 +103,8 @@ impl ControllerApi for FakeApi {
     async fn record(&self, event: Event, _: Duration) {
         self.log(Call::Event(event.message.unwrap_or_default()));
     }
+
+    async fn read_template(&self, _: &WorkloadKey) -> Result<Option<Value>, LookupError> {
+        Ok(None)
+    }
 }

@@ -8,7 +8,7 @@ use super::images::PolledImage;
 use super::objects::Reading;
 use super::reconcile::ReconcileResult;
 use super::schedule::Work;
-use super::workload::WatchedWorkload;
+use super::workload::{WatchedWorkload, WorkloadKey};
 use crate::core::workload::WorkloadKind;
 use crate::core::{ObjectKey, ObjectKind};
 use crate::registry::Resolution;
@@ -41,4 +41,6 @@ pub enum Message {
     KindClusterScoped(WorkloadKind),
     /// The poller resolved a tracked image.
     Image(Box<(PolledImage, Resolution)>),
+    /// A read of a tracked workload's pod template finished (`None`: it does not exist).
+    Template(Box<(WorkloadKey, Result<Option<serde_json::Value>, String>)>),
 }

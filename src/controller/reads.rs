@@ -1,6 +1,7 @@
 //! A tracked object's read, outside the event loop: through the API,
 //! bounded in time, digested at once for every workload tracking it; the
-//! data is dropped before the result is reported.
+//! data is dropped before the result is reported. And a tracked workload's
+//! template, read when the watch cannot be waited for.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use super::api::ControllerApi;
 use super::message::Message;
 use super::objects::{ReadRequest, judge};
 use super::reconcile::CALL_TIMEOUT;
+use super::workload::WorkloadKey;
 use crate::core::Digester;
 
 pub async fn read<A: ControllerApi>(
@@ -31,4 +33,18 @@ pub async fn read<A: ControllerApi>(
         Err(_) => Err("timeout".to_owned()),
     };
     let _ = report.send(Message::Read(Box::new((object, result)))).await;
+}
+
+/// A tracked workload's pod template, read once when a tracker first names it and the watch
+/// has not delivered it since (at start-up, the catch-up of what changed meanwhile).
+pub async fn read_template<A: ControllerApi>(
+    api: Arc<A>,
+    workload: WorkloadKey,
+    report: mpsc::Sender<Message>,
+) {
+    let result = match tokio::time::timeout(CALL_TIMEOUT, api.read_template(&workload)).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(_) => Err("timeout".to_owned()),
+    };
+    let _ = report.send(Message::Template(Box::new((workload, result)))).await;
 }

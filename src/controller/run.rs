@@ -152,6 +152,9 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         for work in effects.work {
             let _ = work_tx.send(work);
         }
+        for workload in effects.template_reads {
+            tokio::spawn(reads::read_template(api.clone(), workload, tx.clone()));
+        }
         for event in effects.events {
             let api = api.clone();
             tokio::spawn(async move { api.record(event, CALL_TIMEOUT).await });

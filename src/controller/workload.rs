@@ -133,6 +133,13 @@ impl WatchedWorkload {
         self.meta.uid.as_deref()
     }
 
+    /// Its pod template, as a template read would find it (the tests' API).
+    #[cfg(test)]
+    pub fn template(&self, kind: WorkloadKind) -> Option<serde_json::Value> {
+        let path = kind.declaration().template?.get(1..)?;
+        read_at(self.spec.as_deref()?.get(), path).ok()?
+    }
+
     /// The digest of its pod template, as a workload tracking it records it; `None` for a kind
     /// no workload may track. Read from the spec's text, before the plan drops it.
     pub fn template_digest(&self, kind: WorkloadKind, prefixes: &[String]) -> Option<String> {

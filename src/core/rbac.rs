@@ -42,17 +42,22 @@ pub fn webhook_permissions_among(
 }
 
 /// The controller's, cluster-wide: the opted-in namespaces, the kinds it rolls, what they
-/// consume, the ServiceAccounts of tracked images and the Events it records.
+/// consume, the ServiceAccounts of tracked images and the Events it records; and `get` on the
+/// kinds another workload may track, to read a tracked workload's template the watch
+/// delivered before anything tracked it.
 pub fn controller_permissions() -> Vec<Permission> {
-    controller_permissions_among(rolled_resources())
+    controller_permissions_among(rolled_resources(), tracked_resources())
 }
 
-/// The same, for the kinds a table other than this process's rolls (a rendered installation).
+/// The same, for the kinds a table other than this process's rolls and tracks (a rendered
+/// installation).
 pub fn controller_permissions_among(
     rolled: impl Iterator<Item = (&'static str, &'static str)>,
+    trackable: impl Iterator<Item = (&'static str, &'static str)>,
 ) -> Vec<Permission> {
     let mut permissions: Vec<Permission> = vec![("", "namespaces", &["list", "watch"])];
     permissions.extend(rolled.map(|(group, resource)| (group, resource, ROLLED_KIND_VERBS)));
+    permissions.extend(trackable.map(|(group, resource)| (group, resource, GET)));
     permissions.extend(ObjectKind::all().map(|kind| {
         let input = kind.input();
         (input.group, input.resource, TRACKED_KIND_VERBS)

@@ -69,9 +69,12 @@ impl WatchIndex<WatchedWorkload> for Workloads<'_> {
         if unchanged {
             return;
         }
-        // Whether or not configsum rolls it, another workload may track it.
-        if let Some(digest) = workload.template_digest(kind, &view.workload_prefixes) {
-            view.template_seen(&key, Some(digest));
+        // Whether or not configsum rolls it, another workload may track it: its template is
+        // digested when one does.
+        if view.tracked_workloads.is_tracked(&key) {
+            if let Some(digest) = workload.template_digest(kind, &view.workload_prefixes) {
+                view.template_seen(&key, Some(digest));
+            }
         }
         let mutation = match workload.plan_or_skip(kind, &view.settings) {
             Ok(mutation) => mutation,
@@ -87,7 +90,9 @@ impl WatchIndex<WatchedWorkload> for Workloads<'_> {
         view.skipped.remove(&key);
         let tracked = tracked_by(&mutation);
         view.images.upsert(&key, tracked_images(&key, &mutation));
-        view.tracked_workloads.upsert(&key, tracked_workloads::tracked_by(&mutation));
+        let (added, dropped) =
+            view.tracked_workloads.upsert(&key, tracked_workloads::tracked_by(&mutation));
+        view.tracking_changed(added, dropped);
         if let Ok(mut snapshots) = view.shared.snapshots.lock() {
             snapshots.insert(key.clone(), Snapshot { mutation, resource_version, uid });
         }
@@ -96,7 +101,9 @@ impl WatchIndex<WatchedWorkload> for Workloads<'_> {
     }
 
     fn delete(&mut self, key: WorkloadKey) {
-        self.view.template_seen(&key, None);
+        if self.view.tracked_workloads.is_tracked(&key) {
+            self.view.template_seen(&key, None);
+        }
         self.view.forget_workload(&key);
     }
 

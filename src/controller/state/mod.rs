@@ -32,6 +32,7 @@ use super::tracked_workloads::{TemplateDigests, TrackedWorkloads, stale};
 use super::trigger::Trigger;
 use super::watch::Watch;
 use super::workload::{Snapshots, WorkloadKey};
+use crate::core::inputs::workload_template::template_digest;
 use crate::core::verdict::Verdict;
 use crate::core::workload::WorkloadKind;
 use crate::core::{ObjectKey, ObjectKind, Settings};
@@ -71,6 +72,8 @@ pub struct Effects {
     pub poll: Option<Vec<PolledImage>>,
     /// Events to record (the flap guard's).
     pub events: Vec<Event>,
+    /// Tracked workloads whose pod template must be read.
+    pub template_reads: Vec<WorkloadKey>,
 }
 
 /// How far the controller is from knowing the cluster.
@@ -147,6 +150,9 @@ struct ClusterView {
     skipped: HashMap<WorkloadKey, Verdict>,
     /// Events to hand out at the next tick.
     events: Vec<Event>,
+    /// Tracked workloads whose template must be read, and failed reads' retries.
+    template_reads: Vec<WorkloadKey>,
+    template_retries: Vec<(Instant, WorkloadKey)>,
 }
 
 impl State {
@@ -176,6 +182,8 @@ impl State {
             guard: FlapGuard::new(options.flap),
             skipped: HashMap::new(),
             events: Vec::new(),
+            template_reads: Vec::new(),
+            template_retries: Vec::new(),
         };
         State { watches: WatchHandles::default(), view }
     }
@@ -258,6 +266,10 @@ impl State {
                 let (image, resolution) = *resolved;
                 view.image_resolved(image, &resolution, now);
             }
+            Message::Template(read) => {
+                let (workload, result) = *read;
+                view.template_read(workload, result, now);
+            }
         }
         self.advance(now);
         self.view.roll_trackers(now);
@@ -280,6 +292,12 @@ impl State {
             // And the first poll of every tracked image, likewise.
             view.next_poll = Some(now);
             view.catch_up_trackers(now);
+            // Tracked workloads the listing delivered before anything tracked them: read once.
+            if let Ok(digests) = view.shared.template_digests.lock() {
+                let unknown =
+                    view.tracked_workloads.tracked().filter(|w| !digests.contains_key(*w));
+                view.template_reads.extend(unknown.cloned());
+            }
         }
         if view.phase == Phase::ReadingBaseline && view.objects.pending() == 0 {
             view.phase = Phase::Watching;
@@ -310,7 +328,11 @@ impl State {
         let view = &self.view;
         let reads = view.read_retries.iter().map(|(at, _)| *at).min();
         let release = view.guard.next_release();
-        [view.schedule.next_due(), reads, view.next_poll, release].into_iter().flatten().min()
+        let templates = view.template_retries.iter().map(|(at, _)| *at).min();
+        [view.schedule.next_due(), reads, view.next_poll, release, templates]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// What is due at `now`: reads (due retries among them), reconciliations
@@ -340,7 +362,12 @@ impl State {
             reads.push(ReadRequest { object, trackers });
         }
         let events = std::mem::take(&mut view.events);
-        Effects { reads, work, poll, events }
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut view.template_retries).into_iter().partition(|(at, _)| *at <= now);
+        view.template_retries = later;
+        view.template_reads.extend(due.into_iter().map(|(_, workload)| workload));
+        let template_reads = std::mem::take(&mut view.template_reads);
+        Effects { reads, work, poll, events, template_reads }
     }
 
     /// Workloads waiting for their window, a retry or the worker, and reads
@@ -441,16 +468,54 @@ impl ClusterView {
         }
     }
 
-    /// A watched workload's template digest, as it is now (`None`: deleted). A change of one
-    /// seen before makes its trackers' digests stale.
+    /// A tracked workload's template digest as it is now (`None`: it does not exist). A change
+    /// (or the first knowledge of it) makes its trackers' digests worth a look.
     fn template_seen(&mut self, key: &WorkloadKey, digest: Option<String>) {
         let Ok(mut digests) = self.shared.template_digests.lock() else { return };
-        let before = match digest {
-            Some(digest) => digests.insert(key.clone(), digest.clone()).filter(|b| *b != digest),
-            None => digests.remove(key),
-        };
-        if before.is_some() {
+        let before = digests.insert(key.clone(), digest.clone());
+        if before != Some(digest) {
             self.moved_templates.push(key.clone());
+        }
+    }
+
+    /// Which workloads are tracked changed: a workload no longer tracked drops its digest; one
+    /// newly tracked whose template is not known is read once (after the first listing, which
+    /// may still deliver it).
+    fn tracking_changed(&mut self, added: Vec<WorkloadKey>, dropped: Vec<WorkloadKey>) {
+        if let Ok(mut digests) = self.shared.template_digests.lock() {
+            for workload in &dropped {
+                digests.remove(workload);
+            }
+            if self.phase != Phase::Listing {
+                let unknown = added.into_iter().filter(|w| !digests.contains_key(w));
+                self.template_reads.extend(unknown);
+            }
+        }
+    }
+
+    /// A read of a tracked workload's template finished. A watch event that came meanwhile
+    /// is newer, and wins.
+    fn template_read(
+        &mut self,
+        workload: WorkloadKey,
+        result: Result<Option<serde_json::Value>, String>,
+        now: Instant,
+    ) {
+        let known = self.shared.template_digests.lock().is_ok_and(|d| d.contains_key(&workload));
+        if known || !self.tracked_workloads.is_tracked(&workload) {
+            return;
+        }
+        match result {
+            Ok(template) => {
+                let prefixes = &self.workload_prefixes;
+                let digest = template.map(|template| template_digest(&template, prefixes));
+                self.template_seen(&workload, digest);
+            }
+            Err(reason) => {
+                let wait = backoff::delay(1, backoff::random());
+                warn!(workload = %workload, %reason, retry_in = ?wait, "cannot read a tracked workload");
+                self.template_retries.push((now + wait, workload));
+            }
         }
     }
 
@@ -516,7 +581,8 @@ impl ClusterView {
         let change = self.index.remove(key);
         self.tracked_objects_changed(change);
         self.images.remove(key);
-        self.tracked_workloads.remove(key);
+        let dropped = self.tracked_workloads.remove(key);
+        self.tracking_changed(Vec::new(), dropped);
         self.skipped.remove(key);
         self.guard.forget(key);
         self.schedule.forget(key);

@@ -46,6 +46,9 @@ struct Harness {
     reads: Vec<ObjectKey>,
     work: Vec<Work>,
     events: Vec<k8s_openapi::api::core::v1::Event>,
+    /// The pod templates template reads find, and the reads made.
+    templates: HashMap<WorkloadKey, serde_json::Value>,
+    template_reads: Vec<WorkloadKey>,
     epoch: u64,
 }
 
@@ -78,6 +81,8 @@ impl Harness {
             reads: Vec::new(),
             work: Vec::new(),
             events: Vec::new(),
+            templates: HashMap::new(),
+            template_reads: Vec::new(),
             epoch: 0,
         };
         harness.lead(1);
@@ -133,8 +138,14 @@ impl Harness {
             let effects = self.state.tick(self.now);
             self.work.extend(effects.work);
             self.events.extend(effects.events);
-            if effects.reads.is_empty() {
+            if effects.reads.is_empty() && effects.template_reads.is_empty() {
                 return;
+            }
+            for workload in effects.template_reads {
+                self.template_reads.push(workload.clone());
+                let found = self.templates.get(&workload).cloned();
+                let message = Message::Template(Box::new((workload, Ok(found))));
+                self.state.handle(message, self.now);
             }
             for request in effects.reads {
                 self.reads.push(request.object.clone());
@@ -181,6 +192,11 @@ impl Harness {
         epoch: u64,
         workloads: Vec<WatchedWorkload>,
     ) {
+        for workload in &workloads {
+            if let (Some(key), Some(template)) = (workload.key(kind), workload.template(kind)) {
+                self.templates.insert(key, template);
+            }
+        }
         let mut send = |event| self.send(Message::Workload { kind, epoch, event: Box::new(event) });
         send(Event::Init);
         for workload in workloads {
@@ -430,7 +446,7 @@ fn a_tracked_template_change_rolls_its_trackers_once_and_never_a_first_observati
         mutation,
         &std::sync::Arc::new(std::sync::Mutex::new(digests.clone())),
     );
-    assert_eq!(observed, [Some(Observation::Digest(digests[&key("db")].clone()))]);
+    assert_eq!(observed, [Some(Observation::Digest(digests[&key("db")].clone().expect("exists")))]);
 }
 
 #[test]
@@ -508,4 +524,27 @@ fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
     assert_eq!(triggers, ["secret/db (quiet again after the flap guard)"]);
     assert_eq!(h.state.held_workloads(), 0);
     assert_eq!(h.state.verdicts(), [(Verdict::Stale, 1)]);
+}
+
+#[test]
+fn a_workload_listed_before_its_tracker_is_read_once_and_caught_up() {
+    let mut h = Harness::new();
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    // The database changed while no controller ran: Keycloak records its old template.
+    let old = workload("db", "postgres:15", &[], "1");
+    let recorded = template_digest_of(&old);
+    let db = workload("db", "postgres:16", &[], "2");
+    let keycloak = workload("keycloak", "keycloak:26", &[("db", Some(&recorded))], "3");
+    h.list_workloads(1, vec![db, keycloak]);
+    assert!(h.template_reads.is_empty(), "nothing is read while listing");
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    assert_eq!(h.template_reads, [key("db")], "listed before anything tracked it: read once");
+    h.wait(WINDOW);
+    let due: Vec<WorkloadKey> = h.work.iter().map(|w| w.key.clone()).collect();
+    assert_eq!(due, [key("keycloak")], "caught up");
+    let digests = h.shared.template_digests.lock().expect("digests").clone();
+    assert_eq!(digests.len(), 1, "only tracked workloads keep a digest: {digests:?}");
 }
