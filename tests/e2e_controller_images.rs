@@ -16,7 +16,7 @@ mod server;
 use std::time::Duration;
 
 use controller::{Cluster, Controller, NS, workload_path};
-use registry::{AnonymousAccess, Auth, Format, Registry, RegistryOptions, TokenOptions};
+use registry::{Format, Registry};
 use serde_json::{Value, json};
 
 fn deployment(name: &str, annotations: Value, image: &str, recorded: Option<&str>) -> Value {
@@ -140,15 +140,7 @@ fn env_of(cluster: &Cluster, name: &str) -> Value {
 /// by a controller are never patched.
 #[tokio::test]
 async fn a_moved_tag_sets_the_variable_once_through_a_guarded_json_patch() {
-    let registry = Registry::start(RegistryOptions {
-        tls: true,
-        auth: Auth::Token(TokenOptions {
-            anonymous: AnonymousAccess::Pull,
-            https_realm: true,
-            ..TokenOptions::default()
-        }),
-    })
-    .await;
+    let registry = Registry::ghcr_like().await;
     let first = registry.push_image("org/ingestor", "prod", "ingestor v1").await;
     let ingestor = registry.image("org/ingestor", "prod");
     let cluster = Cluster::new("ctl-image-env").await;

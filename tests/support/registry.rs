@@ -207,6 +207,17 @@ impl Registry {
         Registry::start(RegistryOptions { tls: false, auth: Auth::Token(options) }).await
     }
 
+    /// As GHCR serves a public image: HTTPS, a 401 whose challenge names a token realm on
+    /// another host:port (HTTPS too), and anonymous pull tokens.
+    pub async fn ghcr_like() -> Registry {
+        let token = TokenOptions {
+            anonymous: AnonymousAccess::Pull,
+            https_realm: true,
+            ..TokenOptions::default()
+        };
+        Registry::start(RegistryOptions { tls: true, auth: Auth::Token(token) }).await
+    }
+
     pub async fn start(options: RegistryOptions) -> Registry {
         install_crypto_provider();
         let dir = TempDir::new("registry");
