@@ -174,7 +174,7 @@ mod tests {
         assert_eq!(
             decision.warnings,
             [
-                r#""job/once" in configsum.dev/track: not configmap/<name> or secret/<name>; skipped"#,
+                r#""job/once" in configsum.dev/track: not a kind that can be tracked; skipped"#,
                 r#"deployment/"Bad": not a valid object name; skipped"#,
                 "deployment/keycloak: a workload cannot track itself; skipped",
                 r#"statefulset/cache: not found; its digest is "absent""#,

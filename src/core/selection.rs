@@ -269,7 +269,16 @@ fn tokens<'a>(
         });
         if parsed.is_none() {
             let subject = Subject::Written { text: token, annotation };
-            warnings.push(subject, "not configmap/<name> or secret/<name>; skipped");
+            // `job/x`: a workload kind, but nothing rolls when a Job or a Pod changes.
+            let workload_word = token
+                .split_once('/')
+                .is_some_and(|(word, _)| WorkloadKind::all().any(|kind| kind.word() == word));
+            let reason = if workload_word {
+                "not a kind that can be tracked; skipped"
+            } else {
+                "not configmap/<name> or secret/<name>; skipped"
+            };
+            warnings.push(subject, reason);
         }
         parsed
     })
