@@ -32,6 +32,40 @@ pub enum Command {
     Controller(ControllerArgs),
     /// Write the digests into a YAML stream or KRM ResourceList (stdin to stdout), as admission would.
     Render(RenderArgs),
+    /// Which workloads roll when a ConfigMap or Secret changes, and why or why not (docs/explain.md).
+    Explain(ExplainArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ExplainArgs {
+    /// What to explain: configmap/<name> or secret/<name>.
+    pub object: String,
+    /// The namespace of the object and its workloads (and of objects in the files that name none).
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+    /// Only the workloads whose pods read this key of the object.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// YAML streams to read the objects and workloads from, such as a Helm render (repeatable;
+    /// `-` is stdin). Reading a cluster comes later.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<PathBuf>,
+    /// The digest key file, for Secrets' verdicts (without it they read `unknown`).
+    #[arg(long, env = "CONFIGSUM_DIGEST_KEY_FILE")]
+    pub digest_key_file: Option<PathBuf>,
+    /// `text` for people, `json` for scripts (docs/explain.md).
+    #[arg(long, value_enum, default_value_t = ExplainOutput::Text)]
+    pub output: ExplainOutput,
+    #[command(flatten)]
+    pub annotations: AnnotationArgs,
+    #[command(flatten)]
+    pub kinds: CustomKindsArgs,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExplainOutput {
+    Text,
+    Json,
 }
 
 /// Workload CRDs and operators' custom resources declared in a file (docs/custom-kinds.md).

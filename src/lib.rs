@@ -11,6 +11,7 @@ pub mod config;
 pub mod controller;
 pub mod core;
 pub mod digest_key;
+pub mod explain;
 pub mod lookup;
 pub mod process;
 pub mod registry;

@@ -16,6 +16,7 @@ fn main() -> ExitCode {
     let custom_kinds = match &cli.command {
         Command::Serve(args) => args.kinds.custom_kinds.as_deref(),
         Command::Controller(args) => args.kinds.custom_kinds.as_deref(),
+        Command::Explain(args) => args.kinds.custom_kinds.as_deref(),
         Command::Render(_) | Command::EnsureDigestKey(_) => None,
     };
     if let Err(e) = configsum::process::startup::declare_custom_kinds(custom_kinds) {
@@ -25,6 +26,8 @@ fn main() -> ExitCode {
     let log_format = match cli.command {
         // A filter: no runtime, no log lines, notes on stderr, its own exit codes.
         Command::Render(args) => return ExitCode::from(configsum::render::command::run(args)),
+        // A question answered on stdout, with its own exit codes.
+        Command::Explain(args) => return ExitCode::from(configsum::explain::run(&args)),
         Command::Serve(ref args) => args.log.log_format,
         Command::EnsureDigestKey(ref args) => args.log.log_format,
         Command::Controller(ref args) => args.log.log_format,
@@ -49,7 +52,7 @@ fn main() -> ExitCode {
         Command::Controller(args) => runtime
             .block_on(configsum::controller::run(args))
             .map_err(|e| (e.to_string(), e.exit_code())),
-        Command::Render(_) => Ok(()),
+        Command::Render(_) | Command::Explain(_) => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

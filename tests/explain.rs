@@ -1,0 +1,153 @@
+//! `configsum explain`, the real binary, offline: a chart's stream is rendered with its digests
+//! (`configsum render`), its Secret changes, and explain says which workloads roll, which
+//! keys they read and why the others do not, as text and as JSON; never a Secret's value.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+const KEY: &str = "0123456789abcdef0123456789abcdef\n";
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn configsum(args: &[&str], stdin: &str) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_configsum"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn configsum");
+    let _ = child.stdin.take().expect("stdin").write_all(stdin.as_bytes());
+    let out = child.wait_with_output().expect("configsum finishes");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).expect("utf-8"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8"),
+    }
+}
+
+fn deployment(name: &str, annotations: Value, container: Value) -> String {
+    let mut c = json!({"name": "app", "image": "shop/app:1"});
+    if let (Some(c), Some(extra)) = (c.as_object_mut(), container.as_object()) {
+        c.extend(extra.clone());
+    }
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [c]}}}})
+    .to_string()
+}
+
+fn env_key(key: &str) -> Value {
+    json!({"env": [{"name": "V", "valueFrom": {"secretKeyRef": {"name": "db", "key": key}}}]})
+}
+
+#[test]
+fn explain_says_which_workloads_roll_when_a_secret_changes_and_why_not() {
+    let dir = std::env::temp_dir().join(format!("configsum-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("key");
+    std::fs::write(&key, KEY).expect("key");
+    let key = key.display().to_string();
+
+    // The chart as rendered at its last install: every workload carries its digests.
+    let secret = |password: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: db}}\nstringData: {{password: {password}, user: shop}}\n"
+        )
+    };
+    let every_key = json!({"envFrom": [{"secretRef": {"name": "db"}}]});
+    let workloads = [
+        deployment("web", json!({}), every_key.clone()),
+        deployment("api", json!({}), env_key("password")),
+        deployment("worker", json!({}), env_key("user")),
+        deployment("opted-out", json!({"configsum.dev/enabled": "false"}), every_key.clone()),
+        deployment("ignores", json!({"configsum.dev/ignore": "secret/db"}), every_key.clone()),
+    ];
+    let stream = format!("{}---\n{}", secret("s3cr3t-one"), workloads.join("\n---\n"));
+    let rendered =
+        configsum(&["render", "--digest-key-file", &key, "--namespace", "shop"], &stream);
+    assert_eq!(rendered.code, Some(0), "{}", rendered.stderr);
+
+    // Then the Secret's password changes, and a workload is added that was never admitted.
+    let changed = rendered.stdout.replace("s3cr3t-one", "s3cr3t-two")
+        + "---\n"
+        + &deployment("fresh", json!({}), every_key);
+    let file = dir.join("changed.yaml");
+    std::fs::write(&file, &changed).expect("stream");
+    let file = file.display().to_string();
+    let explain = |extra: &[&str]| {
+        let mut args = vec!["explain", "secret/db", "-n", "shop", "-f", &file];
+        args.extend_from_slice(extra);
+        configsum(&args, "")
+    };
+
+    let run = explain(&["--digest-key-file", &key, "--output", "json"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let answer: Value = serde_json::from_str(&run.stdout).expect("json");
+    assert_eq!(answer["apiVersion"], "configsum.dev/v1alpha1");
+    assert_eq!(answer["kind"], "Explanation");
+    assert_eq!(
+        (answer["object"].clone(), answer["exists"].clone()),
+        (json!("secret/db"), json!(true))
+    );
+    let verdicts: Vec<(String, String, Value)> = answer["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .map(|w| {
+            (
+                w["name"].as_str().unwrap_or("").to_owned(),
+                w["verdict"].as_str().unwrap_or("").to_owned(),
+                w["keys"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("api".to_owned(), "stale".to_owned(), json!(["password"])),
+            ("fresh".to_owned(), "first-observation".to_owned(), json!(["*"])),
+            ("opted-out".to_owned(), "opted-out".to_owned(), json!(["*"])),
+            ("web".to_owned(), "stale".to_owned(), json!(["*"])),
+            ("worker".to_owned(), "current".to_owned(), json!(["user"])),
+        ],
+        "ignores does not track it; worker reads a key that did not change"
+    );
+    for secret_value in ["s3cr3t-one", "s3cr3t-two"] {
+        assert!(!run.stdout.contains(secret_value), "never a Secret's value");
+    }
+
+    // --key password: only the workloads whose pods read it; as a table for people.
+    let run = explain(&["--digest-key-file", &key, "--key", "password"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines[0], "secret/db in shop, key password: tracked by 4 workloads");
+    assert!(lines[1].starts_with("WORKLOAD") && lines[1].contains("VERDICT"), "{}", run.stdout);
+    assert!(lines[2].starts_with("Deployment/api") && lines[2].contains("stale"), "{}", run.stdout);
+    assert!(!run.stdout.contains("worker"), "{}", run.stdout);
+
+    // Without the digest key a Secret's current digest cannot be told.
+    let run = explain(&[]);
+    assert_eq!(run.code, Some(0));
+    assert!(
+        run.stdout.contains("unknown") && run.stdout.contains("no --digest-key-file"),
+        "{}",
+        run.stdout
+    );
+
+    // An object that does not exist: the answer, and exit 1; a malformed one: exit 2.
+    let run = configsum(&["explain", "configmap/nope", "-n", "shop", "-f", &file], "");
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(run.stdout, "configmap/nope in shop (it does not exist): tracked by 0 workloads\n");
+    let run = configsum(&["explain", "deployment/web", "-f", &file], "");
+    assert_eq!(run.code, Some(2));
+    assert!(run.stderr.contains("not configmap/<name> or secret/<name>"), "{}", run.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
