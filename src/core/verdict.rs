@@ -69,18 +69,6 @@ impl Verdict {
             (Some(_), Some(_)) => Verdict::Stale,
         }
     }
-
-    /// A workload's verdict from its inputs': the one that says most about whether it rolls.
-    pub fn of_workload(inputs: impl IntoIterator<Item = Verdict>) -> Verdict {
-        let rank = |verdict: Verdict| match verdict {
-            Verdict::Held => 0,
-            Verdict::Stale => 1,
-            Verdict::Unknown => 2,
-            Verdict::FirstObservation => 3,
-            _ => 4,
-        };
-        inputs.into_iter().min_by_key(|v| rank(*v)).unwrap_or(Verdict::Current)
-    }
 }
 
 /// Written as its word (`first-observation`), as the JSON output documents it.
@@ -101,19 +89,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn inputs_and_workloads_get_the_verdict_that_says_most() {
+    fn inputs_get_their_verdict_and_verdicts_their_words() {
         assert_eq!(Verdict::of_input(None, Some("sha256:a")), Verdict::FirstObservation);
         assert_eq!(Verdict::of_input(Some("sha256:a"), Some("sha256:a")), Verdict::Current);
         assert_eq!(Verdict::of_input(Some("sha256:a"), Some("sha256:b")), Verdict::Stale);
         assert_eq!(Verdict::of_input(Some("hmac-sha256:a"), None), Verdict::Unknown);
-        let workload = |v: &[Verdict]| Verdict::of_workload(v.iter().copied());
-        assert_eq!(workload(&[]), Verdict::Current);
-        assert_eq!(
-            workload(&[Verdict::Current, Verdict::FirstObservation]),
-            Verdict::FirstObservation
-        );
-        assert_eq!(workload(&[Verdict::FirstObservation, Verdict::Stale]), Verdict::Stale);
-        assert_eq!(workload(&[Verdict::Stale, Verdict::Held]), Verdict::Held);
         let names: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
         assert_eq!(
             names,

@@ -5,12 +5,10 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use super::shown;
 use crate::core::explain::ReadWorkload;
 use crate::core::workload::WorkloadKind;
-use crate::lookup::FileSource;
+use crate::lookup::{FileSource, workload_documents};
 
 /// Largest stream read, as for `configsum render`.
 const MAX_INPUT_BYTES: u64 = 64 << 20;
@@ -36,35 +34,12 @@ pub fn read(paths: &[PathBuf], namespace: &str) -> Result<Inputs, String> {
             .objects
             .add_first_wins(&text, Path::new(&shown(path)), namespace)
             .map_err(|e| e.to_string())?;
-        let mut options = serde_saphyr::Options::default();
-        options.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::PassThrough;
-        options.with_snippet = false;
-        let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(&text, options)
-            .map_err(|_| format!("{}: not a YAML stream", shown(path)))?;
-        for document in documents {
-            match document["items"].as_array().filter(|_| document["kind"] == "List") {
-                Some(items) => items.iter().for_each(|item| inputs.add(item, namespace)),
-                None => inputs.add(&document, namespace),
-            }
-        }
+        let documents = workload_documents(&text, namespace)
+            .ok_or_else(|| format!("{}: not a YAML stream", shown(path)))?;
+        let in_namespace = documents.into_iter().filter(|w| w.namespace == namespace);
+        inputs.workloads.extend(in_namespace.map(|w| (w.kind, w.object.to_string())));
     }
     Ok(inputs)
-}
-
-impl Inputs {
-    fn add(&mut self, object: &Value, namespace: &str) {
-        let text_at = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
-        let api_version = text_at("/apiVersion").unwrap_or_default();
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let Some(kind) = WorkloadKind::from_gvk(group, version, text_at("/kind").unwrap_or(""))
-        else {
-            return;
-        };
-        let ns = text_at("/metadata/namespace").filter(|n| !n.is_empty()).unwrap_or(namespace);
-        if ns == namespace {
-            self.workloads.push((kind, object.to_string()));
-        }
-    }
 }
 
 fn read_text(path: &Path) -> Result<String, String> {

@@ -20,7 +20,7 @@ use crate::core::workload::WorkloadKind;
 use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
 use crate::registry::PullCredential;
 
-pub use file::{FileSource, FileSourceError};
+pub use file::{FileSource, FileSourceError, WorkloadDocument, workload_documents};
 pub(crate) use file::{describe_before, scan_reason, split_documents};
 pub use images::resolve_all;
 pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with};

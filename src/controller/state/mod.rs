@@ -441,9 +441,6 @@ impl ClusterView {
             for key in keys {
                 self.forget_workload(&key);
             }
-            if let Ok(mut digests) = self.shared.template_digests.lock() {
-                digests.retain(|key, _| key.namespace != namespace);
-            }
         }
     }
 

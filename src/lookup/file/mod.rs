@@ -171,10 +171,46 @@ impl FileSource {
     }
 }
 
-/// The pod templates of the trackable workloads of `text` (also inside `kind: List`), by
-/// namespace, kind and name; a later one replaces an earlier one. Read only when the stream
-/// names a trackable kind at all; a stream the generic reader cannot read gives none (the
-/// objects' reader has already said what is wrong with it, or accepted it).
+/// A workload of a YAML stream: its kind, its namespace, its name if it has one, and the
+/// object as parsed.
+pub struct WorkloadDocument {
+    pub kind: WorkloadKind,
+    pub namespace: String,
+    pub name: Option<String>,
+    pub object: Value,
+}
+
+/// The workloads of `text`, of any kind the table knows, also inside `kind: List`, in order;
+/// those naming no namespace are in `namespace`. `None` when the stream does not read as YAML
+/// (the objects' reader says why).
+pub fn workload_documents(text: &str, namespace: &str) -> Option<Vec<WorkloadDocument>> {
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, yaml_options()).ok()?;
+    let mut workloads = Vec::new();
+    let mut add = |object: &Value| {
+        let text_at = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
+        let api_version = text_at("/apiVersion").unwrap_or_default();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let Some(kind) = WorkloadKind::from_gvk(group, version, text_at("/kind").unwrap_or(""))
+        else {
+            return;
+        };
+        let ns = text_at("/metadata/namespace").filter(|n| !n.is_empty()).unwrap_or(namespace);
+        let name = text_at("/metadata/name").filter(|n| !n.is_empty()).map(str::to_owned);
+        let namespace = ns.to_owned();
+        workloads.push(WorkloadDocument { kind, namespace, name, object: object.clone() });
+    };
+    for document in &documents {
+        match document["items"].as_array().filter(|_| document["kind"] == "List") {
+            Some(items) => items.iter().for_each(&mut add),
+            None => add(document),
+        }
+    }
+    Some(workloads)
+}
+
+/// The pod templates of the trackable workloads of `text`, by namespace, kind and name; a
+/// later one replaces an earlier one. Read only when the stream names a trackable kind at all.
 fn templates(text: &str, namespace: &str) -> HashMap<(String, WorkloadKind, String), Value> {
     let mut templates = HashMap::new();
     let names_one = WorkloadKind::all()
@@ -183,31 +219,12 @@ fn templates(text: &str, namespace: &str) -> HashMap<(String, WorkloadKind, Stri
     if !names_one {
         return templates;
     }
-    let Ok(documents) = serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options())
-    else {
-        return templates;
-    };
-    let mut add = |object: &Value| {
-        let text_at = |pointer: &str| object.pointer(pointer).and_then(Value::as_str);
-        let api_version = text_at("/apiVersion").unwrap_or_default();
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let Some(kind) = WorkloadKind::from_gvk(group, version, text_at("/kind").unwrap_or(""))
-            .filter(|kind| kind.trackable())
-        else {
-            return;
-        };
-        let Some(name) = text_at("/metadata/name").filter(|n| !n.is_empty()) else { return };
-        let ns = text_at("/metadata/namespace").filter(|n| !n.is_empty()).unwrap_or(namespace);
-        let path = kind.declaration().template.unwrap_or_default();
-        let template = path.iter().try_fold(object, |value, field| value.get(field));
-        let key = (ns.to_owned(), kind, name.to_owned());
+    for workload in workload_documents(text, namespace).into_iter().flatten() {
+        let Some(name) = workload.name.filter(|_| workload.kind.trackable()) else { continue };
+        let path = workload.kind.declaration().template.unwrap_or_default();
+        let template = path.iter().try_fold(&workload.object, |value, field| value.get(field));
+        let key = (workload.namespace, workload.kind, name);
         templates.insert(key, template.cloned().unwrap_or_default());
-    };
-    for document in &documents {
-        match document["items"].as_array().filter(|_| document["kind"] == "List") {
-            Some(items) => items.iter().for_each(&mut add),
-            None => add(document),
-        }
     }
     templates
 }
