@@ -151,7 +151,12 @@ async fn a_restart_of_the_tracked_workload_rolls_its_trackers_once() {
         .await;
     let rolled = recorded(&cluster, "keycloak", "keycloak-db");
     assert!(rolled.as_str().is_some_and(|d| d.starts_with("sha256:")) && rolled != first);
-    let events = cluster.api.list(&format!("/api/v1/namespaces/{NS}/events"));
+    // The Event is created after the PATCH returns: wait for it.
+    let events_path = format!("/api/v1/namespaces/{NS}/events");
+    cluster
+        .wait_for("the Event", Duration::from_secs(5), |c| !c.api.list(&events_path).is_empty())
+        .await;
+    let events = cluster.api.list(&events_path);
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(
         events[0]["message"],
