@@ -38,19 +38,25 @@ pub enum Command {
 
 #[derive(Args, Debug, Clone)]
 pub struct ExplainArgs {
-    /// What to explain: configmap/<name> or secret/<name>.
+    /// What to explain: configmap/<name>, secret/<name>, or a workload as kubectl names it
+    /// (deployment/<name>, sts/<name>, a declared kind's lower-case name).
     pub object: String,
-    /// The namespace of the object and its workloads (and of objects in the files that name none).
-    #[arg(short = 'n', long, default_value = "default")]
-    pub namespace: String,
+    /// The namespace of the object and its workloads (default: the kubeconfig context's, or
+    /// `default` with -f; objects in the files that name none are in it).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
     /// Only the workloads whose pods read this key of the object.
     #[arg(long)]
     pub key: Option<String>,
     /// YAML streams to read the objects and workloads from, such as a Helm render (repeatable;
-    /// `-` is stdin). Reading a cluster comes later.
-    #[arg(short = 'f', long = "filename", required = true)]
+    /// `-` is stdin). Without it, the cluster of the kubeconfig is read.
+    #[arg(short = 'f', long = "filename")]
     pub files: Vec<PathBuf>,
-    /// The digest key file, for Secrets' verdicts (without it they read `unknown`).
+    /// The kubeconfig context to read (default: the current one).
+    #[arg(long, conflicts_with = "files")]
+    pub context: Option<String>,
+    /// The digest key file, for Secrets' verdicts (else the installed key Secret, when the
+    /// cluster is read and it may be; else they read `unknown`).
     #[arg(long, env = "CONFIGSUM_DIGEST_KEY_FILE")]
     pub digest_key_file: Option<PathBuf>,
     /// `text` for people, `json` for scripts (docs/explain.md).

@@ -44,6 +44,14 @@ fn deployment(name: &str, annotations: Value, container: Value) -> String {
     .to_string()
 }
 
+/// A Deployment that mounts one key of Secret db as a file (a volume's `items`).
+fn mounted(name: &str, key: &str) -> String {
+    let mut deployment: Value =
+        serde_json::from_str(&deployment(name, json!({}), json!({}))).expect("json");
+    deployment["spec"]["template"]["spec"]["volumes"] = json!([{"name": "db", "secret": {"secretName": "db", "items": [{"key": key, "path": key}]}}]);
+    deployment.to_string()
+}
+
 fn env_key(key: &str) -> Value {
     json!({"env": [{"name": "V", "valueFrom": {"secretKeyRef": {"name": "db", "key": key}}}]})
 }
@@ -69,6 +77,7 @@ fn explain_says_which_workloads_roll_when_a_secret_changes_and_why_not() {
         deployment("worker", json!({}), env_key("user")),
         deployment("opted-out", json!({"configsum.dev/enabled": "false"}), every_key.clone()),
         deployment("ignores", json!({"configsum.dev/ignore": "secret/db"}), every_key.clone()),
+        mounted("mounted-user", "user"),
     ];
     let stream = format!("{}---\n{}", secret("s3cr3t-one"), workloads.join("\n---\n"));
     let rendered =
@@ -114,6 +123,7 @@ fn explain_says_which_workloads_roll_when_a_secret_changes_and_why_not() {
         [
             ("api".to_owned(), "stale".to_owned(), json!(["password"])),
             ("fresh".to_owned(), "first-observation".to_owned(), json!(["*"])),
+            ("mounted-user".to_owned(), "current".to_owned(), json!(["user"])),
             ("opted-out".to_owned(), "opted-out".to_owned(), json!(["*"])),
             ("web".to_owned(), "stale".to_owned(), json!(["*"])),
             ("worker".to_owned(), "current".to_owned(), json!(["user"])),
@@ -132,12 +142,24 @@ fn explain_says_which_workloads_roll_when_a_secret_changes_and_why_not() {
     assert!(lines[1].starts_with("WORKLOAD") && lines[1].contains("VERDICT"), "{}", run.stdout);
     assert!(lines[2].starts_with("Deployment/api") && lines[2].contains("stale"), "{}", run.stdout);
     assert!(!run.stdout.contains("worker"), "{}", run.stdout);
+    assert!(!run.stdout.contains("mounted-user"), "{}", run.stdout);
+    // --key user: read through an env key (worker), envFrom (web, fresh, opted-out) and a
+    // volume's items (mounted-user); not api, which reads password only.
+    let run = explain(&["--digest-key-file", &key, "--key", "user", "--output", "json"]);
+    let answer: Value = serde_json::from_str(&run.stdout).expect("json");
+    let names: Vec<&str> = answer["workloads"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|w| w["name"].as_str())
+        .collect();
+    assert_eq!(names, ["fresh", "mounted-user", "opted-out", "web", "worker"]);
 
     // Without the digest key a Secret's current digest cannot be told.
     let run = explain(&[]);
     assert_eq!(run.code, Some(0));
     assert!(
-        run.stdout.contains("unknown") && run.stdout.contains("no --digest-key-file"),
+        run.stdout.contains("unknown") && run.stdout.contains("no digest key"),
         "{}",
         run.stdout
     );
@@ -146,8 +168,41 @@ fn explain_says_which_workloads_roll_when_a_secret_changes_and_why_not() {
     let run = configsum(&["explain", "configmap/nope", "-n", "shop", "-f", &file], "");
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert_eq!(run.stdout, "configmap/nope in shop (it does not exist): tracked by 0 workloads\n");
-    let run = configsum(&["explain", "deployment/web", "-f", &file], "");
+    let run = configsum(&["explain", "cronjob/web", "-f", &file], "");
     assert_eq!(run.code, Some(2));
-    assert!(run.stderr.contains("not configmap/<name> or secret/<name>"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("not configmap/<name>, secret/<name> or a workload"),
+        "{}",
+        run.stderr
+    );
+
+    // A workload: every input, recorded against current; no rollout status in a file.
+    let run = configsum(
+        &[
+            "explain",
+            "deploy/api",
+            "-n",
+            "shop",
+            "-f",
+            &file,
+            "--digest-key-file",
+            &key,
+            "--output",
+            "json",
+        ],
+        "",
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let answer: Value = serde_json::from_str(&run.stdout).expect("json");
+    assert_eq!(answer["kind"], "WorkloadExplanation");
+    assert_eq!(answer["workload"], "deployment/api");
+    assert_eq!(answer["verdict"], "stale");
+    assert_eq!(answer["inputs"][0]["input"], "secret/db");
+    assert_eq!(answer["inputs"][0]["keys"], json!(["password"]));
+    assert_eq!(answer["inputs"][0]["verdict"], "stale");
+    assert_eq!(answer["rollout"]["state"], "unknown");
+    let run = configsum(&["explain", "sts/nope", "-n", "shop", "-f", &file], "");
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_eq!(run.stdout, "statefulset/nope in shop: it does not exist\n");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,6 +13,7 @@ use kube::{Api, Client};
 
 use super::trigger::Trigger;
 use super::workload::{WorkloadKey, api_resource};
+use crate::core::explain::holds;
 
 const COMPONENT: &str = "configsum-controller";
 
@@ -32,7 +33,8 @@ pub fn would_roll(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Tri
     on_workload(key, uid, "WouldRoll", truncate_bytes(message, MAX_MESSAGE_BYTES))
 }
 
-/// The Event when the flap guard stops `source` from rolling `key`.
+/// The Event when the flap guard stops `source` from rolling `key` (again every period while
+/// it holds: `configsum explain` reads holds from these Events).
 pub fn flap_guard(
     key: &WorkloadKey,
     uid: Option<String>,
@@ -40,12 +42,21 @@ pub fn flap_guard(
     limit: u32,
     period: Duration,
 ) -> Event {
-    let period = humantime::format_duration(period);
-    let message = format!(
-        "configsum stopped rolling it for {source}: {limit} rolls within {period}; it rolls again once {source} has been quiet for {period}"
-    );
-    let event = on_workload(key, uid, "FlapGuard", truncate_bytes(message, MAX_MESSAGE_BYTES));
+    let message = holds::hold_message(source, limit, period);
+    let event =
+        on_workload(key, uid, holds::HOLD_REASON, truncate_bytes(message, MAX_MESSAGE_BYTES));
     Event { type_: Some("Warning".to_owned()), ..event }
+}
+
+/// The Event when `source` has been quiet for a period and rolls `key` again.
+pub fn flap_guard_released(
+    key: &WorkloadKey,
+    uid: Option<String>,
+    source: &str,
+    period: Duration,
+) -> Event {
+    let message = holds::release_message(source, period);
+    on_workload(key, uid, holds::RELEASE_REASON, truncate_bytes(message, MAX_MESSAGE_BYTES))
 }
 
 /// A `Normal` core/v1 Event on the workload, from configsum's controller.

@@ -30,8 +30,17 @@ impl Default for FlapLimits {
 pub enum Admission {
     /// Roll as usual.
     Roll,
-    /// Held; `newly` the first time, which is when the Event is recorded.
-    Hold { newly: bool },
+    /// Held; `announce` the first time and once a period after while it lasts, which is
+    /// when the Event is recorded (Events expire; `configsum explain` reads holds from them).
+    Hold { announce: bool },
+}
+
+#[derive(Debug)]
+struct Held {
+    /// The last trigger seen while held: the quiet period runs from it.
+    last: Instant,
+    /// When the hold's Event was last recorded.
+    announced: Instant,
 }
 
 /// A workload and the source that rolls it.
@@ -42,8 +51,8 @@ pub struct FlapGuard {
     limits: FlapLimits,
     /// When each source rolled each workload, within the last period.
     rolls: HashMap<Pair, VecDeque<Instant>>,
-    /// Held pairs, with the last trigger seen while held.
-    held: HashMap<Pair, Instant>,
+    /// Held pairs.
+    held: HashMap<Pair, Held>,
 }
 
 impl FlapGuard {
@@ -57,17 +66,21 @@ impl FlapGuard {
             return Admission::Roll;
         }
         let pair = (workload.clone(), trigger.source());
-        if let Some(last) = self.held.get_mut(&pair) {
-            *last = now;
-            return Admission::Hold { newly: false };
+        if let Some(held) = self.held.get_mut(&pair) {
+            held.last = now;
+            let announce = now.saturating_duration_since(held.announced) >= self.limits.period;
+            if announce {
+                held.announced = now;
+            }
+            return Admission::Hold { announce };
         }
         let recent = self.rolls.get_mut(&pair).map_or(0, |rolls| {
             prune(rolls, now, self.limits.period);
             rolls.len()
         });
         if recent >= self.limits.limit as usize {
-            self.held.insert(pair, now);
-            return Admission::Hold { newly: true };
+            self.held.insert(pair, Held { last: now, announced: now });
+            return Admission::Hold { announce: true };
         }
         Admission::Roll
     }
@@ -96,7 +109,7 @@ impl FlapGuard {
         let quiet: Vec<Pair> = self
             .held
             .iter()
-            .filter(|(_, last)| now.saturating_duration_since(**last) >= period)
+            .filter(|(_, held)| now.saturating_duration_since(held.last) >= period)
             .map(|(pair, _)| pair.clone())
             .collect();
         for pair in &quiet {
@@ -113,7 +126,7 @@ impl FlapGuard {
 
     /// When the next held pair is released, if any is held.
     pub fn next_release(&self) -> Option<Instant> {
-        self.held.values().map(|last| *last + self.limits.period).min()
+        self.held.values().map(|held| held.last + self.limits.period).min()
     }
 
     /// Whether some source is held for `workload`.
@@ -179,8 +192,8 @@ mod tests {
             guard.rolled(&web(), [&db], now);
         }
         let fourth = start + 3 * MINUTE;
-        assert_eq!(guard.admit(&web(), &db, fourth), Admission::Hold { newly: true });
-        assert_eq!(guard.admit(&web(), &db, fourth + MINUTE), Admission::Hold { newly: false });
+        assert_eq!(guard.admit(&web(), &db, fourth), Admission::Hold { announce: true });
+        assert_eq!(guard.admit(&web(), &db, fourth + MINUTE), Admission::Hold { announce: false });
         assert_eq!(guard.admit(&web(), &other, fourth), Admission::Roll, "per source");
         assert!(guard.is_held(&web()));
         assert_eq!(guard.held_workloads(), 1);
@@ -194,6 +207,23 @@ mod tests {
         assert_eq!(released, [(web(), "secret/db".to_owned())]);
         assert!(!guard.is_held(&web()));
         assert_eq!(guard.admit(&web(), &db, last + 10 * MINUTE), Admission::Roll, "history reset");
+    }
+
+    #[test]
+    fn a_hold_that_lasts_is_announced_again_once_a_period() {
+        let mut guard = FlapGuard::new(FlapLimits { limit: 1, period: 10 * MINUTE });
+        let (start, db) = (Instant::now(), secret("db"));
+        assert_eq!(guard.admit(&web(), &db, start), Admission::Roll);
+        guard.rolled(&web(), [&db], start);
+        let announced: Vec<bool> = (1..=25)
+            .map(|minute| match guard.admit(&web(), &db, start + MINUTE * minute) {
+                Admission::Hold { announce } => announce,
+                Admission::Roll => panic!("still flapping at minute {minute}"),
+            })
+            .collect();
+        let at: Vec<usize> =
+            announced.iter().enumerate().filter(|(_, a)| **a).map(|(i, _)| i + 1).collect();
+        assert_eq!(at, [1, 11, 21], "held at minute 1, then once every ten minutes");
     }
 
     #[test]

@@ -335,6 +335,34 @@ impl WorkloadKind {
         WorkloadKind::all().find(|k| k.word() == word && k.trackable())
     }
 
+    /// The kind kubectl means by `word`: its lower-case name (`deployment`), its resource
+    /// (`deployments`), either followed by its group (`deployment.apps`), or a built-in kind's
+    /// short name (`deploy`, `sts`, `ds`, `rs`, `po`, `ro`). The first kind of the table wins,
+    /// as kubectl prefers the built-in kinds.
+    pub fn from_kubectl_word(word: &str) -> Option<Self> {
+        const SHORT_NAMES: [(&str, WorkloadKind); 6] = [
+            ("deploy", WorkloadKind::Deployment),
+            ("sts", WorkloadKind::StatefulSet),
+            ("ds", WorkloadKind::DaemonSet),
+            ("rs", WorkloadKind::ReplicaSet),
+            ("po", WorkloadKind::Pod),
+            ("ro", WorkloadKind::Rollout),
+        ];
+        let word = word.to_ascii_lowercase();
+        if let Some((_, kind)) = SHORT_NAMES.iter().find(|(short, _)| *short == word) {
+            return Some(*kind);
+        }
+        WorkloadKind::all().find(|k| {
+            let d = k.declaration();
+            let name = d.name.to_ascii_lowercase();
+            [name.as_str(), d.resource].iter().any(|base| {
+                word == *base
+                    || word.strip_prefix(base).and_then(|rest| rest.strip_prefix('.'))
+                        == Some(d.group)
+            })
+        })
+    }
+
     /// The kind for a `request.kind` (group, version, kind), or `None` for kinds left untouched.
     pub fn from_gvk(group: &str, version: &str, kind: &str) -> Option<Self> {
         WorkloadKind::all().find(|k| {
@@ -396,6 +424,21 @@ mod tests {
         assert_eq!(WorkloadKind::Pod.declaration().name, "Pod");
         assert_eq!(WorkloadKind::Rollout.declaration().name, "Rollout");
         assert_eq!(format!("{:?}", WorkloadKind::Job), "Job");
+    }
+
+    #[test]
+    fn kinds_are_found_as_kubectl_names_them() {
+        let found = |word| WorkloadKind::from_kubectl_word(word);
+        for word in ["deployment", "Deployments", "deploy", "deployment.apps", "deployments.apps"] {
+            assert_eq!(found(word), Some(WorkloadKind::Deployment), "{word}");
+        }
+        assert_eq!(found("sts"), Some(WorkloadKind::StatefulSet));
+        assert_eq!(found("statefulsets.apps"), Some(WorkloadKind::StatefulSet));
+        assert_eq!(found("rollouts.argoproj.io"), Some(WorkloadKind::Rollout));
+        assert_eq!(found("po"), Some(WorkloadKind::Pod));
+        for word in ["cronjob", "configmap", "deployment.batch", "deploymentsapps", ""] {
+            assert_eq!(found(word), None, "{word}");
+        }
     }
 
     #[test]

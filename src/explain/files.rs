@@ -6,7 +6,6 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use super::shown;
-use crate::core::explain::ReadWorkload;
 use crate::core::workload::WorkloadKind;
 use crate::lookup::{FileSource, workload_documents};
 
@@ -16,13 +15,7 @@ const MAX_INPUT_BYTES: u64 = 64 << 20;
 pub struct Inputs {
     pub objects: FileSource,
     /// The workloads of the namespace: their kind and JSON.
-    workloads: Vec<(WorkloadKind, String)>,
-}
-
-impl Inputs {
-    pub fn workloads(&self) -> Vec<ReadWorkload<'_>> {
-        self.workloads.iter().map(|(kind, json)| ReadWorkload { kind: *kind, json }).collect()
-    }
+    pub workloads: Vec<(WorkloadKind, String)>,
 }
 
 /// Reads every stream; objects that name no namespace are in `namespace`.

@@ -1,26 +1,43 @@
-//! `configsum explain`: which workloads roll when a ConfigMap or Secret changes, and why
-//! or why not, answered by the core's own plan (`core::explain`) from YAML streams such as a
-//! Helm render. Read-only; the answer goes to stdout, as text or versioned JSON.
+//! `configsum explain`: which workloads roll when a ConfigMap or Secret changes, or what a
+//! workload tracks and whether its pods run its template; why or why not, answered by the
+//! core's own plan (`core::explain`). The inputs come from YAML streams such as a Helm render
+//! (`files`), or from the cluster, read-only (`cluster`). The answer goes to stdout, as text
+//! or versioned JSON.
 
+mod cluster;
 mod files;
 mod output;
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::config::{ExplainArgs, ExplainOutput};
-use crate::core::explain::trackers;
-use crate::core::{Digester, ObjectRef, Settings};
+use crate::core::explain::workload::objects_read;
+use crate::core::explain::{
+    ControllerEvent, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
+};
+use crate::core::workload::WorkloadKind;
+use crate::core::{Digester, ObjectContent, ObjectRef, Settings};
 use crate::process::load_digest_keys;
 
-pub use output::Explanation;
+pub use output::{Explanation, WorkloadExplanation};
 
-/// Exit codes: 0 answered; 1 the object does not exist (the answer is still given); 2 usage.
+/// Exit codes: 0 answered; 1 the object does not exist (the answer is still given); 2 usage,
+/// or no answer can be given (the cluster cannot be read).
 pub const EXIT_MISSING: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 
 /// Runs the command; errors go to stderr. Returns the exit code.
 pub fn run(args: &ExplainArgs) -> u8 {
-    match explain(args) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("configsum explain: cannot start the async runtime: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    match runtime.block_on(explain(args)) {
         Ok((text, exists)) => {
             print!("{text}");
             if exists { 0 } else { EXIT_MISSING }
@@ -32,43 +49,155 @@ pub fn run(args: &ExplainArgs) -> u8 {
     }
 }
 
-/// The answer as written, and whether the object exists.
-fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
-    let object = ObjectRef::parse(&args.object)
-        .ok_or_else(|| format!("{:?} is not configmap/<name> or secret/<name>", args.object))?;
-    let digester = match &args.digest_key_file {
+/// What is asked about.
+enum Subject {
+    Object(ObjectRef),
+    Workload { kind: WorkloadKind, name: String },
+}
+
+impl Subject {
+    fn parse(text: &str) -> Result<Subject, String> {
+        if let Some(object) = ObjectRef::parse(text) {
+            return Ok(Subject::Object(object));
+        }
+        let workload = text.split_once('/').and_then(|(word, name)| {
+            let kind = WorkloadKind::from_kubectl_word(word)?;
+            let valid = !name.is_empty() && name.len() <= 253 && !name.contains('/');
+            valid.then(|| Subject::Workload { kind, name: name.to_owned() })
+        });
+        workload.ok_or_else(|| {
+            format!(
+                "{text:?} is not configmap/<name>, secret/<name> or a workload kind/<name> (deployment/web, sts/db)"
+            )
+        })
+    }
+}
+
+/// Where the inputs come from.
+enum Source {
+    Files(files::Inputs),
+    Cluster(cluster::Cluster),
+}
+
+impl Source {
+    async fn object(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+    ) -> Result<Option<Arc<ObjectContent>>, String> {
+        match self {
+            Source::Files(files) => Ok(files.objects.get(namespace, object).cloned()),
+            Source::Cluster(cluster) => cluster.object(namespace, object).await,
+        }
+    }
+}
+
+/// The answer as written, and whether what was asked about exists.
+async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
+    let subject = Subject::parse(&args.object)?;
+    let mut unread = Vec::new();
+    let mut digester = match &args.digest_key_file {
         Some(path) => {
             Some(Digester::new(load_digest_keys(Some(path), false).map_err(|e| e.to_string())?))
         }
         None => None,
     };
-    let inputs = files::read(&args.files, &args.namespace)?;
-    let found = inputs.objects.get(&args.namespace, &object).map(|content| &**content);
+    let (source, namespace, workloads, events) = if args.files.is_empty() {
+        let cluster = cluster::Cluster::connect(args.context.as_deref()).await?;
+        let namespace = args.namespace.clone().unwrap_or_else(|| cluster.default_namespace.clone());
+        let workloads = cluster.workloads(&namespace, &mut unread).await?;
+        if digester.is_none() {
+            match cluster.digest_key().await {
+                Ok(installed) => digester = Some(installed),
+                Err(why) => unread.push(format!("the installed digest key: {why}")),
+            }
+        }
+        let events = cluster.events(&namespace).await.unwrap_or_else(|why| {
+            unread.push(format!("configsum's Events (for held): {why}"));
+            Vec::new()
+        });
+        (Source::Cluster(cluster), namespace, workloads, events)
+    } else {
+        let namespace = args.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        let mut inputs = files::read(&args.files, &namespace)?;
+        let workloads = std::mem::take(&mut inputs.workloads);
+        (Source::Files(inputs), namespace, workloads, Vec::<ControllerEvent>::new())
+    };
+    let now = k8s_openapi::jiff::Timestamp::now().as_second();
+    let holds = Holds::from_events(&events, now);
     let settings =
         Settings { domain: args.annotations.annotation_domain.clone(), ..Settings::default() };
-    let workloads = inputs.workloads();
-    let answer = trackers(
-        &object,
-        &args.namespace,
-        args.key.as_deref(),
-        &workloads,
-        Ok(found),
-        digester.as_ref(),
-        &settings,
-    );
-    let explanation = Explanation {
-        object: object.to_string(),
-        namespace: args.namespace.clone(),
-        key: args.key.clone(),
-        exists: found.is_some(),
-        digest_key: digester.is_some(),
-        workloads: answer,
+    let read: Vec<ReadWorkload<'_>> =
+        workloads.iter().map(|(kind, json)| ReadWorkload { kind: *kind, json }).collect();
+    let view = NamespaceView {
+        namespace: &namespace,
+        workloads: &read,
+        digester: digester.as_ref(),
+        holds: &holds,
+        settings: &settings,
     };
-    let text = match args.output {
-        ExplainOutput::Json => explanation.json(),
-        ExplainOutput::Text => explanation.text(),
-    };
-    Ok((text, explanation.exists))
+    match subject {
+        Subject::Object(object) => {
+            let found = source
+                .object(&namespace, &object)
+                .await
+                .map_err(|why| format!("cannot read {object} in {namespace}: {why}"))?;
+            let answer = trackers(&view, &object, args.key.as_deref(), Ok(found.as_deref()));
+            let explanation = Explanation {
+                object: object.to_string(),
+                namespace: namespace.clone(),
+                key: args.key.clone(),
+                exists: found.is_some(),
+                digest_key: digester.is_some(),
+                workloads: answer,
+                unread,
+            };
+            let text = match args.output {
+                ExplainOutput::Json => explanation.json(),
+                ExplainOutput::Text => explanation.text(),
+            };
+            Ok((text, explanation.exists))
+        }
+        Subject::Workload { kind, name } => {
+            let workload = read.iter().find(|w| w.kind == kind && w.name() == name);
+            let mut explanation = WorkloadExplanation {
+                workload: format!("{}/{name}", kind.word()),
+                namespace: namespace.clone(),
+                exists: workload.is_some(),
+                digest_key: digester.is_some(),
+                verdict: None,
+                inputs: Vec::new(),
+                rollout: None,
+                unread,
+            };
+            if let Some(workload) = workload {
+                let mut objects = BTreeMap::new();
+                for object in objects_read(&view, workload) {
+                    let found = source.object(&namespace, &object).await;
+                    objects.insert(object, found);
+                }
+                let lookup = |object: &ObjectRef| match objects.get(object) {
+                    Some(Ok(found)) => Ok(found.as_deref()),
+                    Some(Err(why)) => Err(why.clone()),
+                    None => Err("not read".to_owned()),
+                };
+                let answer = explain_workload(&view, workload, &lookup);
+                for (object, found) in &objects {
+                    if let Err(why) = found {
+                        explanation.unread.push(format!("{object}: {why}"));
+                    }
+                }
+                explanation.verdict = Some(answer.verdict);
+                explanation.inputs = answer.inputs;
+                explanation.rollout = Some(answer.rollout);
+            }
+            let text = match args.output {
+                ExplainOutput::Json => explanation.json(),
+                ExplainOutput::Text => explanation.text(),
+            };
+            Ok((text, explanation.exists))
+        }
+    }
 }
 
 /// A path as errors name it.

@@ -1,9 +1,12 @@
-//! explain's answer, as JSON for scripts (`configsum.dev/v1alpha1`, kind `Explanation`,
-//! docs/explain.md) and as a table for people. Digests only: never a value of a Secret.
+//! explain's answers, as JSON for scripts (`configsum.dev/v1alpha1`, kinds `Explanation` and
+//! `WorkloadExplanation`, docs/explain.md) and as tables for people. Digests only: never a
+//! value of a Secret.
 
 use serde::Serialize;
 
-use crate::core::explain::Tracker;
+use crate::core::explain::rollout::Rollout;
+use crate::core::explain::{InputLine, Tracker};
+use crate::core::verdict::Verdict;
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -18,20 +21,116 @@ pub struct Explanation {
     /// Whether a digest key was given (without one, Secrets' verdicts are `unknown`).
     pub digest_key: bool,
     pub workloads: Vec<Tracker>,
+    /// What could not be read, and why: the answer may be incomplete.
+    pub unread: Vec<String>,
+}
+
+/// The answer about a workload.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadExplanation {
+    /// `deployment/web`, as asked.
+    pub workload: String,
+    pub namespace: String,
+    pub exists: bool,
+    pub digest_key: bool,
+    /// `None` when it does not exist.
+    pub verdict: Option<Verdict>,
+    pub inputs: Vec<InputLine>,
+    pub rollout: Option<Rollout>,
+    pub unread: Vec<String>,
+}
+
+/// One object as JSON: `apiVersion`, `kind`, then its fields; a trailing newline.
+fn versioned(kind: &str, answer: &impl Serialize) -> String {
+    let mut value = serde_json::json!({"apiVersion": "configsum.dev/v1alpha1", "kind": kind});
+    if let (Some(out), Ok(serde_json::Value::Object(fields))) =
+        (value.as_object_mut(), serde_json::to_value(answer))
+    {
+        out.extend(fields);
+    }
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Rows under a header, each column as wide as its widest cell.
+fn table<const N: usize>(out: &mut String, header: [&str; N], rows: &[[String; N]]) {
+    let header = header.map(str::to_owned);
+    let widths: Vec<usize> = (0..N)
+        .map(|i| rows.iter().chain([&header]).map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in [&header].into_iter().chain(rows) {
+        let cells: Vec<String> =
+            row.iter().zip(&widths).map(|(cell, width)| format!("{cell:width$}")).collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+}
+
+/// The notes under a table: what could not be read.
+fn notes(out: &mut String, unread: &[String]) {
+    for why in unread {
+        out.push_str(&format!("(not read: {why})\n"));
+    }
+}
+
+impl WorkloadExplanation {
+    pub fn json(&self) -> String {
+        versioned("WorkloadExplanation", self)
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let Some(verdict) = self.verdict else {
+            out.push_str(&format!("{} in {}: it does not exist\n", self.workload, self.namespace));
+            notes(&mut out, &self.unread);
+            return out;
+        };
+        let inputs = match self.inputs.len() {
+            0 => "tracks nothing".to_owned(),
+            1 => "1 input".to_owned(),
+            n => format!("{n} inputs"),
+        };
+        out.push_str(&format!("{} in {}: {verdict}, {inputs}\n", self.workload, self.namespace));
+        let rows: Vec<[String; 5]> = self
+            .inputs
+            .iter()
+            .map(|line| {
+                let what = match (&line.keys, &line.reference) {
+                    (Some(keys), _) => keys.join(","),
+                    (None, Some(reference)) => reference.clone(),
+                    (None, None) => "-".to_owned(),
+                };
+                [
+                    line.input.clone(),
+                    what,
+                    line.verdict.to_string(),
+                    short(line.recorded.as_deref()),
+                    short(line.current.as_deref()),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            table(&mut out, ["INPUT", "KEYS/IMAGE", "VERDICT", "RECORDED", "CURRENT"], &rows);
+        }
+        if let Some(rollout) = &self.rollout {
+            out.push_str(&format!("pods: {}\n", rollout.message));
+        }
+        if self.inputs.iter().any(|line| line.reference.is_some()) {
+            out.push_str("(images: explain asks no registry; the controller's poller does)\n");
+        }
+        if !self.digest_key && self.inputs.iter().any(|line| line.input.starts_with("secret/")) {
+            out.push_str("(no digest key: a Secret's current digest cannot be told)\n");
+        }
+        notes(&mut out, &self.unread);
+        out
+    }
 }
 
 impl Explanation {
     pub fn json(&self) -> String {
-        let mut value =
-            serde_json::json!({"apiVersion": "configsum.dev/v1alpha1", "kind": "Explanation"});
-        if let (Some(out), Ok(serde_json::Value::Object(fields))) =
-            (value.as_object_mut(), serde_json::to_value(self))
-        {
-            out.extend(fields);
-        }
-        let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
-        text.push('\n');
-        text
+        versioned("Explanation", self)
     }
 
     pub fn text(&self) -> String {
@@ -45,9 +144,6 @@ impl Explanation {
             self.workloads.len(),
             if self.workloads.len() == 1 { "" } else { "s" }
         ));
-        if self.workloads.is_empty() {
-            return out;
-        }
         let rows: Vec<[String; 5]> = self
             .workloads
             .iter()
@@ -61,19 +157,13 @@ impl Explanation {
                 ]
             })
             .collect();
-        let header = ["WORKLOAD", "KEYS", "VERDICT", "RECORDED", "CURRENT"].map(str::to_owned);
-        let widths: Vec<usize> = (0..5)
-            .map(|i| rows.iter().chain([&header]).map(|r| r[i].chars().count()).max().unwrap_or(0))
-            .collect();
-        for row in [&header].into_iter().chain(&rows) {
-            let cells: Vec<String> =
-                row.iter().zip(&widths).map(|(cell, width)| format!("{cell:width$}")).collect();
-            out.push_str(cells.join("  ").trim_end());
-            out.push('\n');
+        if !rows.is_empty() {
+            table(&mut out, ["WORKLOAD", "KEYS", "VERDICT", "RECORDED", "CURRENT"], &rows);
         }
         if !self.digest_key && self.object.starts_with("secret/") {
-            out.push_str("(no --digest-key-file: a Secret's current digest cannot be told)\n");
+            out.push_str("(no digest key: a Secret's current digest cannot be told)\n");
         }
+        notes(&mut out, &self.unread);
         out
     }
 }

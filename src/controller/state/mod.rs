@@ -351,6 +351,12 @@ impl State {
         }
         for (workload, source) in view.guard.release(now) {
             info!(workload = %workload, %source, "quiet for a flap period: rolling it again");
+            if view.schedule.term().is_some() {
+                let uid =
+                    view.shared.snapshots.lock().ok().and_then(|s| s.get(&workload)?.uid.clone());
+                let period = view.guard.limits().period;
+                view.events.push(event::flap_guard_released(&workload, uid, &source, period));
+            }
             view.schedule.triggered(workload, Trigger::Quiet(source), now);
         }
         let mut work = std::mem::take(&mut view.work);
@@ -452,8 +458,8 @@ impl ClusterView {
         }
         match self.guard.admit(&workload, &trigger, now) {
             Admission::Roll => self.schedule.triggered(workload, trigger, now),
-            Admission::Hold { newly: false } => {}
-            Admission::Hold { newly: true } => {
+            Admission::Hold { announce: false } => {}
+            Admission::Hold { announce: true } => {
                 let FlapLimits { limit, period } = self.guard.limits();
                 let source = trigger.source();
                 warn!(workload = %workload, %source, limit, period = ?period,

@@ -518,6 +518,8 @@ fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
     assert!(h.work.is_empty(), "not quiet for a period yet");
     h.wait(Duration::from_secs(1));
     assert_eq!(h.state.held_workloads(), 0, "released");
+    assert_eq!(h.events.len(), 2, "the release is an Event too");
+    assert_eq!(h.events[1].reason.as_deref(), Some("FlapGuardReleased"));
     h.wait(WINDOW);
     assert_eq!(h.work.len(), 1, "after its window, as any roll");
     let triggers: Vec<String> = h.work[0].triggers.iter().map(ToString::to_string).collect();

@@ -1,25 +1,12 @@
-//! `configsum explain`'s answer about a ConfigMap or Secret, pure: which workloads of the
-//! namespace track it (the webhook's own plan: `track`, `ignore`, opt-out and ownership
-//! applied), the keys each consumes, and each one's verdict. The shell reads the workloads
-//! and the object, from the cluster or from files; nothing here is I/O.
+//! The answer about a ConfigMap or Secret: which workloads of the namespace track it (the
+//! webhook's own plan: `track`, `ignore`, opt-out and ownership applied), the keys each
+//! consumes, and each one's verdict.
 
 use serde::Serialize;
-use serde_json::Value;
 
-use super::kinds::Controller;
-use super::refs::ConsumedKeys;
-use super::review::{Request, plan_review};
-use super::verdict::Verdict;
-use super::workload::WorkloadKind;
-use super::{Digester, Found, Mutation, ObjectKind, ObjectRef, Observation, Plan, Settings, Skip};
-
-/// A workload as read, and its kind.
-#[derive(Clone, Copy, Debug)]
-pub struct ReadWorkload<'a> {
-    pub kind: WorkloadKind,
-    /// The object's JSON.
-    pub json: &'a str,
-}
+use super::{NamespaceView, keys_of, planned, verdict};
+use crate::core::verdict::Verdict;
+use crate::core::{Digester, Found, ObjectRef, Observation};
 
 /// One workload that tracks the object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -37,35 +24,24 @@ pub struct Tracker {
     pub verdict: Verdict,
 }
 
-/// The workloads among `workloads` that track `object` in `namespace` (with `key`: only those
-/// whose pods read that key), with their verdicts. `found` is the object as read now;
-/// `digester` is `None` when the digest key is unknown, which makes Secrets' verdicts
-/// `unknown` (ConfigMap digests are never keyed).
+/// The workloads of `view` that track `object` (with `key`: only those whose pods read that
+/// key), with their verdicts. `found` is the object as read now.
 pub fn trackers(
+    view: &NamespaceView<'_>,
     object: &ObjectRef,
-    namespace: &str,
     key: Option<&str>,
-    workloads: &[ReadWorkload<'_>],
     found: Found<'_>,
-    digester: Option<&Digester>,
-    settings: &Settings,
 ) -> Vec<Tracker> {
     let plain = Digester::default();
-    let digester = match (object.kind, digester) {
-        (ObjectKind::Secret, None) => None,
-        (_, Some(digester)) => Some(digester),
-        (_, None) => Some(&plain),
-    };
+    let digester = view.digester_for(object.kind, &plain);
+    let source = object.to_string();
     let mut trackers = Vec::new();
-    for workload in workloads {
-        let Some((mutation, skipped)) = planned(workload, namespace, settings) else { continue };
+    for workload in view.workloads {
+        let Some((mutation, skipped)) = planned(workload, view) else { continue };
         let Some(target) = mutation.targets.iter().find(|t| t.object == *object) else {
             continue;
         };
-        let keys = match &target.consumption.keys {
-            ConsumedKeys::All => vec!["*".to_owned()],
-            ConsumedKeys::Keys(keys) => keys.iter().cloned().collect(),
-        };
+        let keys = keys_of(&target.consumption.keys);
         if key.is_some_and(|k| keys != ["*"] && !keys.iter().any(|read| read == k)) {
             continue;
         }
@@ -73,16 +49,13 @@ pub fn trackers(
         let current =
             digester.and_then(|digester| match mutation.observe(target, digester, found.clone()) {
                 Observation::Digest(digest) => Some(digest),
-                Observation::Absent => Some(super::digest::ABSENT.to_owned()),
+                Observation::Absent => Some(crate::core::digest::ABSENT.to_owned()),
                 Observation::Unreadable(_) => None,
             });
-        let rolls = workload.kind.declaration().controller != Controller::Never;
-        let verdict = match skipped {
-            Some(verdict) => verdict,
-            None if !rolls => Verdict::NotRolling,
-            None => Verdict::of_input(recorded.as_deref(), current.as_deref()),
-        };
-        let name = name_of(workload.json);
+        let name = workload.name();
+        let held = view.holds.holds(workload.kind, &name, &source);
+        let verdict =
+            verdict(skipped, workload.kind, held, recorded.as_deref(), current.as_deref());
         trackers.push(Tracker {
             kind: workload.kind.as_str(),
             name,
@@ -96,60 +69,16 @@ pub fn trackers(
     trackers
 }
 
-/// The webhook's plan for a workload; one it skips for opt-out or ownership is planned as if
-/// it had neither, with that verdict, so that what it would track still shows.
-fn planned(
-    workload: &ReadWorkload<'_>,
-    namespace: &str,
-    settings: &Settings,
-) -> Option<(Mutation, Option<Verdict>)> {
-    let plan = |json: &str| {
-        let (group, version, _) = workload.kind.resource();
-        let request = Request {
-            group,
-            version,
-            kind: workload.kind.as_str(),
-            // Every kind is mutated on CREATE; what is recorded is read from the object.
-            operation: "CREATE",
-            namespace: Some(namespace),
-            object: Some(json),
-            ..Request::default()
-        };
-        plan_review(&request, settings)
-    };
-    match plan(workload.json) {
-        Plan::Mutate(mutation) => Some((mutation, None)),
-        Plan::Skip(skip @ (Skip::Disabled | Skip::ControllerOwned)) => {
-            let mut object: Value = serde_json::from_str(workload.json).ok()?;
-            let metadata = object.get_mut("metadata")?.as_object_mut()?;
-            match skip {
-                Skip::Disabled => {
-                    let annotations = metadata.get_mut("annotations")?.as_object_mut()?;
-                    annotations.remove(&settings.domain.enabled());
-                }
-                _ => {
-                    metadata.remove("ownerReferences");
-                }
-            }
-            match plan(&object.to_string()) {
-                Plan::Mutate(mutation) => Some((mutation, Verdict::of_skip(skip))),
-                _ => None,
-            }
-        }
-        _ => None,
-    }
-}
-
-fn name_of(json: &str) -> String {
-    let name: Option<String> =
-        super::field_path::read_at(json, &["metadata", "name"]).ok().flatten();
-    name.unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::Settings;
+    use crate::core::explain::{Holds, NamespaceView, ReadWorkload};
+    use crate::core::refs::ConsumedKeys;
+    use crate::core::verdict::Verdict;
+    use crate::core::workload::WorkloadKind;
     use crate::core::{DigestKeys, ObjectContent, ObjectId};
+    use serde_json::Value;
     use serde_json::json;
     use std::collections::BTreeMap;
 
@@ -219,7 +148,15 @@ mod tests {
         let new = content("new");
         let settings = Settings::default();
         let digester = digester();
-        let answer = trackers(&secret, NS, None, &read, Ok(Some(&new)), Some(&digester), &settings);
+        let holds = Holds::default();
+        let view = NamespaceView {
+            namespace: NS,
+            workloads: &read,
+            digester: Some(&digester),
+            holds: &holds,
+            settings: &settings,
+        };
+        let answer = trackers(&view, &secret, None, Ok(Some(&new)));
         let verdicts: Vec<(&str, Verdict)> =
             answer.iter().map(|t| (t.name.as_str(), t.verdict)).collect();
         assert_eq!(
@@ -237,26 +174,19 @@ mod tests {
         assert_eq!(answer[0].keys, ["*"]);
 
         // --key password: only the workloads whose pods read it.
-        let password = trackers(
-            &secret,
-            NS,
-            Some("password"),
-            &read,
-            Ok(Some(&new)),
-            Some(&digester),
-            &settings,
-        );
+        let password = trackers(&view, &secret, Some("password"), Ok(Some(&new)));
         let names: Vec<&str> = password.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["current", "fresh", "opted-out", "stale"]);
 
         // Without the digest key, a Secret's verdicts cannot be told.
-        let unknown = trackers(&secret, NS, None, &read, Ok(Some(&new)), None, &settings);
+        let keyless = NamespaceView { digester: None, ..view };
+        let unknown = trackers(&keyless, &secret, None, Ok(Some(&new)));
         assert_eq!(unknown[0].verdict, Verdict::Unknown);
         assert_eq!(unknown[0].current, None);
         assert_eq!(unknown[1].verdict, Verdict::FirstObservation, "nothing recorded, either way");
 
         // Deleted: absent.
-        let gone = trackers(&secret, NS, None, &read, Ok(None), Some(&digester), &settings);
+        let gone = trackers(&view, &secret, None, Ok(None));
         assert_eq!(gone[0].current.as_deref(), Some("absent"));
         assert_eq!(gone[0].verdict, Verdict::Stale);
     }
@@ -278,15 +208,15 @@ mod tests {
             ReadWorkload { kind: WorkloadKind::Deployment, json: &owned },
         ];
         let new = content("new");
-        let answer = trackers(
-            &ObjectRef::secret("db"),
-            NS,
-            None,
-            &read,
-            Ok(Some(&new)),
-            Some(&digester()),
-            &Settings::default(),
-        );
+        let (digester, holds, settings) = (digester(), Holds::default(), Settings::default());
+        let view = NamespaceView {
+            namespace: NS,
+            workloads: &read,
+            digester: Some(&digester),
+            holds: &holds,
+            settings: &settings,
+        };
+        let answer = trackers(&view, &ObjectRef::secret("db"), None, Ok(Some(&new)));
         let verdicts: Vec<(&str, Verdict)> = answer.iter().map(|t| (t.kind, t.verdict)).collect();
         assert_eq!(
             verdicts,

@@ -1,0 +1,138 @@
+//! `configsum explain`'s answers, pure: the shell reads the workloads, the objects and the
+//! controller's Events, from the cluster or from files; nothing here is I/O. Every answer is
+//! the webhook's own plan (`track`, `ignore`, opt-out and ownership applied) held against what
+//! the inputs are now.
+//!
+//! - [`object`]: which workloads roll when a ConfigMap or Secret changes;
+//! - [`workload`]: every input of one workload, and whether its pods run its template;
+//! - [`rollout`]: that last question, from the workload's own status;
+//! - [`holds`]: which sources the controller's flap guard holds, from its Events.
+
+pub mod holds;
+pub mod object;
+pub mod rollout;
+pub mod workload;
+
+use serde_json::Value;
+
+pub use holds::{ControllerEvent, Holds};
+pub use object::{Tracker, trackers};
+pub use workload::{InputLine, WorkloadAnswer, explain_workload};
+
+use super::kinds::Controller;
+use super::refs::ConsumedKeys;
+use super::review::{Request, plan_review};
+use super::verdict::Verdict;
+use super::workload::WorkloadKind;
+use super::{Digester, Mutation, ObjectKind, Plan, Settings, Skip};
+
+/// A workload as read, and its kind.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadWorkload<'a> {
+    pub kind: WorkloadKind,
+    /// The object's JSON.
+    pub json: &'a str,
+}
+
+impl ReadWorkload<'_> {
+    pub fn name(&self) -> String {
+        name_of(self.json)
+    }
+}
+
+/// What explain knows of a namespace: its workloads, the digest key, the flap guard's holds.
+pub struct NamespaceView<'a> {
+    pub namespace: &'a str,
+    pub workloads: &'a [ReadWorkload<'a>],
+    /// `None` when the digest key is unknown: Secrets' digests then cannot be told (ConfigMap
+    /// digests are never keyed).
+    pub digester: Option<&'a Digester>,
+    pub holds: &'a Holds,
+    pub settings: &'a Settings,
+}
+
+impl<'a> NamespaceView<'a> {
+    /// The digester for an object of `kind`; `plain` stands in for ConfigMaps without a key.
+    fn digester_for(&self, kind: ObjectKind, plain: &'a Digester) -> Option<&'a Digester> {
+        match (kind, self.digester) {
+            (ObjectKind::Secret, None) => None,
+            (_, Some(digester)) => Some(digester),
+            (_, None) => Some(plain),
+        }
+    }
+}
+
+/// The webhook's plan for a workload; one it skips for opt-out or ownership is planned as if
+/// it had neither, with that verdict, so that what it would track still shows.
+fn planned(
+    workload: &ReadWorkload<'_>,
+    view: &NamespaceView<'_>,
+) -> Option<(Mutation, Option<Verdict>)> {
+    let (namespace, settings) = (view.namespace, view.settings);
+    let plan = |json: &str| {
+        let (group, version, _) = workload.kind.resource();
+        let request = Request {
+            group,
+            version,
+            kind: workload.kind.as_str(),
+            // Every kind is mutated on CREATE; what is recorded is read from the object.
+            operation: "CREATE",
+            namespace: Some(namespace),
+            object: Some(json),
+            ..Request::default()
+        };
+        plan_review(&request, settings)
+    };
+    match plan(workload.json) {
+        Plan::Mutate(mutation) => Some((mutation, None)),
+        Plan::Skip(skip @ (Skip::Disabled | Skip::ControllerOwned)) => {
+            let mut object: Value = serde_json::from_str(workload.json).ok()?;
+            let metadata = object.get_mut("metadata")?.as_object_mut()?;
+            match skip {
+                Skip::Disabled => {
+                    let annotations = metadata.get_mut("annotations")?.as_object_mut()?;
+                    annotations.remove(&settings.domain.enabled());
+                }
+                _ => {
+                    metadata.remove("ownerReferences");
+                }
+            }
+            match plan(&object.to_string()) {
+                Plan::Mutate(mutation) => Some((mutation, Verdict::of_skip(skip))),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// One input's verdict for a workload: why it will not roll comes first (skipped, a kind that
+/// never rolls, held by the flap guard), then what is recorded against what is current.
+fn verdict(
+    skipped: Option<Verdict>,
+    kind: WorkloadKind,
+    held: bool,
+    recorded: Option<&str>,
+    current: Option<&str>,
+) -> Verdict {
+    match skipped {
+        Some(verdict) => verdict,
+        None if kind.declaration().controller == Controller::Never => Verdict::NotRolling,
+        None if held => Verdict::Held,
+        None => Verdict::of_input(recorded, current),
+    }
+}
+
+/// The keys as explain prints them: `["*"]` for every key.
+fn keys_of(keys: &ConsumedKeys) -> Vec<String> {
+    match keys {
+        ConsumedKeys::All => vec!["*".to_owned()],
+        ConsumedKeys::Keys(keys) => keys.iter().cloned().collect(),
+    }
+}
+
+fn name_of(json: &str) -> String {
+    let name: Option<String> =
+        super::field_path::read_at(json, &["metadata", "name"]).ok().flatten();
+    name.unwrap_or_default()
+}

@@ -1,0 +1,274 @@
+//! The answer about one workload: every input it tracks (ConfigMaps and Secrets with their
+//! keys, images, `image-env` variables, workloads it rolls with), what its template records
+//! for each, what each is now, each one's verdict; and whether its pods run its template.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::rollout::{Rollout, rollout};
+use super::{NamespaceView, ReadWorkload, keys_of, planned, verdict};
+use crate::core::field_path::read_at;
+use crate::core::verdict::Verdict;
+use crate::core::{Digester, Found, ObjectRef, Observation};
+
+/// One input of the workload.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InputLine {
+    /// `secret/db`, `image api`, `image-env api/DIGEST`, `deployment/db`.
+    pub input: String,
+    /// For a ConfigMap or Secret, the keys its pods read (`["*"]`: every key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Vec<String>>,
+    /// For an image, the reference asked about (`<repository>:<tag>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    pub recorded: Option<String>,
+    /// `None` when it cannot be told: a Secret without the digest key; an image, since explain
+    /// asks no registry (the controller's poller does).
+    pub current: Option<String>,
+    pub verdict: Verdict,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadAnswer {
+    /// `Deployment`, as the API names the kind.
+    pub kind: &'static str,
+    pub name: String,
+    /// The workload's own verdict: why it is skipped, else the most pressing of its inputs'.
+    pub verdict: Verdict,
+    pub inputs: Vec<InputLine>,
+    pub rollout: Rollout,
+}
+
+/// The answer about `workload`; `objects` reads a ConfigMap or Secret of the namespace as it
+/// is now.
+pub fn explain_workload<'o>(
+    view: &NamespaceView<'_>,
+    workload: &ReadWorkload<'_>,
+    objects: &dyn Fn(&ObjectRef) -> Found<'o>,
+) -> WorkloadAnswer {
+    let name = workload.name();
+    let parsed: Value = serde_json::from_str(workload.json).unwrap_or(Value::Null);
+    let rollout = rollout(workload.kind, &parsed);
+    let Some((mutation, skipped)) = planned(workload, view) else {
+        // Not a workload the webhook plans for (no pod spec to read): it tracks nothing.
+        return WorkloadAnswer {
+            kind: workload.kind.as_str(),
+            name,
+            verdict: verdict(None, workload.kind, false, None, None),
+            inputs: Vec::new(),
+            rollout,
+        };
+    };
+    let line_verdict = |source: &str, recorded: Option<&str>, current: Option<&str>| {
+        let held = view.holds.holds(workload.kind, &name, source);
+        verdict(skipped, workload.kind, held, recorded, current)
+    };
+    let plain = Digester::default();
+    let mut inputs = Vec::new();
+    for target in &mutation.targets {
+        let source = target.object.to_string();
+        let recorded = mutation.existing(target).map(str::to_owned);
+        let current = view.digester_for(target.object.kind, &plain).and_then(|digester| {
+            match mutation.observe(target, digester, objects(&target.object)) {
+                Observation::Digest(digest) => Some(digest),
+                Observation::Absent => Some(crate::core::digest::ABSENT.to_owned()),
+                Observation::Unreadable(_) => None,
+            }
+        });
+        inputs.push(InputLine {
+            verdict: line_verdict(&source, recorded.as_deref(), current.as_deref()),
+            input: source,
+            keys: Some(keys_of(&target.consumption.keys)),
+            reference: None,
+            recorded,
+            current,
+        });
+    }
+    for image in mutation.images.targets() {
+        let input = match image.variable() {
+            Some(variable) => format!("image-env {}/{variable}", image.container),
+            None => format!("image {}", image.container),
+        };
+        let source = format!("image {}", image.written);
+        inputs.push(InputLine {
+            input,
+            keys: None,
+            reference: Some(image.reference.clone()),
+            recorded: image.recorded.clone(),
+            current: None,
+            verdict: line_verdict(&source, image.recorded.as_deref(), None),
+        });
+    }
+    for tracked in &mutation.workloads {
+        let source = tracked.to_string();
+        let recorded = mutation.existing_annotation(&tracked.key).map(str::to_owned);
+        let template = view
+            .workloads
+            .iter()
+            .find(|w| w.kind == tracked.kind && w.name() == tracked.name)
+            .and_then(|w| template_of(w));
+        let found = Ok(template.as_ref());
+        let current = match mutation.observe_workload(found, &view.settings.domain) {
+            Observation::Digest(digest) => Some(digest),
+            Observation::Absent => Some(crate::core::digest::ABSENT.to_owned()),
+            Observation::Unreadable(_) => None,
+        };
+        inputs.push(InputLine {
+            verdict: line_verdict(&source, recorded.as_deref(), current.as_deref()),
+            input: source,
+            keys: None,
+            reference: None,
+            recorded,
+            current,
+        });
+    }
+    WorkloadAnswer {
+        kind: workload.kind.as_str(),
+        name,
+        verdict: overall(skipped, workload, &inputs),
+        inputs,
+        rollout,
+    }
+}
+
+/// The ConfigMaps and Secrets `workload` tracks: what [`explain_workload`] will ask about.
+pub fn objects_read(view: &NamespaceView<'_>, workload: &ReadWorkload<'_>) -> Vec<ObjectRef> {
+    planned(workload, view)
+        .map(|(mutation, _)| mutation.targets.into_iter().map(|t| t.object).collect())
+        .unwrap_or_default()
+}
+
+/// A workload's pod template, as the webhook reads a tracked one (`Null` when it has none).
+fn template_of(workload: &ReadWorkload<'_>) -> Option<Value> {
+    let path = workload.kind.declaration().template?;
+    let found: Option<Value> = read_at(workload.json, path).ok()?;
+    Some(found.unwrap_or(Value::Null))
+}
+
+/// The workload's verdict: its skip, else the most pressing of its inputs' verdicts.
+fn overall(skipped: Option<Verdict>, workload: &ReadWorkload<'_>, inputs: &[InputLine]) -> Verdict {
+    const PRESSING: [Verdict; 5] = [
+        Verdict::Held,
+        Verdict::Stale,
+        Verdict::Unknown,
+        Verdict::FirstObservation,
+        Verdict::Current,
+    ];
+    let first = verdict(skipped, workload.kind, false, Some(""), Some(""));
+    if first != Verdict::Current {
+        return first;
+    }
+    PRESSING
+        .into_iter()
+        .find(|v| inputs.iter().any(|line| line.verdict == *v))
+        .unwrap_or(Verdict::Current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::explain::holds::{ControllerEvent, HOLD_REASON, Holds, hold_message};
+    use crate::core::refs::ConsumedKeys;
+    use crate::core::workload::WorkloadKind;
+    use crate::core::{DigestKeys, ObjectContent, ObjectId, Settings};
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    const NS: &str = "shop";
+
+    fn digester() -> Digester {
+        Digester::new(DigestKeys::parse(b"0123456789abcdef0123456789abcdef").expect("key"))
+    }
+
+    #[test]
+    fn every_input_with_its_recorded_and_current_value() {
+        let secret =
+            ObjectContent::from_entries(BTreeMap::from([("password".to_owned(), b"new".to_vec())]));
+        let config = ObjectContent::from_entries(BTreeMap::from([("a".to_owned(), b"1".to_vec())]));
+        let db_ref = ObjectRef::secret("db");
+        let cm_ref = ObjectRef::config_map("app");
+        let cm_digest = Digester::default().digest(
+            ObjectId { namespace: NS, object: &cm_ref },
+            &config,
+            &ConsumedKeys::All,
+            None,
+        );
+        let db = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "db", "namespace": NS},
+            "spec": {"template": {"spec": {"containers": [{"name": "pg", "image": "pg:16"}]}}}})
+        .to_string();
+        let api = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "api", "namespace": NS, "generation": 2,
+                "annotations": {"configsum.dev/track": "*, deployment/db", "configsum.dev/images": "*"}},
+            "spec": {"replicas": 2, "template": {
+                "metadata": {"annotations": {
+                    "configmap.configsum.dev/app": cm_digest,
+                    "secret.configsum.dev/db": "hmac-sha256:old",
+                    "image.configsum.dev/api": format!("sha256:{}", "a".repeat(64))}},
+                "spec": {"containers": [{"name": "api", "image": "ghcr.io/org/api:prod",
+                    "envFrom": [{"configMapRef": {"name": "app"}}],
+                    "env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}]}}},
+            "status": {"observedGeneration": 2, "replicas": 3, "updatedReplicas": 1}})
+        .to_string();
+        let workloads = [
+            ReadWorkload { kind: WorkloadKind::Deployment, json: &api },
+            ReadWorkload { kind: WorkloadKind::Deployment, json: &db },
+        ];
+        let digester = digester();
+        let hold = ControllerEvent {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            name: "api".into(),
+            reason: HOLD_REASON.into(),
+            message: hold_message("secret/db", 5, std::time::Duration::from_secs(600)),
+            at: 100,
+        };
+        let holds = Holds::from_events(&[hold], 100);
+        let settings = Settings::default();
+        let view = NamespaceView {
+            namespace: NS,
+            workloads: &workloads,
+            digester: Some(&digester),
+            holds: &holds,
+            settings: &settings,
+        };
+        let objects = |object: &ObjectRef| -> Found<'_> {
+            Ok(if *object == db_ref {
+                Some(&secret)
+            } else if *object == cm_ref {
+                Some(&config)
+            } else {
+                None
+            })
+        };
+        let answer = explain_workload(&view, &workloads[0], &objects);
+        let lines: Vec<(&str, Verdict)> =
+            answer.inputs.iter().map(|l| (l.input.as_str(), l.verdict)).collect();
+        assert_eq!(
+            lines,
+            [
+                ("configmap/app", Verdict::Current),
+                ("secret/db", Verdict::Held),
+                ("image api", Verdict::Unknown),
+                ("deployment/db", Verdict::FirstObservation),
+            ]
+        );
+        assert_eq!(answer.verdict, Verdict::Held);
+        assert_eq!(answer.inputs[1].keys.as_deref(), Some(&["password".to_owned()][..]));
+        assert_eq!(answer.inputs[2].reference.as_deref(), Some("ghcr.io/org/api:prod"));
+        assert!(answer.inputs[3].current.as_deref().is_some_and(|d| d.starts_with("sha256:")));
+        assert_eq!(answer.rollout.state, super::super::rollout::RolloutState::Progressing);
+
+        // Without holds, the Secret is stale; the tracked workload gone reads absent.
+        let none = Holds::default();
+        let alone = [workloads[0]];
+        let view = NamespaceView { holds: &none, workloads: &alone, ..view };
+        let answer = explain_workload(&view, &workloads[0], &objects);
+        assert_eq!(answer.inputs[1].verdict, Verdict::Stale);
+        assert_eq!(answer.inputs[3].current.as_deref(), Some("absent"));
+        assert_eq!(answer.verdict, Verdict::Stale);
+    }
+}

@@ -1,0 +1,222 @@
+//! explain's inputs from a cluster, read-only, as the user's kubeconfig allows (kubectl's
+//! order: `KUBECONFIG`, `~/.kube/config`, then in-cluster): the workloads of the namespace
+//! (a list per workload kind, paged), the ConfigMaps and Secrets asked about (a GET each,
+//! decoded and digested as the webhook does), the installed digest key, and configsum's
+//! Events. Only GET requests: a read that is refused is named in the answer, not retried.
+
+use std::sync::Arc;
+
+use kube::api::ListParams;
+use kube::{Client, Resource as _};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::config::{DIGEST_KEY_FILE_NAME, DIGEST_KEY_SECRET};
+use crate::core::explain::ControllerEvent;
+use crate::core::mutate::DEFAULT_OWN_NAMESPACE;
+use crate::core::workload::WorkloadKind;
+use crate::core::{DigestKeys, Digester, ObjectContent, ObjectRef};
+use crate::lookup::api_object::workload_resource;
+use crate::lookup::{KubeSource, ObjectSource as _};
+
+/// Items per page of a list.
+const PAGE: u32 = 500;
+/// The most pages read of one list: 50,000 workloads or Events of a namespace.
+const MAX_PAGES: usize = 100;
+/// The controller's name on its Events.
+const CONTROLLER: &str = "configsum-controller";
+
+pub struct Cluster {
+    client: Client,
+    objects: KubeSource,
+    /// The kubeconfig context's namespace.
+    pub default_namespace: String,
+}
+
+impl Cluster {
+    pub async fn connect(context: Option<&str>) -> Result<Cluster, String> {
+        let options = kube::config::KubeConfigOptions {
+            context: context.map(str::to_owned),
+            ..Default::default()
+        };
+        let config = match kube::Config::from_kubeconfig(&options).await {
+            Ok(config) => config,
+            Err(kubeconfig) if context.is_none() => kube::Config::incluster()
+                .map_err(|_| format!("cannot read a kubeconfig: {kubeconfig}"))?,
+            Err(e) => return Err(format!("cannot read the kubeconfig: {e}")),
+        };
+        let default_namespace = config.default_namespace.clone();
+        let client = Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
+        Ok(Cluster { objects: KubeSource::new(client.clone()), client, default_namespace })
+    }
+
+    /// The workloads of `namespace`, every kind; a kind the API server does not serve (a CRD
+    /// not installed) has none. A list that fails otherwise is named in `unread`.
+    pub async fn workloads(
+        &self,
+        namespace: &str,
+        unread: &mut Vec<String>,
+    ) -> Result<Vec<(WorkloadKind, String)>, String> {
+        let mut workloads = Vec::new();
+        for kind in WorkloadKind::all() {
+            let path =
+                kube::core::DynamicObject::url_path(&workload_resource(kind), Some(namespace));
+            match self.list(&path).await {
+                Ok(items) => workloads.extend(items.into_iter().map(|json| (kind, json))),
+                Err(ListError::NotServed) => {}
+                Err(ListError::Failed(why)) => {
+                    unread.push(format!("{}: {why}", kind.row().declaration.resource));
+                }
+            }
+        }
+        Ok(workloads)
+    }
+
+    /// A ConfigMap or Secret as the webhook would read it; `Err` names why it cannot be.
+    pub async fn object(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+    ) -> Result<Option<Arc<ObjectContent>>, String> {
+        self.objects.fetch(namespace, object).await.map_err(|e| e.to_string())
+    }
+
+    /// The digest key configsum installed (`configsum-system/configsum-digest-key`), if this
+    /// user may read it.
+    pub async fn digest_key(&self) -> Result<Digester, String> {
+        let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), DEFAULT_OWN_NAMESPACE);
+        let secret = api.get(DIGEST_KEY_SECRET).await.map_err(|e| match e {
+            kube::Error::Api(status) => status.reason,
+            e => e.to_string(),
+        })?;
+        let keys = secret
+            .data
+            .and_then(|mut data| data.remove(DIGEST_KEY_FILE_NAME))
+            .ok_or_else(|| format!("it has no {DIGEST_KEY_FILE_NAME:?}"))?;
+        let keys = DigestKeys::parse(&keys.0).map_err(|e| e.to_string())?;
+        Ok(Digester::new(keys))
+    }
+
+    /// configsum's controller's Events in `namespace`.
+    pub async fn events(&self, namespace: &str) -> Result<Vec<ControllerEvent>, String> {
+        let path = format!("/api/v1/namespaces/{namespace}/events");
+        let items = self.list(&path).await.map_err(|e| match e {
+            ListError::NotServed => "not served".to_owned(),
+            ListError::Failed(why) => why,
+        })?;
+        Ok(items.iter().filter_map(|json| controller_event(json)).collect())
+    }
+
+    /// Every item of a collection, as JSON, page by page.
+    async fn list(&self, path: &str) -> Result<Vec<String>, ListError> {
+        #[derive(Deserialize)]
+        struct Page<'a> {
+            #[serde(borrow)]
+            items: Vec<&'a RawValue>,
+            #[serde(default)]
+            metadata: ListMeta,
+        }
+        #[derive(Default, Deserialize)]
+        struct ListMeta {
+            #[serde(rename = "continue")]
+            continue_token: Option<String>,
+        }
+        let mut items = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut params = ListParams::default().limit(PAGE);
+            params.continue_token = token.take();
+            let request = kube::core::Request::new(path)
+                .list(&params)
+                .map_err(|e| ListError::Failed(e.to_string()))?;
+            let text = match self.client.request_text(request).await {
+                Ok(text) => text,
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    return Err(ListError::NotServed);
+                }
+                Err(kube::Error::Api(status)) => return Err(ListError::Failed(status.reason)),
+                Err(e) => return Err(ListError::Failed(e.to_string())),
+            };
+            let page: Page<'_> = serde_json::from_str(&text)
+                .map_err(|_| ListError::Failed("not a list".to_owned()))?;
+            items.extend(page.items.iter().map(|item| item.get().to_owned()));
+            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+                Some(next) => token = Some(next),
+                None => return Ok(items),
+            }
+        }
+        Err(ListError::Failed(format!("more than {} items", MAX_PAGES * PAGE as usize)))
+    }
+}
+
+enum ListError {
+    NotServed,
+    Failed(String),
+}
+
+/// An Event of configsum's controller, as explain reads it; `None` for anyone else's.
+fn controller_event(json: &str) -> Option<ControllerEvent> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Wire {
+        #[serde(default)]
+        involved_object: Involved,
+        reason: Option<String>,
+        message: Option<String>,
+        reporting_component: Option<String>,
+        last_timestamp: Option<String>,
+        event_time: Option<String>,
+        #[serde(default)]
+        metadata: Meta,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Involved {
+        api_version: Option<String>,
+        kind: Option<String>,
+        name: Option<String>,
+    }
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Meta {
+        creation_timestamp: Option<String>,
+    }
+    let wire: Wire = serde_json::from_str(json).ok()?;
+    if wire.reporting_component.as_deref() != Some(CONTROLLER) {
+        return None;
+    }
+    let at = [wire.last_timestamp, wire.event_time, wire.metadata.creation_timestamp]
+        .into_iter()
+        .flatten()
+        .find_map(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())?;
+    Some(ControllerEvent {
+        api_version: wire.involved_object.api_version?,
+        kind: wire.involved_object.kind?,
+        name: wire.involved_object.name?,
+        reason: wire.reason?,
+        message: wire.message.unwrap_or_default(),
+        at: at.as_second(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_controllers_events_are_read() {
+        let event = |component: &str| {
+            serde_json::json!({"metadata": {"name": "web.1", "creationTimestamp": "2026-11-27T10:00:00Z"},
+                "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                "reason": "FlapGuard", "message": "m", "reportingComponent": component,
+                "lastTimestamp": "2026-11-27T10:00:05Z"})
+            .to_string()
+        };
+        let read = controller_event(&event(CONTROLLER)).expect("configsum's");
+        assert_eq!((read.kind.as_str(), read.name.as_str()), ("Deployment", "web"));
+        assert_eq!(read.at, 1_795_773_605);
+        assert_eq!(controller_event(&event("kubelet")), None);
+        assert_eq!(controller_event("not json"), None);
+    }
+}
