@@ -62,7 +62,14 @@ impl Cluster {
             let path =
                 kube::core::DynamicObject::url_path(&workload_resource(kind), Some(namespace));
             match self.list(&path).await {
-                Ok(items) => workloads.extend(items.into_iter().map(|json| (kind, json))),
+                // List items carry no apiVersion or kind; the webhook's plan wants them.
+                Ok(items) => workloads.extend(items.iter().filter_map(|json| {
+                    let mut object: serde_json::Value = serde_json::from_str(json).ok()?;
+                    let fields = object.as_object_mut()?;
+                    fields.insert("apiVersion".into(), kind.api_version().into());
+                    fields.insert("kind".into(), kind.as_str().into());
+                    Some((kind, object.to_string()))
+                })),
                 Err(ListError::NotServed) => {}
                 Err(ListError::Failed(why)) => {
                     unread.push(format!("{}: {why}", kind.row().declaration.resource));

@@ -128,6 +128,22 @@ impl Controller {
 }
 
 /// The cluster as the test sees it, mirrored into `Objects` for the webhook's pure path.
+/// What `configsum explain` answered.
+#[derive(Debug)]
+pub struct Explained {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Explained {
+    /// The JSON answer (`--output json`).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
+    }
+}
+
 pub struct Cluster {
     pub api: FakeApiServer,
     pub dir: TempDir,
@@ -260,6 +276,27 @@ impl Cluster {
 
     pub fn patches(&self, namespace: &str, name: &str) -> usize {
         self.api.calls("PATCH", &FakeApiServer::deployment_path(namespace, name))
+    }
+
+    /// `configsum explain` run by `user` (a bearer token) against this cluster.
+    pub async fn explain(&self, user: &str, args: &[&str]) -> Explained {
+        let kubeconfig = self.api.kubeconfig_for(&self.dir.0, user);
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_configsum"))
+            .arg("explain")
+            .args(args)
+            .env("KUBECONFIG", &kubeconfig)
+            .env_remove("CONFIGSUM_DIGEST_KEY_FILE")
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(Duration::from_secs(30), out)
+            .await
+            .expect("explain answers within 30 s")
+            .expect("run configsum explain");
+        Explained {
+            code: out.status.code(),
+            stdout: String::from_utf8(out.stdout).expect("utf-8"),
+            stderr: String::from_utf8(out.stderr).expect("utf-8"),
+        }
     }
 
     pub async fn wait_for(
