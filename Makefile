@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
+.PHONY: help all build test lint tools krew control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -28,14 +28,21 @@ test: lint tools
 ## (scripts/control-plane.sh build: kube-apiserver, kube-controller-manager, kubectl and etcd
 ## from Go modules; cached, minutes when cold), and the Argo CD and Flux CRDs that
 ## docs/gitops.md's snippets are checked against, in target/gitops-crds
-## (scripts/install-gitops-crds.sh, from Go modules; seconds, cached), and Knative Serving's
-## Service CRD (scripts/install-operator-crds.sh). Part of test.
+## (scripts/install-gitops-crds.sh, from Go modules; seconds, cached), Knative Serving's
+## Service CRD (scripts/install-operator-crds.sh), and krew, the kubectl plugin manager, for
+## the plugin's install test (scripts/install-krew.sh, from its Go module; cached). Part of test.
 tools:
+	scripts/install-krew.sh
 	scripts/install-helm.sh
 	scripts/install-python-tools.sh
 	scripts/control-plane.sh build >/dev/null
 	scripts/install-gitops-crds.sh
 	scripts/install-operator-crds.sh
+
+## krew: the kubectl plugin's archive and its rendered krew manifest in target/krew, from the
+## release binary (scripts/krew-package.sh; plugins/krew/configsum.yaml is the template).
+krew: build
+	scripts/krew-package.sh target/release/configsum target/krew
 
 ## control-plane: start a real control plane on loopback in target/control-plane and print
 ## how to use it (KUBECONFIG); `make control-plane-down` stops it.

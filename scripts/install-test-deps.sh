@@ -13,7 +13,9 @@
 # for tests/control_plane/gitops.rs jq (it runs docs/gitops.md's jq expressions) and the
 # Argo CD and Flux CRDs in target/gitops-crds (scripts/install-gitops-crds.sh, from Go
 # modules), and Knative Serving's Service CRD in target/operator-crds
-# (scripts/install-operator-crds.sh, from its Go module).
+# (scripts/install-operator-crds.sh, from its Go module), and krew for
+# tests/kubectl_plugin.rs (scripts/install-krew.sh, from its Go module, cached);
+# strip (binutils) makes the plugin's archive small.
 #
 # The tests start their own registries on ephemeral loopback ports; the Debian
 # package's service is never used, so it is kept from starting and disabled.
@@ -26,6 +28,7 @@ python3 -m venv --help >/dev/null 2>&1 || missing+=(python3-venv)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v htpasswd >/dev/null || missing+=(apache2-utils)
 command -v jq >/dev/null || missing+=(jq)
+command -v strip >/dev/null || missing+=(binutils)
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 if ((${#missing[@]})); then
   # policy-rc.d answering 101 tells invoke-rc.d and deb-systemd-invoke not to
@@ -68,3 +71,5 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 "$(dirname "$0")/install-gitops-crds.sh"
 # Knative Serving's Service CRD that docs/custom-kinds.md's declaration is checked against.
 "$(dirname "$0")/install-operator-crds.sh"
+# krew, which installs the kubectl plugin in tests/kubectl_plugin.rs (a minute when cold; cached).
+"$(dirname "$0")/install-krew.sh"

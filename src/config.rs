@@ -22,6 +22,28 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The file name kubectl runs for `kubectl configsum` (a link to, or a copy of, this binary).
+pub const KUBECTL_PLUGIN: &str = "kubectl-configsum";
+
+impl Cli {
+    /// Parses the command line; run as the kubectl plugin, help and errors say
+    /// `kubectl configsum`, as the user typed it.
+    pub fn parse_args() -> Cli {
+        use clap::{CommandFactory as _, FromArgMatches as _};
+        let invoked = std::env::args_os().next().map(std::path::PathBuf::from);
+        let plugin = invoked
+            .as_deref()
+            .and_then(std::path::Path::file_name)
+            .is_some_and(|name| name.to_string_lossy().starts_with(KUBECTL_PLUGIN));
+        let mut command = Cli::command();
+        if plugin {
+            command = command.bin_name("kubectl configsum");
+        }
+        let matches = command.get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the mutating admission webhook.
@@ -32,7 +54,8 @@ pub enum Command {
     Controller(ControllerArgs),
     /// Write the digests into a YAML stream or KRM ResourceList (stdin to stdout), as admission would.
     Render(RenderArgs),
-    /// Which workloads roll when a ConfigMap or Secret changes, and why or why not (docs/explain.md).
+    /// Which workloads roll when a ConfigMap or Secret changes, or what a workload tracks and
+    /// whether its pods run its template; why or why not (docs/explain.md).
     Explain(ExplainArgs),
 }
 

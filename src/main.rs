@@ -1,7 +1,6 @@
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
-use clap::Parser;
 use configsum::config::{Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
@@ -11,7 +10,7 @@ fn main() -> ExitCode {
         eprintln!("configsum: a TLS crypto provider was already installed");
         return ExitCode::FAILURE;
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     // Declared kinds join the table before anything reads a kind; a bad file is a usage error.
     let custom_kinds = match &cli.command {
         Command::Serve(args) => args.kinds.custom_kinds.as_deref(),
