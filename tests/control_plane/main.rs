@@ -25,6 +25,7 @@ mod server;
 mod controller;
 mod custom_kinds;
 mod differential;
+mod explain;
 mod gitops;
 mod install;
 mod relist;

@@ -52,6 +52,25 @@ pub struct NamespaceView<'a> {
 }
 
 impl<'a> NamespaceView<'a> {
+    /// Whether the controller that owns `workload` is among the namespace's workloads.
+    fn owner_listed(&self, workload: &ReadWorkload<'_>) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Owner {
+            kind: String,
+            name: String,
+            #[serde(default)]
+            controller: Option<bool>,
+        }
+        let owners: Option<Vec<Owner>> =
+            super::field_path::read_at(workload.json, &["metadata", "ownerReferences"])
+                .ok()
+                .flatten();
+        let Some(owner) = owners.into_iter().flatten().find(|o| o.controller == Some(true)) else {
+            return false;
+        };
+        self.workloads.iter().any(|w| w.kind.as_str() == owner.kind && w.name() == owner.name)
+    }
+
     /// The digester for an object of `kind`; `plain` stands in for ConfigMaps without a key.
     fn digester_for(&self, kind: ObjectKind, plain: &'a Digester) -> Option<&'a Digester> {
         match (kind, self.digester) {

@@ -38,6 +38,10 @@ pub fn trackers(
     let mut trackers = Vec::new();
     for workload in view.workloads {
         let Some((mutation, skipped)) = planned(workload, view) else { continue };
+        // A ReplicaSet of a listed Deployment, a Pod of a listed ReplicaSet: its owner answers.
+        if skipped == Some(Verdict::ControllerOwned) && view.owner_listed(workload) {
+            continue;
+        }
         let Some(target) = mutation.targets.iter().find(|t| t.object == *object) else {
             continue;
         };
@@ -202,10 +206,16 @@ mod tests {
         let mut owned: Value =
             serde_json::from_str(&deployment("owned", all, None, json!({}))).expect("json");
         owned["metadata"]["ownerReferences"] = json!([{"apiVersion": "x/v1", "kind": "App", "name": "a", "uid": "u", "controller": true}]);
-        let owned = owned.to_string();
+        let mut replica_set = owned.clone();
+        replica_set["kind"] = json!("ReplicaSet");
+        replica_set["metadata"]["name"] = json!("owned-5d4f");
+        replica_set["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+            "kind": "Deployment", "name": "owned", "uid": "u2", "controller": true}]);
+        let (owned, replica_set) = (owned.to_string(), replica_set.to_string());
         let read = [
             ReadWorkload { kind: WorkloadKind::Job, json: &job },
             ReadWorkload { kind: WorkloadKind::Deployment, json: &owned },
+            ReadWorkload { kind: WorkloadKind::ReplicaSet, json: &replica_set },
         ];
         let new = content("new");
         let (digester, holds, settings) = (digester(), Holds::default(), Settings::default());
@@ -220,7 +230,8 @@ mod tests {
         let verdicts: Vec<(&str, Verdict)> = answer.iter().map(|t| (t.kind, t.verdict)).collect();
         assert_eq!(
             verdicts,
-            [("Deployment", Verdict::ControllerOwned), ("Job", Verdict::NotRolling)]
+            [("Deployment", Verdict::ControllerOwned), ("Job", Verdict::NotRolling)],
+            "the ReplicaSet of a listed Deployment is left to its owner"
         );
     }
 }
