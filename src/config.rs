@@ -85,6 +85,12 @@ pub struct ExplainArgs {
     /// `text` for people, `json` for scripts (docs/explain.md).
     #[arg(long, value_enum, default_value_t = ExplainOutput::Text)]
     pub output: ExplainOutput,
+    /// Ask no registry what a workload's tracked tags point at now (their verdicts then read
+    /// `unknown`).
+    #[arg(long)]
+    pub no_registry: bool,
+    #[command(flatten)]
+    pub registries: RegistryArgs,
     #[command(flatten)]
     pub annotations: AnnotationArgs,
     #[command(flatten)]

@@ -9,6 +9,8 @@ mod controller;
 mod fake_apiserver;
 #[path = "support/fixtures.rs"]
 mod fixtures;
+#[path = "support/registry.rs"]
+mod registry;
 #[path = "support/server.rs"]
 mod server;
 
@@ -16,6 +18,7 @@ use std::time::Duration;
 
 use controller::{Cluster, KEY, NS, workload_path};
 use fake_apiserver::{FakeApiServer, Fault};
+use registry::Registry;
 use serde_json::{Value, json};
 
 const KEY_SECRET: &str = "/api/v1/namespaces/configsum-system/secrets/configsum-digest-key";
@@ -212,4 +215,46 @@ async fn a_rollout_that_has_not_reached_the_pods_and_the_same_answer_offline() {
     }
     let offline_requests = cluster.api.log().iter().filter(|l| l.token == "offline").count();
     assert_eq!(offline_requests, 0, "-f reads no cluster");
+}
+
+#[tokio::test]
+async fn a_moved_tag_reads_stale_from_the_registry_itself() {
+    let cluster = Cluster::new("explain-images").await;
+    let registry = Registry::anonymous().await;
+    let recorded = registry.push_image("shop/api", "prod", "v1").await;
+    let moved = registry.push_image("shop/api", "prod", "v2").await;
+    // api recorded v1's digest when it was admitted; prod has moved to v2 since.
+    let api = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "api", "namespace": NS, "annotations": {"configsum.dev/images": "*"}},
+        "spec": {"selector": {"matchLabels": {"app": "api"}}, "template": {
+            "metadata": {"labels": {"app": "api"}, "annotations": {"image.configsum.dev/api": recorded}},
+            "spec": {"containers": [{"name": "api", "image": registry.image("shop/api", "prod")}]}}}});
+    cluster.api.put(&workload_path("Deployment", NS, "api"), api);
+
+    let host = registry.host();
+    let ask = ["deployment/api", "-n", NS, "--insecure-registry", &host, "--output", "json"];
+    let run = cluster.explain("oncall", &ask).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let answer = run.json();
+    let image = &answer["inputs"][0];
+    assert_eq!(image["input"], "image api");
+    assert_eq!(image["reference"], registry.image("shop/api", "prod"));
+    assert_eq!(
+        (image["recorded"].clone(), image["current"].clone()),
+        (json!(recorded), json!(moved))
+    );
+    assert_eq!(image["verdict"], "stale");
+    assert_eq!(answer["verdict"], "stale");
+
+    // --no-registry asks none: unknown. A tag the registry does not know is named as unread.
+    let mut quiet = ask.to_vec();
+    quiet.push("--no-registry");
+    let answer = cluster.explain("oncall", &quiet).await.json();
+    assert_eq!(answer["inputs"][0]["verdict"], "unknown");
+    registry.delete_tag("shop/api", "prod");
+    let answer = cluster.explain("oncall", &ask).await.json();
+    assert_eq!(answer["inputs"][0]["verdict"], "unknown");
+    let unread = answer["unread"].to_string();
+    assert!(unread.contains("the registry does not know this tag"), "{unread}");
+    assert_eq!(writes_by(&cluster.api, "oncall"), Vec::<String>::new(), "GETs only");
 }

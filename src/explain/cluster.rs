@@ -79,6 +79,11 @@ impl Cluster {
         Ok(workloads)
     }
 
+    /// The webhook's reader of objects and pull secrets, over this user's client.
+    pub fn source(&self) -> &KubeSource {
+        &self.objects
+    }
+
     /// A ConfigMap or Secret as the webhook would read it; `Err` names why it cannot be.
     pub async fn object(
         &self,

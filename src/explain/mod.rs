@@ -6,6 +6,7 @@
 
 mod cluster;
 mod files;
+mod images;
 mod output;
 
 use std::collections::BTreeMap;
@@ -13,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::config::{ExplainArgs, ExplainOutput};
-use crate::core::explain::workload::objects_read;
+use crate::core::explain::workload::plan_of;
 use crate::core::explain::{
     ControllerEvent, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
 };
@@ -171,17 +172,24 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
                 unread,
             };
             if let Some(workload) = workload {
+                let plan = plan_of(&view, workload);
                 let mut objects = BTreeMap::new();
-                for object in objects_read(&view, workload) {
-                    let found = source.object(&namespace, &object).await;
-                    objects.insert(object, found);
+                for target in plan.iter().flat_map(|plan| &plan.targets) {
+                    let found = source.object(&namespace, &target.object).await;
+                    objects.insert(target.object.clone(), found);
                 }
+                let images = match &plan {
+                    Some(plan) if !args.no_registry => {
+                        images::resolve(args, &source, plan, &mut explanation.unread).await?
+                    }
+                    _ => Vec::new(),
+                };
                 let lookup = |object: &ObjectRef| match objects.get(object) {
                     Some(Ok(found)) => Ok(found.as_deref()),
                     Some(Err(why)) => Err(why.clone()),
                     None => Err("not read".to_owned()),
                 };
-                let answer = explain_workload(&view, workload, &lookup);
+                let answer = explain_workload(&view, workload, &lookup, &images);
                 for (object, found) in &objects {
                     if let Err(why) = found {
                         explanation.unread.push(format!("{object}: {why}"));

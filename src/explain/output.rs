@@ -117,9 +117,6 @@ impl WorkloadExplanation {
         if let Some(rollout) = &self.rollout {
             out.push_str(&format!("pods: {}\n", rollout.message));
         }
-        if self.inputs.iter().any(|line| line.reference.is_some()) {
-            out.push_str("(images: explain asks no registry; the controller's poller does)\n");
-        }
         if !self.digest_key && self.inputs.iter().any(|line| line.input.starts_with("secret/")) {
             out.push_str("(no digest key: a Secret's current digest cannot be told)\n");
         }

@@ -35,7 +35,7 @@ rules:
   resources: [pods, events]
   verbs: [get, list]
 - apiGroups: [""]
-  resources: [configmaps, secrets]
+  resources: [configmaps, secrets, serviceaccounts]
   verbs: [get]
 ---
 apiVersion: rbac.authorization.k8s.io/v1

@@ -8,8 +8,9 @@ use serde_json::Value;
 use super::rollout::{Rollout, rollout};
 use super::{NamespaceView, ReadWorkload, keys_of, planned, verdict};
 use crate::core::field_path::read_at;
+use crate::core::inputs::image::ImageObservation;
 use crate::core::verdict::Verdict;
-use crate::core::{Digester, Found, ObjectRef, Observation};
+use crate::core::{Digester, Found, Mutation, ObjectRef, Observation};
 
 /// One input of the workload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -24,8 +25,8 @@ pub struct InputLine {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reference: Option<String>,
     pub recorded: Option<String>,
-    /// `None` when it cannot be told: a Secret without the digest key; an image, since explain
-    /// asks no registry (the controller's poller does).
+    /// `None` when it cannot be told: a Secret without the digest key, an image whose registry
+    /// was not asked or did not answer.
     pub current: Option<String>,
     pub verdict: Verdict,
 }
@@ -43,11 +44,13 @@ pub struct WorkloadAnswer {
 }
 
 /// The answer about `workload`; `objects` reads a ConfigMap or Secret of the namespace as it
-/// is now.
+/// is now; `images` has what registries said of its tracked images, in [`plan_of`]'s order
+/// (none, or fewer: not asked).
 pub fn explain_workload<'o>(
     view: &NamespaceView<'_>,
     workload: &ReadWorkload<'_>,
     objects: &dyn Fn(&ObjectRef) -> Found<'o>,
+    images: &[ImageObservation],
 ) -> WorkloadAnswer {
     let name = workload.name();
     let parsed: Value = serde_json::from_str(workload.json).unwrap_or(Value::Null);
@@ -87,19 +90,23 @@ pub fn explain_workload<'o>(
             current,
         });
     }
-    for image in mutation.images.targets() {
+    for (index, image) in mutation.images.targets().iter().enumerate() {
         let input = match image.variable() {
             Some(variable) => format!("image-env {}/{variable}", image.container),
             None => format!("image {}", image.container),
         };
         let source = format!("image {}", image.written);
+        let current = match images.get(index) {
+            Some(ImageObservation::Digest(digest)) => Some(digest.clone()),
+            _ => None,
+        };
         inputs.push(InputLine {
             input,
             keys: None,
             reference: Some(image.reference.clone()),
+            verdict: line_verdict(&source, image.recorded.as_deref(), current.as_deref()),
             recorded: image.recorded.clone(),
-            current: None,
-            verdict: line_verdict(&source, image.recorded.as_deref(), None),
+            current,
         });
     }
     for tracked in &mutation.workloads {
@@ -134,11 +141,10 @@ pub fn explain_workload<'o>(
     }
 }
 
-/// The ConfigMaps and Secrets `workload` tracks: what [`explain_workload`] will ask about.
-pub fn objects_read(view: &NamespaceView<'_>, workload: &ReadWorkload<'_>) -> Vec<ObjectRef> {
-    planned(workload, view)
-        .map(|(mutation, _)| mutation.targets.into_iter().map(|t| t.object).collect())
-        .unwrap_or_default()
+/// The webhook's plan for `workload`: what [`explain_workload`] will ask about (its
+/// ConfigMaps and Secrets in `targets`, its images in `images.targets()`).
+pub fn plan_of(view: &NamespaceView<'_>, workload: &ReadWorkload<'_>) -> Option<Mutation> {
+    planned(workload, view).map(|(mutation, _)| mutation)
 }
 
 /// A workload's pod template, as the webhook reads a tracked one (`Null` when it has none).
@@ -244,7 +250,8 @@ mod tests {
                 None
             })
         };
-        let answer = explain_workload(&view, &workloads[0], &objects);
+        let moved = ImageObservation::Digest(format!("sha256:{}", "b".repeat(64)));
+        let answer = explain_workload(&view, &workloads[0], &objects, &[moved]);
         let lines: Vec<(&str, Verdict)> =
             answer.inputs.iter().map(|l| (l.input.as_str(), l.verdict)).collect();
         assert_eq!(
@@ -252,7 +259,7 @@ mod tests {
             [
                 ("configmap/app", Verdict::Current),
                 ("secret/db", Verdict::Held),
-                ("image api", Verdict::Unknown),
+                ("image api", Verdict::Stale),
                 ("deployment/db", Verdict::FirstObservation),
             ]
         );
@@ -266,8 +273,9 @@ mod tests {
         let none = Holds::default();
         let alone = [workloads[0]];
         let view = NamespaceView { holds: &none, workloads: &alone, ..view };
-        let answer = explain_workload(&view, &workloads[0], &objects);
+        let answer = explain_workload(&view, &workloads[0], &objects, &[]);
         assert_eq!(answer.inputs[1].verdict, Verdict::Stale);
+        assert_eq!(answer.inputs[2].verdict, Verdict::Unknown, "no registry asked");
         assert_eq!(answer.inputs[3].current.as_deref(), Some("absent"));
         assert_eq!(answer.verdict, Verdict::Stale);
     }
