@@ -85,6 +85,10 @@ pub struct ExplainArgs {
     /// `text` for people, `json` for scripts (docs/explain.md).
     #[arg(long, value_enum, default_value_t = ExplainOutput::Text)]
     pub output: ExplainOutput,
+    /// The installed digest key Secret, as NAMESPACE/NAME, read when no --digest-key-file is
+    /// given and the cluster is read.
+    #[arg(long, default_value = "configsum-system/configsum-digest-key", value_parser = parse_secret_ref)]
+    pub digest_key_secret: (String, String),
     /// Ask no registry what a workload's tracked tags point at now (their verdicts then read
     /// `unknown`).
     #[arg(long)]
@@ -297,6 +301,22 @@ impl RegistryArgs {
             timeout: self.registry_timeout,
             ..RegistryConfig::default()
         }
+    }
+}
+
+/// `NAMESPACE/NAME` of a Secret.
+fn parse_secret_ref(value: &str) -> Result<(String, String), String> {
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    };
+    match value.split_once('/') {
+        Some((namespace, name)) if valid(namespace) && valid(name) => {
+            Ok((namespace.to_owned(), name.to_owned()))
+        }
+        _ => Err("not NAMESPACE/NAME".to_owned()),
     }
 }
 

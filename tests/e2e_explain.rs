@@ -125,6 +125,14 @@ async fn a_namespace_in_every_verdict_read_with_gets_only() {
     assert!(run.stdout.contains("no digest key"), "{}", run.stdout);
     assert_eq!(writes_by(&cluster.api, "intern"), Vec::<String>::new(), "GETs only");
 
+    // configsum installed elsewhere: --digest-key-secret says where its key is.
+    cluster.api.put_secret("ops", "configsum-key", &[("keys", KEY)]);
+    let elsewhere = ["secret/db", "-n", NS, "--digest-key-secret", "ops/configsum-key"];
+    let run = cluster.explain("intern", &[&elsewhere[..], &["--output", "json"]].concat()).await;
+    assert_eq!(run.json()["digestKey"], true, "{}", run.stdout);
+    let run = cluster.explain("intern", &["secret/db", "--digest-key-secret", "nope"]).await;
+    assert_eq!(run.code, Some(2), "not NAMESPACE/NAME");
+
     // An object that does not exist: exit 1, with the answer; a cluster that cannot be read: 2.
     let run = cluster.explain("oncall", &["configmap/nope", "-n", NS]).await;
     assert_eq!(run.code, Some(1), "{}", run.stderr);

@@ -11,9 +11,8 @@ use kube::{Client, Resource as _};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::config::{DIGEST_KEY_FILE_NAME, DIGEST_KEY_SECRET};
+use crate::config::DIGEST_KEY_FILE_NAME;
 use crate::core::explain::ControllerEvent;
-use crate::core::mutate::DEFAULT_OWN_NAMESPACE;
 use crate::core::workload::WorkloadKind;
 use crate::core::{DigestKeys, Digester, ObjectContent, ObjectRef};
 use crate::lookup::api_object::workload_resource;
@@ -93,12 +92,14 @@ impl Cluster {
         self.objects.fetch(namespace, object).await.map_err(|e| e.to_string())
     }
 
-    /// The digest key configsum installed (`configsum-system/configsum-digest-key`), if this
-    /// user may read it.
-    pub async fn digest_key(&self) -> Result<Digester, String> {
+    /// The digest key configsum installed (`--digest-key-secret`), if this user may read it.
+    pub async fn digest_key(
+        &self,
+        (namespace, name): &(String, String),
+    ) -> Result<Digester, String> {
         let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
-            kube::Api::namespaced(self.client.clone(), DEFAULT_OWN_NAMESPACE);
-        let secret = api.get(DIGEST_KEY_SECRET).await.map_err(|e| match e {
+            kube::Api::namespaced(self.client.clone(), namespace);
+        let secret = api.get(name).await.map_err(|e| match e {
             kube::Error::Api(status) => status.reason,
             e => e.to_string(),
         })?;

@@ -108,7 +108,7 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
         let namespace = args.namespace.clone().unwrap_or_else(|| cluster.default_namespace.clone());
         let workloads = cluster.workloads(&namespace, &mut unread).await?;
         if digester.is_none() {
-            match cluster.digest_key().await {
+            match cluster.digest_key(&args.digest_key_secret).await {
                 Ok(installed) => digester = Some(installed),
                 Err(why) => unread.push(format!("the installed digest key: {why}")),
             }
