@@ -24,7 +24,7 @@ use super::refs::ConsumedKeys;
 use super::review::{Request, plan_review};
 use super::verdict::Verdict;
 use super::workload::WorkloadKind;
-use super::{Digester, Mutation, ObjectKind, Plan, Settings, Skip};
+use super::{Digester, Mutation, ObjectKind, Observation, Plan, Settings, Skip};
 
 /// A workload as read, and its kind.
 #[derive(Clone, Copy, Debug)]
@@ -139,6 +139,16 @@ fn verdict(
         None if kind.declaration().controller == Controller::Never => Verdict::NotRolling,
         None if held => Verdict::Held,
         None => Verdict::of_input(recorded, current),
+    }
+}
+
+/// An input's current value as explain prints it: its digest, `absent`, or `None` when it
+/// could not be read.
+fn current_of(observation: Observation) -> Option<String> {
+    match observation {
+        Observation::Digest(digest) => Some(digest),
+        Observation::Absent => Some(super::digest::ABSENT.to_owned()),
+        Observation::Unreadable(_) => None,
     }
 }
 

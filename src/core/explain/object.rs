@@ -4,9 +4,9 @@
 
 use serde::Serialize;
 
-use super::{NamespaceView, keys_of, planned, verdict};
+use super::{NamespaceView, current_of, keys_of, planned, verdict};
 use crate::core::verdict::Verdict;
-use crate::core::{Digester, Found, ObjectRef, Observation};
+use crate::core::{Digester, Found, ObjectRef};
 
 /// One workload that tracks the object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -50,12 +50,8 @@ pub fn trackers(
             continue;
         }
         let recorded = mutation.existing(target).map(str::to_owned);
-        let current =
-            digester.and_then(|digester| match mutation.observe(target, digester, found.clone()) {
-                Observation::Digest(digest) => Some(digest),
-                Observation::Absent => Some(crate::core::digest::ABSENT.to_owned()),
-                Observation::Unreadable(_) => None,
-            });
+        let current = digester
+            .and_then(|digester| current_of(mutation.observe(target, digester, found.clone())));
         let name = workload.name();
         let held = view.holds.holds(workload.kind, &name, &source);
         let verdict =

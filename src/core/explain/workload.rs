@@ -6,11 +6,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::rollout::{Rollout, rollout};
-use super::{NamespaceView, ReadWorkload, keys_of, planned, verdict};
+use super::{NamespaceView, ReadWorkload, current_of, keys_of, planned, verdict};
 use crate::core::field_path::read_at;
 use crate::core::inputs::image::ImageObservation;
 use crate::core::verdict::Verdict;
-use crate::core::{Digester, Found, Mutation, ObjectRef, Observation};
+use crate::core::{Digester, Found, Mutation, ObjectRef};
 
 /// One input of the workload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -75,11 +75,7 @@ pub fn explain_workload<'o>(
         let source = target.object.to_string();
         let recorded = mutation.existing(target).map(str::to_owned);
         let current = view.digester_for(target.object.kind, &plain).and_then(|digester| {
-            match mutation.observe(target, digester, objects(&target.object)) {
-                Observation::Digest(digest) => Some(digest),
-                Observation::Absent => Some(crate::core::digest::ABSENT.to_owned()),
-                Observation::Unreadable(_) => None,
-            }
+            current_of(mutation.observe(target, digester, objects(&target.object)))
         });
         inputs.push(InputLine {
             verdict: line_verdict(&source, recorded.as_deref(), current.as_deref()),
@@ -118,11 +114,7 @@ pub fn explain_workload<'o>(
             .find(|w| w.kind == tracked.kind && w.name() == tracked.name)
             .and_then(|w| template_of(w));
         let found = Ok(template.as_ref());
-        let current = match mutation.observe_workload(found, &view.settings.domain) {
-            Observation::Digest(digest) => Some(digest),
-            Observation::Absent => Some(crate::core::digest::ABSENT.to_owned()),
-            Observation::Unreadable(_) => None,
-        };
+        let current = current_of(mutation.observe_workload(found, &view.settings.domain));
         inputs.push(InputLine {
             verdict: line_verdict(&source, recorded.as_deref(), current.as_deref()),
             input: source,
