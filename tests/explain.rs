@@ -168,6 +168,9 @@ fn explain_says_which_workloads_roll_when_a_secret_changes_and_why_not() {
     let run = configsum(&["explain", "configmap/nope", "-n", "shop", "-f", &file], "");
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert_eq!(run.stdout, "configmap/nope in shop (it does not exist): tracked by 0 workloads\n");
+    let run = configsum(&["explain", "secret/db", "-n", "../kube-system", "-f", &file], "");
+    assert_eq!(run.code, Some(2));
+    assert!(run.stderr.contains("is not a namespace name"), "{}", run.stderr);
     let run = configsum(&["explain", "cronjob/web", "-f", &file], "");
     assert_eq!(run.code, Some(2));
     assert!(

@@ -55,7 +55,7 @@ impl Cluster {
         &self,
         namespace: &str,
         unread: &mut Vec<String>,
-    ) -> Result<Vec<(WorkloadKind, String)>, String> {
+    ) -> Vec<(WorkloadKind, String)> {
         let mut workloads = Vec::new();
         for kind in WorkloadKind::all() {
             let path =
@@ -75,7 +75,7 @@ impl Cluster {
                 }
             }
         }
-        Ok(workloads)
+        workloads
     }
 
     /// The webhook's reader of objects and pull secrets, over this user's client.

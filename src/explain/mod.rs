@@ -106,7 +106,8 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
     let (source, namespace, workloads, events) = if args.files.is_empty() {
         let cluster = cluster::Cluster::connect(args.context.as_deref()).await?;
         let namespace = args.namespace.clone().unwrap_or_else(|| cluster.default_namespace.clone());
-        let workloads = cluster.workloads(&namespace, &mut unread).await?;
+        valid_namespace(&namespace)?;
+        let workloads = cluster.workloads(&namespace, &mut unread).await;
         if digester.is_none() {
             match cluster.digest_key(&args.digest_key_secret).await {
                 Ok(installed) => digester = Some(installed),
@@ -120,6 +121,7 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
         (Source::Cluster(cluster), namespace, workloads, events)
     } else {
         let namespace = args.namespace.clone().unwrap_or_else(|| "default".to_owned());
+        valid_namespace(&namespace)?;
         let mut inputs = files::read(&args.files, &namespace)?;
         let workloads = std::mem::take(&mut inputs.workloads);
         (Source::Files(inputs), namespace, workloads, Vec::<ControllerEvent>::new())
@@ -206,6 +208,16 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
             Ok((text, explanation.exists))
         }
     }
+}
+
+/// A namespace name is a DNS label; anything else is a usage error, not a request path.
+fn valid_namespace(namespace: &str) -> Result<(), String> {
+    let label = !namespace.is_empty()
+        && namespace.len() <= 63
+        && namespace.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !namespace.starts_with('-')
+        && !namespace.ends_with('-');
+    if label { Ok(()) } else { Err(format!("{namespace:?} is not a namespace name")) }
 }
 
 /// A path as errors name it.
