@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools krew control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller fuzz image deploy undeploy e2e clean
+.PHONY: help all build test lint tools krew control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller fuzz image image-docker image-push deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -16,8 +16,9 @@ help:
 build:
 	$(CARGO) build --release --bin configsum
 
-## test: formatting, clippy, every unit, property and end-to-end test, and the manifests' schemas.
-test: lint tools
+## test: formatting, clippy, every unit, property and end-to-end test (the image's among them),
+## and the manifests' schemas.
+test: lint tools image
 	$(CARGO) test --all-targets
 	scripts/validate-manifests.sh
 
@@ -100,9 +101,22 @@ FUZZ_CASES ?= 40000
 fuzz:
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release --test fuzz_review -- --nocapture --test-threads=1
 
-## image: the container image $(IMAGE) (needs Docker).
+## image: the container image, FROM scratch, with buildah and no Docker daemon: a static release
+## binary and the CA roots, as the OCI archive target/image/configsum-$(VERSION).tar
+## (scripts/build-image.sh; docs/image.md). Part of test: tests/image.rs runs it.
 image:
+	scripts/build-image.sh
+
+## image-docker: the same image from the Dockerfile, as $(IMAGE) (needs Docker and network).
+image-docker:
 	docker build -t $(IMAGE) .
+
+## image-push: push the archive to $(IMAGE) (skopeo; REGISTRY_TLS_VERIFY=false for a local
+## registry over plain HTTP).
+REGISTRY_TLS_VERIFY ?= true
+image-push: image
+	skopeo copy --preserve-digests --dest-tls-verify=$(REGISTRY_TLS_VERIFY) \
+	  oci-archive:target/image/configsum-$(VERSION).tar docker://$(IMAGE)
 
 ## deploy: install on the current kubectl context (needs cert-manager), with image $(IMAGE).
 deploy:

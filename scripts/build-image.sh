@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# `make image`: configsum's container image, built with no Docker daemon. buildah (from the
+# distribution's packages; scripts/install-test-deps.sh installs it) assembles it FROM scratch:
+#
+#   /configsum                          one statically linked binary (glibc, crt-static;
+#                                       docs/image.md says why name resolution still works)
+#   /etc/ssl/certs/ca-certificates.crt  the build machine's CA roots, for tools that look there
+#                                       (configsum itself has Mozilla's roots compiled in)
+#   user 65532:65532, no shell, MALLOC_ARENA_MAX=2, entrypoint ["/configsum"]
+#
+# and writes it as an OCI image layout archive, target/image/configsum-<version>.tar, tagged
+# configsum:<version>. Layer and config times are fixed (SOURCE_DATE_EPOCH, default the last
+# commit's), so the same binary gives the same image digest.
+#
+#   scripts/build-image.sh [OUT_DIR]      (default target/image)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$here/target/image}
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/Cargo.toml" | head -n 1)
+triple=x86_64-unknown-linux-gnu
+log() { echo "build-image: $*" >&2; }
+
+for tool in buildah strip; do
+  command -v "$tool" >/dev/null || { log "needs $tool (scripts/install-test-deps.sh installs it)"; exit 1; }
+done
+ca=/etc/ssl/certs/ca-certificates.crt
+[ -s "$ca" ] || { log "needs the CA roots at $ca (Debian's ca-certificates)"; exit 1; }
+
+# Static: no dynamic loader or libc in the image. The explicit --target keeps build scripts and
+# proc macros, which run on the build machine, dynamically linked.
+started=$SECONDS
+(cd "$here" && RUSTFLAGS="-C target-feature=+crt-static" \
+  cargo build --release --locked --bin configsum --target "$triple")
+log "binary built in $((SECONDS - started)) s"
+
+stage=$(mktemp -d)
+container=""
+storage="$stage/storage"
+# vfs: works as root without overlay or fuse; the storage is ours and thrown away after.
+bah() { buildah --root "$storage" --runroot "$stage/run" --storage-driver vfs "$@"; }
+cleanup() {
+  [ -z "$container" ] || bah rm "$container" >/dev/null 2>&1 || true
+  rm -rf "$stage"
+}
+trap cleanup EXIT
+
+install -m 0755 "$here/target/$triple/release/configsum" "$stage/configsum"
+strip --strip-all "$stage/configsum"
+epoch=${SOURCE_DATE_EPOCH:-$(git -C "$here" log -1 --format=%ct 2>/dev/null || echo 0)}
+
+container=$(bah from --pull=never scratch)
+bah copy --quiet --chmod 0755 --chown 0:0 "$container" "$stage/configsum" /configsum
+bah copy --quiet --chmod 0644 --chown 0:0 "$container" "$ca" /etc/ssl/certs/ca-certificates.crt
+# Two malloc arenas, not one per thread: the webhook parses megabyte reviews on short-lived
+# threads, and per-thread arenas kept what they freed (docs/image.md).
+bah config \
+  --user 65532:65532 \
+  --entrypoint '["/configsum"]' \
+  --cmd '' \
+  --env MALLOC_ARENA_MAX=2 \
+  --port 8443/tcp --port 9090/tcp \
+  --created-by "scripts/build-image.sh: /configsum and the CA roots, FROM scratch" \
+  --workingdir / \
+  --label "org.opencontainers.image.title=configsum" \
+  --label "org.opencontainers.image.version=$version" \
+  --label "org.opencontainers.image.licenses=Apache-2.0" \
+  --label "org.opencontainers.image.source=https://github.com/configsum/configsum" \
+  "$container"
+mkdir -p "$out"
+archive="$out/configsum-$version.tar"
+rm -f "$archive"
+bah commit --quiet --format oci --timestamp "$epoch" --rm "$container" \
+  "oci-archive:$archive:configsum:$version" >/dev/null
+container=""
+log "$archive: $(du -h "$archive" | cut -f1)"
+echo "$archive"
