@@ -4,7 +4,7 @@
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
-IMAGE ?= configsum:$(VERSION)
+IMAGE ?= ghcr.io/configsum/configsum:$(VERSION)
 
 all: build
 
@@ -122,7 +122,7 @@ image-push: image
 deploy:
 	@# A finished digest-key Job from an earlier apply would refuse a new image (Job templates are immutable).
 	-kubectl -n configsum-system delete job configsum-digest-key --ignore-not-found
-	kubectl kustomize manifests/ | sed 's|image: configsum:$(VERSION)$$|image: $(IMAGE)|' | kubectl apply -f -
+	kubectl kustomize manifests/ | sed 's|image: ghcr.io/configsum/configsum:$(VERSION)$$|image: $(IMAGE)|' | kubectl apply -f -
 
 ## undeploy: remove everything deploy installed (the digest key Secret goes with the namespace).
 undeploy:

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cluster=${CLUSTER:-configsum-e2e}
-image=${IMAGE:-configsum:$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)}
+image=${IMAGE:-ghcr.io/configsum/configsum:$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)}
 cert_manager=${CERT_MANAGER_VERSION:-v1.16.2}
 ns=configsum-e2e-demo
 

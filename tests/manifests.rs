@@ -57,7 +57,7 @@ impl Manifests {
         static CHART: LazyLock<Manifests> = LazyLock::new(|| Manifests {
             objects: render::Helm::V4.render(render::NAMESPACE, &[]),
             namespace: render::NAMESPACE.to_owned(),
-            image: format!("configsum:{}", env!("CARGO_PKG_VERSION")),
+            image: format!("ghcr.io/configsum/configsum:{}", env!("CARGO_PKG_VERSION")),
             user_tls_secret: None,
         });
         &CHART
@@ -92,7 +92,7 @@ impl Manifests {
         Manifests {
             objects,
             namespace: str_of(&kustomization["namespace"]).to_owned(),
-            image: format!("configsum:{}", env!("CARGO_PKG_VERSION")),
+            image: format!("ghcr.io/configsum/configsum:{}", env!("CARGO_PKG_VERSION")),
             user_tls_secret: None,
         }
     }
@@ -600,8 +600,8 @@ fn the_deployment_is_highly_available_and_locked_down(m: &Manifests) {
     let makefile = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Makefile"))
         .expect("Makefile");
     assert!(
-        makefile.contains("IMAGE ?= configsum:$(VERSION)"),
-        "make image builds the tag the manifests use"
+        makefile.contains("IMAGE ?= ghcr.io/configsum/configsum:$(VERSION)"),
+        "make image-push and make deploy default to the image the manifests name"
     );
 }
 
