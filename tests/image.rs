@@ -3,14 +3,17 @@
 //! root filesystem holding one static binary and the CA roots and no shell; `--version` and a
 //! `serve` answering a review over TLS, run from the image's own root filesystem as its user,
 //! resolving registries by name (through `/etc/hosts`, and through DNS) over TLS with
-//! `--registry-ca-file` and over plain HTTP; and the archive pushed to a real registry keeps its
-//! digest, which configsum's own registry client resolves.
+//! `--registry-ca-file` and over plain HTTP; the controller turning ready from the same root
+//! without the CA file; and the archive pushed to a real registry keeps its digest, which
+//! configsum's own registry client resolves.
 //!
 //! Needs root (chroot, port 53 on loopback), skopeo and umoci (scripts/install-test-deps.sh),
 //! and the archive (`make image`; `make test` builds it first).
 
 #[path = "support/digests.rs"]
 mod digests;
+#[path = "support/fake_apiserver.rs"]
+mod fake_apiserver;
 #[path = "support/registry.rs"]
 mod registry;
 #[path = "support/server.rs"]
@@ -243,6 +246,39 @@ async fn the_image_holds_one_static_binary_and_serves_from_its_own_root_filesyst
         server.logs()
     );
     assert_eq!(server.terminate().await, Some(0));
+
+    // The controller from the same root, without the CA file this time: it needs none.
+    std::fs::remove_file(etc.join("ssl/certs/ca-certificates.crt")).expect("remove the CA roots");
+    let api = fake_apiserver::FakeApiServer::start().await;
+    api.kubeconfig_for(&mounted, "image");
+    run("chmod", &["-R", "a+rX", &mounted.display().to_string()]);
+    let args = [
+        "controller",
+        "--digest-key-file",
+        "/run/configsum/digest.key",
+        "--metrics-listen",
+        "127.0.0.1:0",
+        "--lease-namespace",
+        "configsum-system",
+        "--identity",
+        "image",
+        "--log-format",
+        "json",
+    ];
+    let env = [("KUBECONFIG", "/run/configsum/kubeconfig-image")];
+    let (controller, logs, line) =
+        spawn_program(&chroot, &args, &env, "configsum controller started").await;
+    let metrics = line["metrics_listen"].as_str().expect("metrics_listen").to_owned();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while http_get(&metrics, "/readyz").await.0 != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the controller did not turn ready: {:?}",
+            logs.lock().map(|l| l.clone()).unwrap_or_default()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    drop(controller);
 
     // Pushed to a registry, the image keeps its digest, and configsum resolves it.
     let manifest: Value =
