@@ -17,7 +17,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-$here/target/image}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/Cargo.toml" | head -n 1)
-triple=x86_64-unknown-linux-gnu
+# The build machine's architecture (x86_64 or aarch64): the release workflow builds each
+# architecture on a runner of its own.
+triple=$(uname -m)-unknown-linux-gnu
 log() { echo "build-image: $*" >&2; }
 
 for tool in buildah strip; do
