@@ -241,8 +241,14 @@ done
 [ "$after" != "$before" ] || { echo "the controller did not roll shop/web; its log:" >&2; cat "$work/controller.log" >&2; exit 1; }
 echo "   the controller patched shop/web's pod template, so it rolls:"
 echo "   secret.configsum.dev/db-credentials: $after"
-kube "$api/api/v1/namespaces/shop/events" |
-  jq -r '.items[] | select(.involvedObject.name == "web") | "   Event \(.reason): \(.message)"'
+# The Event is created just after the patch.
+for _ in $(seq 30); do
+  events=$(kube "$api/api/v1/namespaces/shop/events" |
+    jq -r '.items[] | select(.involvedObject.name == "web") | "   Event \(.reason): \(.message)"')
+  [ -n "$events" ] && break
+  sleep 0.1
+done
+echo "$events"
 
 echo
 echo "== 10. configsum render as Helm 3's post-renderer: examples/chart gets its digests at"

@@ -196,13 +196,6 @@ async fn the_image_holds_one_static_binary_and_serves_from_its_own_root_filesyst
     let dns_host = format!("{DNS_NAME}:{}", http_registry.port());
     let chroot = ["chroot", user, root_text.as_str(), "/configsum"];
     let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics-listen",
-        "127.0.0.1:0",
-        "--log-format",
-        "json",
         "--tls-cert",
         "/run/configsum/tls.crt",
         "--tls-key",
@@ -220,14 +213,7 @@ async fn the_image_holds_one_static_binary_and_serves_from_its_own_root_filesyst
         "--insecure-registry",
         &dns_host,
     ];
-    let (child, logs, line) = spawn_program(&chroot, &args, &[], "configsum serve started").await;
-    let server = Server {
-        child,
-        addr: line["listen"].as_str().expect("listen").to_owned(),
-        metrics_addr: line["metrics_listen"].as_str().expect("metrics").to_owned(),
-        logs,
-        ca: mounted.join("ca.crt"),
-    };
+    let server = Server::start_program(&chroot, &args, &[], &mounted.join("ca.crt")).await;
     let config_map = digests::config_map("team-a", "app", &[("k", "v")]);
     let tls_image = format!("{tls_host}/app:1");
     let annotations = admitted(&server, &deployment(&tls_image)).await;
@@ -268,16 +254,7 @@ async fn the_image_holds_one_static_binary_and_serves_from_its_own_root_filesyst
     let env = [("KUBECONFIG", "/run/configsum/kubeconfig-image")];
     let (controller, logs, line) =
         spawn_program(&chroot, &args, &env, "configsum controller started").await;
-    let metrics = line["metrics_listen"].as_str().expect("metrics_listen").to_owned();
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    while http_get(&metrics, "/readyz").await.0 != 200 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the controller did not turn ready: {:?}",
-            logs.lock().map(|l| l.clone()).unwrap_or_default()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    until_ready(line["metrics_listen"].as_str().expect("metrics_listen"), &logs).await;
     drop(controller);
 
     // Pushed to a registry, the image keeps its digest, and configsum resolves it.

@@ -21,7 +21,6 @@ mod registry;
 mod server;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use fake_apiserver::FakeApiServer;
 use registry::Registry;
@@ -148,13 +147,6 @@ async fn serve_controller_and_render_run_in_a_root_filesystem_without_etc() {
     let chroot = ["chroot", root_text.as_str(), "/configsum"];
 
     let args = [
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--metrics-listen",
-        "127.0.0.1:0",
-        "--log-format",
-        "json",
         "--tls-cert",
         "/tls.crt",
         "--tls-key",
@@ -164,14 +156,7 @@ async fn serve_controller_and_render_run_in_a_root_filesystem_without_etc() {
         "--digest-key-file",
         "/digest.key",
     ];
-    let (child, logs, line) = spawn_program(&chroot, &args, &[], "configsum serve started").await;
-    let server = Server {
-        child,
-        addr: line["listen"].as_str().expect("listen").to_owned(),
-        metrics_addr: line["metrics_listen"].as_str().expect("metrics").to_owned(),
-        logs,
-        ca: root.join("ca.crt"),
-    };
+    let server = Server::start_program(&chroot, &args, &[], &root.join("ca.crt")).await;
     let annotations = admitted_annotations(&server, &web("web:1", false)).await;
     assert_eq!(annotations, json!({"configmap.configsum.dev/app": app_digest()}));
     assert_eq!(server.terminate().await, Some(0));
@@ -221,16 +206,7 @@ async fn start_controller(
     ];
     let (child, logs, line) =
         spawn_program(program, &args, &env, "configsum controller started").await;
-    let metrics = line["metrics_listen"].as_str().expect("metrics_listen").to_owned();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while http_get(&metrics, "/readyz").await.0 != 200 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the controller did not turn ready: {:?}",
-            logs.lock().map(|l| l.clone()).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_ready(line["metrics_listen"].as_str().expect("metrics_listen"), &logs).await;
     child
 }
 

@@ -74,13 +74,24 @@ impl Server {
     /// Starts `configsum serve` with `args` (listening on free loopback ports)
     /// and waits for its "started" log line.
     pub async fn start(args: &[&str], env: &[(&str, &str)], ca: &Path) -> Server {
+        Server::start_program(&[env!("CARGO_BIN_EXE_configsum")], args, env, ca).await
+    }
+
+    /// The same through another command line, such as `chroot DIR /configsum`.
+    pub async fn start_program(
+        program: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+        ca: &Path,
+    ) -> Server {
         let mut all = vec!["serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"];
         // JSON logs unless the test chooses.
         if !args.contains(&"--log-format") {
             all.extend(["--log-format", "json"]);
         }
         all.extend_from_slice(args);
-        let (child, logs, line) = spawn(&all, env, "configsum serve started").await;
+        let (child, logs, line) =
+            spawn_program(program, &all, env, "configsum serve started").await;
         Server {
             child,
             addr: line["listen"].as_str().expect("listen").to_owned(),
@@ -156,6 +167,19 @@ pub async fn spawn(
     started: &'static str,
 ) -> (Child, Arc<Mutex<Vec<String>>>, serde_json::Value) {
     spawn_program(&[env!("CARGO_BIN_EXE_configsum")], args, env, started).await
+}
+
+/// Waits up to 20 s for `/readyz` on `metrics_addr` to answer 200; `logs` say why not.
+pub async fn until_ready(metrics_addr: &str, logs: &Arc<Mutex<Vec<String>>>) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while http_get(metrics_addr, "/readyz").await.0 != 200 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not ready: {:?}",
+            logs.lock().map(|l| l.clone()).unwrap_or_default()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }
 
 /// [`spawn`] with another command line in front of the arguments, such as
