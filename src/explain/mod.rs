@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::config::{ExplainArgs, ExplainOutput};
+use crate::config::ExplainArgs;
 use crate::core::explain::workload::plan_of;
 use crate::core::explain::{
     ControllerEvent, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
@@ -22,7 +22,7 @@ use crate::core::workload::WorkloadKind;
 use crate::core::{Digester, ObjectContent, ObjectRef, Settings};
 use crate::process::load_digest_keys;
 
-pub use output::{Explanation, WorkloadExplanation};
+pub use output::{Explanation, WorkloadExplanation, Written};
 
 /// Exit codes: 0 answered; 1 the object does not exist (the answer is still given); 2 usage,
 /// or no answer can be given (the cluster cannot be read).
@@ -155,11 +155,7 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
                 workloads: answer,
                 unread,
             };
-            let text = match args.output {
-                ExplainOutput::Json => explanation.json(),
-                ExplainOutput::Text => explanation.text(),
-            };
-            Ok((text, explanation.exists))
+            Ok((explanation.written(args.output), explanation.exists))
         }
         Subject::Workload { kind, name } => {
             let workload = read.iter().find(|w| w.kind == kind && w.name() == name);
@@ -201,11 +197,7 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
                 explanation.inputs = answer.inputs;
                 explanation.rollout = Some(answer.rollout);
             }
-            let text = match args.output {
-                ExplainOutput::Json => explanation.json(),
-                ExplainOutput::Text => explanation.text(),
-            };
-            Ok((text, explanation.exists))
+            Ok((explanation.written(args.output), explanation.exists))
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::config::ExplainOutput;
 use crate::core::explain::rollout::Rollout;
 use crate::core::explain::{InputLine, Tracker};
 use crate::core::verdict::Verdict;
@@ -41,6 +42,19 @@ pub struct WorkloadExplanation {
     pub unread: Vec<String>,
 }
 
+/// An answer, written for people or for scripts.
+pub trait Written {
+    fn json(&self) -> String;
+    fn text(&self) -> String;
+
+    fn written(&self, output: ExplainOutput) -> String {
+        match output {
+            ExplainOutput::Json => self.json(),
+            ExplainOutput::Text => self.text(),
+        }
+    }
+}
+
 /// One object as JSON: `apiVersion`, `kind`, then its fields; a trailing newline.
 fn versioned(kind: &str, answer: &impl Serialize) -> String {
     let mut value = serde_json::json!({"apiVersion": "configsum.dev/v1alpha1", "kind": kind});
@@ -75,12 +89,12 @@ fn notes(out: &mut String, unread: &[String]) {
     }
 }
 
-impl WorkloadExplanation {
-    pub fn json(&self) -> String {
+impl Written for WorkloadExplanation {
+    fn json(&self) -> String {
         versioned("WorkloadExplanation", self)
     }
 
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let mut out = String::new();
         let Some(verdict) = self.verdict else {
             out.push_str(&format!("{} in {}: it does not exist\n", self.workload, self.namespace));
@@ -125,12 +139,12 @@ impl WorkloadExplanation {
     }
 }
 
-impl Explanation {
-    pub fn json(&self) -> String {
+impl Written for Explanation {
+    fn json(&self) -> String {
         versioned("Explanation", self)
     }
 
-    pub fn text(&self) -> String {
+    fn text(&self) -> String {
         let mut out = String::new();
         let key = self.key.as_ref().map(|k| format!(", key {k}")).unwrap_or_default();
         let exists = if self.exists { "" } else { " (it does not exist)" };

@@ -13,6 +13,8 @@ pub mod object;
 pub mod rollout;
 pub mod workload;
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 pub use holds::{ControllerEvent, Holds};
@@ -52,8 +54,13 @@ pub struct NamespaceView<'a> {
 }
 
 impl<'a> NamespaceView<'a> {
-    /// Whether the controller that owns `workload` is among the namespace's workloads.
-    fn owner_listed(&self, workload: &ReadWorkload<'_>) -> bool {
+    /// (kind, name) of every workload of the namespace, each name read once.
+    fn listed(&self) -> HashSet<(String, String)> {
+        self.workloads.iter().map(|w| (w.kind.as_str().to_owned(), w.name())).collect()
+    }
+
+    /// Whether the controller that owns `workload` is among `listed` (see [`Self::listed`]).
+    fn owner_listed(workload: &ReadWorkload<'_>, listed: &HashSet<(String, String)>) -> bool {
         #[derive(serde::Deserialize)]
         struct Owner {
             kind: String,
@@ -68,7 +75,7 @@ impl<'a> NamespaceView<'a> {
         let Some(owner) = owners.into_iter().flatten().find(|o| o.controller == Some(true)) else {
             return false;
         };
-        self.workloads.iter().any(|w| w.kind.as_str() == owner.kind && w.name() == owner.name)
+        listed.contains(&(owner.kind, owner.name))
     }
 
     /// The digester for an object of `kind`; `plain` stands in for ConfigMaps without a key.

@@ -35,16 +35,20 @@ pub fn trackers(
     let plain = Digester::default();
     let digester = view.digester_for(object.kind, &plain);
     let source = object.to_string();
+    let listed = std::cell::OnceCell::new();
     let mut trackers = Vec::new();
     for workload in view.workloads {
         let Some((mutation, skipped)) = planned(workload, view) else { continue };
-        // A ReplicaSet of a listed Deployment, a Pod of a listed ReplicaSet: its owner answers.
-        if skipped == Some(Verdict::ControllerOwned) && view.owner_listed(workload) {
-            continue;
-        }
         let Some(target) = mutation.targets.iter().find(|t| t.object == *object) else {
             continue;
         };
+        // A ReplicaSet of a listed Deployment, a Pod of a listed ReplicaSet: its owner answers.
+        // The namespace's names are read once, and only if some tracker is owned.
+        if skipped == Some(Verdict::ControllerOwned)
+            && NamespaceView::owner_listed(workload, listed.get_or_init(|| view.listed()))
+        {
+            continue;
+        }
         let keys = keys_of(&target.consumption.keys);
         if key.is_some_and(|k| keys != ["*"] && !keys.iter().any(|read| read == k)) {
             continue;
