@@ -191,6 +191,158 @@ impl<'de> Visitor<'de> for MapSeed<'_> {
     }
 }
 
+/// The string map at `path`, read leniently: `None` wherever a value on the way is not what an
+/// annotations map is, and for a map beyond the 256 KiB Kubernetes allows, instead of an
+/// error. For `oldObject`, the stored object: a custom resource without a schema may hold
+/// anything there, and a digest's fallback must not make the whole review unreadable. Only a
+/// syntax error ends the pass.
+#[derive(Clone, Copy)]
+pub struct LenientMapAt<'p> {
+    pub path: &'p [&'p str],
+}
+
+impl<'de> DeserializeSeed<'de> for LenientMapAt<'_> {
+    type Value = Option<BTreeMap<String, String>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for LenientMapAt<'_> {
+    type Value = Option<BTreeMap<String, String>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let Some((field, rest)) = self.path.split_first() else {
+            return string_map(map);
+        };
+        let (mut found, mut seen) = (None, false);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            // The first occurrence wins, as in every other field configsum reads.
+            if !seen && key.as_str() == *field {
+                seen = true;
+                found = map.next_value_seed(LenientMapAt { path: rest })?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// The map at the end of a [`LenientMapAt`]: every value a string and all within the bound,
+/// or nothing.
+fn string_map<'de, A: MapAccess<'de>>(
+    mut map: A,
+) -> Result<Option<BTreeMap<String, String>>, A::Error> {
+    let mut values = Some(BTreeMap::new());
+    let mut total = 0usize;
+    while let Some(key) = map.next_key::<Key<'de>>()? {
+        let value = map.next_value_seed(StringValue)?;
+        let (Some(entries), Some(value)) = (values.as_mut(), value) else {
+            values = None;
+            continue;
+        };
+        total += key.as_str().len() + value.len();
+        if total > super::patch::MAX_ANNOTATIONS_BYTES {
+            values = None;
+            continue;
+        }
+        entries.insert(key.0.into_owned(), value);
+    }
+    Ok(values)
+}
+
+/// A string, or `None` for any other value (skipped unbuilt).
+struct StringValue;
+
+impl<'de> DeserializeSeed<'de> for StringValue {
+    type Value = Option<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StringValue {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(v.to_owned()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
 /// What is found at a reference path: a name, or a map that reads like a selector.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(untagged)]

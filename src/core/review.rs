@@ -2,6 +2,8 @@
 //! operation), the typed workload and its image pass ([`plan_review`]), and the whole decision
 //! with objects from memory ([`review`], for render and the tests).
 
+use std::collections::BTreeMap;
+
 use super::inputs::image::PodImages;
 use super::mutate::Observed;
 use super::workload::{Operation, ParseError, WorkloadKind};
@@ -16,9 +18,18 @@ pub struct Request<'a> {
     pub sub_resource: Option<&'a str>,
     pub operation: &'a str,
     pub namespace: Option<&'a str>,
-    /// `request.object` and `request.oldObject` as raw JSON.
+    /// `request.object` as raw JSON.
     pub object: Option<&'a str>,
-    pub old_object: Option<&'a str>,
+    pub old_object: Option<OldObject<'a>>,
+}
+
+/// `request.oldObject`, of which the decision reads only the map the digests are in (their
+/// fallback "existing" values): its text, or that map when the wire parser read it in the
+/// pass over the review.
+#[derive(Clone, Copy, Debug)]
+pub enum OldObject<'a> {
+    Text(&'a str),
+    Annotations(&'a BTreeMap<String, String>),
 }
 
 /// Reads the request: is it ours, and which objects does its pod template consume?
@@ -56,9 +67,19 @@ pub fn plan_review(request: &Request<'_>, settings: &Settings) -> Plan {
     if let Some(namespace) = request.namespace.filter(|n| !n.is_empty()) {
         workload.namespace = Some(namespace.to_owned());
     }
-    let old_annotations =
-        request.old_object.map(|old| kind.annotations_of(old)).unwrap_or_default();
-    match plan(workload, &old_annotations, settings) {
+    let read;
+    let old_annotations = match request.old_object {
+        Some(OldObject::Annotations(annotations)) => annotations,
+        Some(OldObject::Text(old)) => {
+            read = kind.annotations_of(old);
+            &read
+        }
+        None => {
+            read = BTreeMap::new();
+            &read
+        }
+    };
+    match plan(workload, old_annotations, settings) {
         Plan::Mutate(mutation) => {
             match mutation.with_pod_images(settings, || Some(PodImages::of(kind, object))) {
                 Ok(mutation) => Plan::Mutate(mutation),

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::field_path::{AtPath, Key, Named, collect_all, map_at, read_at};
+use super::field_path::{AtPath, Key, LenientMapAt, Named, collect_all, map_at};
 pub use super::kinds::WorkloadKind;
 use super::kinds::{KindRow, ReferenceDeclaration, Segment};
 use super::pod_spec::{Metadata, PodSpec};
@@ -165,16 +165,17 @@ impl WorkloadKind {
     /// Only the digest-carrying annotations of an object (for `oldObject`, whose
     /// annotations are the fallback "existing" values); anything unreadable is empty.
     pub fn annotations_of(self, object: &str) -> BTreeMap<String, String> {
-        #[derive(Deserialize)]
-        struct Annotations(
-            #[serde(deserialize_with = "super::pod_spec::bounded_annotations")]
-            Option<BTreeMap<String, String>>,
-        );
-        read_at::<Annotations>(object, self.annotations_path())
-            .ok()
-            .flatten()
-            .and_then(|a| a.0)
-            .unwrap_or_default()
+        let mut deserializer = serde_json::Deserializer::from_str(object);
+        match self.old_annotations().deserialize(&mut deserializer) {
+            Ok(found) if deserializer.end().is_ok() => found.unwrap_or_default(),
+            _ => BTreeMap::new(),
+        }
+    }
+
+    /// What [`Self::annotations_of`] reads, as a seed: the wire parser reads `oldObject` with
+    /// it in the pass that reads the whole review, and never keeps the old object's text.
+    pub fn old_annotations(self) -> LenientMapAt<'static> {
+        LenientMapAt { path: self.annotations_path() }
     }
 }
 

@@ -2,49 +2,44 @@
 //!
 //! Our own types rather than kube-core's: kube-core serialises
 //! `response.patch` as an array of numbers, while the API server wants a
-//! base64 string; and keeping `object` raw lets the core parse it exactly
-//! once, as its kind.
+//! base64 string. And reading a review costs one pass over the body: the
+//! envelope and `request` are read together, `object` is kept as borrowed
+//! text for the core to parse as its kind, and of `oldObject` only the map the
+//! digests are in is read, when `request.kind` names a workload kind.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use base64::Engine as _;
+use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::core::Decision;
-use crate::core::Request;
+use crate::core::field_path::Key;
+use crate::core::{Decision, OldObject, Request, WorkloadKind};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct AdmissionReviewIn<'a> {
-    api_version: Option<String>,
-    kind: Option<String>,
-    #[serde(borrow)]
-    request: Option<&'a RawValue>,
-}
-
-/// `request` of an AdmissionReview; `object` and `oldObject` stay raw JSON.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// `request` of an AdmissionReview; `object` stays raw JSON.
 pub struct AdmissionRequest<'a> {
     pub uid: String,
     pub kind: GroupVersionKind,
-    #[serde(default)]
     pub sub_resource: Option<String>,
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub namespace: Option<String>,
     pub operation: String,
-    #[serde(default, borrow)]
     pub object: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    pub old_object: Option<&'a RawValue>,
-    #[serde(default)]
+    pub old_object: Option<OldObjectRead<'a>>,
     pub dry_run: Option<bool>,
+}
+
+/// `request.oldObject` as the pass over the review left it.
+pub enum OldObjectRead<'a> {
+    /// `request.kind` came first and names a workload kind: only the digests' map was read.
+    Annotations(BTreeMap<String, String>),
+    /// Anything else: kept as text, read by the core if the kind turns out to be a workload's.
+    Text(&'a RawValue),
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -66,7 +61,12 @@ impl AdmissionRequest<'_> {
             operation: &self.operation,
             namespace: self.namespace.as_deref(),
             object: self.object.map(RawValue::get).filter(|o| *o != "null"),
-            old_object: self.old_object.map(RawValue::get).filter(|o| *o != "null"),
+            old_object: self.old_object.as_ref().and_then(|old| match old {
+                OldObjectRead::Annotations(map) => Some(OldObject::Annotations(map)),
+                OldObjectRead::Text(raw) => {
+                    Some(raw.get()).filter(|o| *o != "null").map(OldObject::Text)
+                }
+            }),
         }
     }
 
@@ -92,17 +92,190 @@ pub enum WireError {
     NoRequest,
 }
 
-/// Parses an AdmissionReview v1 body, borrowing `object` and `oldObject`.
+/// Parses an AdmissionReview v1 body in one pass, borrowing `object`.
 pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<'_>, WireError> {
-    // The envelope first, so a wrong apiVersion is reported as such.
-    let review: AdmissionReviewIn<'_> = serde_json::from_slice(body).map_err(json_error)?;
-    let api_version = review.api_version.unwrap_or_default();
-    let kind = review.kind.unwrap_or_default();
+    let review = match serde_json::from_slice::<AdmissionReviewIn<'_>>(body) {
+        Ok(review) => review,
+        Err(e) => {
+            // A review of another version may fail as a v1 request: say which it is.
+            wrong_type(body)?;
+            return Err(json_error(e));
+        }
+    };
+    check_type(review.api_version, review.kind)?;
+    review.request.ok_or(WireError::NoRequest)
+}
+
+/// The envelope alone, when the one pass failed: a wrong `apiVersion` or `kind` is reported
+/// as such rather than as whatever in `request` did not parse.
+fn wrong_type(body: &[u8]) -> Result<(), WireError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Envelope {
+        api_version: Option<String>,
+        kind: Option<String>,
+    }
+    match serde_json::from_slice::<Envelope>(body) {
+        Ok(envelope) => check_type(envelope.api_version, envelope.kind),
+        Err(_) => Ok(()),
+    }
+}
+
+fn check_type(api_version: Option<String>, kind: Option<String>) -> Result<(), WireError> {
+    let (api_version, kind) = (api_version.unwrap_or_default(), kind.unwrap_or_default());
     if api_version != API_VERSION || kind != KIND {
         return Err(WireError::WrongType { api_version, kind });
     }
-    let request = review.request.filter(|r| r.get() != "null").ok_or(WireError::NoRequest)?;
-    serde_json::from_str(request.get()).map_err(json_error)
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct AdmissionReviewIn<'a> {
+    api_version: Option<String>,
+    kind: Option<String>,
+    #[serde(borrow)]
+    request: Option<AdmissionRequest<'a>>,
+}
+
+/// Field by field, so that `oldObject` is read by the kind `request.kind` named before it.
+impl<'de: 'a, 'a> Deserialize<'de> for AdmissionRequest<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(RequestVisitor)
+    }
+}
+
+struct RequestVisitor;
+
+impl<'de> Visitor<'de> for RequestVisitor {
+    type Value = AdmissionRequest<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an AdmissionReview request")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut uid: Option<String> = None;
+        let mut kind: Option<GroupVersionKind> = None;
+        let mut operation: Option<String> = None;
+        let (mut sub_resource, mut name, mut namespace) = (None, None, None);
+        let (mut object, mut old_object, mut dry_run) = (None, None, None);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let field = key.as_str();
+            let fresh = |present: bool| {
+                if present { Err(A::Error::duplicate_field(known(field))) } else { Ok(()) }
+            };
+            match field {
+                "uid" => {
+                    fresh(uid.is_some())?;
+                    uid = Some(map.next_value()?);
+                }
+                "kind" => {
+                    fresh(kind.is_some())?;
+                    kind = Some(map.next_value()?);
+                }
+                "operation" => {
+                    fresh(operation.is_some())?;
+                    operation = Some(map.next_value()?);
+                }
+                "subResource" => {
+                    fresh(sub_resource.is_some())?;
+                    sub_resource = Some(map.next_value::<Option<String>>()?);
+                }
+                "name" => {
+                    fresh(name.is_some())?;
+                    name = Some(map.next_value::<Option<String>>()?);
+                }
+                "namespace" => {
+                    fresh(namespace.is_some())?;
+                    namespace = Some(map.next_value::<Option<String>>()?);
+                }
+                "object" => {
+                    fresh(object.is_some())?;
+                    object = Some(map.next_value::<Option<&'de RawValue>>()?);
+                }
+                "oldObject" => {
+                    fresh(old_object.is_some())?;
+                    let workload = kind
+                        .as_ref()
+                        .and_then(|k| WorkloadKind::from_gvk(&k.group, &k.version, &k.kind));
+                    old_object = Some(match workload {
+                        Some(workload) => map
+                            .next_value_seed(OldAnnotations(workload))?
+                            .map(OldObjectRead::Annotations),
+                        None => map.next_value::<Option<&'de RawValue>>()?.map(OldObjectRead::Text),
+                    });
+                }
+                "dryRun" => {
+                    fresh(dry_run.is_some())?;
+                    dry_run = Some(map.next_value::<Option<bool>>()?);
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(AdmissionRequest {
+            uid: uid.ok_or_else(|| A::Error::missing_field("uid"))?,
+            kind: kind.ok_or_else(|| A::Error::missing_field("kind"))?,
+            operation: operation.ok_or_else(|| A::Error::missing_field("operation"))?,
+            sub_resource: sub_resource.flatten(),
+            name: name.flatten(),
+            namespace: namespace.flatten(),
+            object: object.flatten(),
+            old_object: old_object.flatten(),
+            dry_run: dry_run.flatten(),
+        })
+    }
+}
+
+/// serde wants a `'static` field name for its duplicate-field error.
+fn known(field: &str) -> &'static str {
+    const FIELDS: [&str; 9] = [
+        "uid",
+        "kind",
+        "operation",
+        "subResource",
+        "name",
+        "namespace",
+        "object",
+        "oldObject",
+        "dryRun",
+    ];
+    FIELDS.into_iter().find(|f| *f == field).unwrap_or("field")
+}
+
+/// `oldObject` of a workload kind: only its digests' map, `None` for `null`. Anything there
+/// that is not a map of strings reads as no annotations, as the core's own reading does.
+struct OldAnnotations(WorkloadKind);
+
+impl<'de> DeserializeSeed<'de> for OldAnnotations {
+    type Value = Option<BTreeMap<String, String>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        // A `null` oldObject is no old object; a present one always has a map, maybe empty.
+        struct Present(WorkloadKind);
+        impl<'de> Visitor<'de> for Present {
+            type Value = Option<BTreeMap<String, String>>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_some<D: Deserializer<'de>>(
+                self,
+                deserializer: D,
+            ) -> Result<Self::Value, D::Error> {
+                let found = self.0.old_annotations().deserialize(deserializer)?;
+                Ok(Some(found.unwrap_or_default()))
+            }
+        }
+        deserializer.deserialize_option(Present(self.0))
+    }
 }
 
 fn json_error(e: serde_json::Error) -> WireError {
@@ -203,8 +376,66 @@ mod tests {
             ("apps", "v1", "Deployment", "UPDATE")
         );
         assert_eq!(core.object, Some(r#"{"a":1}"#));
-        assert_eq!(core.old_object, None);
+        assert!(core.old_object.is_none());
         assert_eq!(request.dry_run, Some(true));
+    }
+
+    fn old_annotations(request: &AdmissionRequest<'_>) -> Option<BTreeMap<String, String>> {
+        match request.as_core().old_object? {
+            OldObject::Annotations(map) => Some(map.clone()),
+            OldObject::Text(text) => {
+                let kind = WorkloadKind::from_gvk("apps", "v1", "Deployment")?;
+                Some(kind.annotations_of(text))
+            }
+        }
+    }
+
+    #[test]
+    fn reads_only_the_digests_map_of_the_old_object_in_the_same_pass() {
+        let old = json!({"metadata": {"annotations": {"outer": "x"}}, "spec": {"template": {
+            "metadata": {"annotations": {"deployment.configsum.dev/db": "sha256:1"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+        let gvk = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+        let expected = BTreeMap::from([("deployment.configsum.dev/db".into(), "sha256:1".into())]);
+        // The API server sends `kind` before `oldObject`: only the map is read and kept.
+        let b = format!(
+            r#"{{"apiVersion": "{API_VERSION}", "kind": "{KIND}", "request": {{"uid": "u", "kind": {gvk},
+                "operation": "UPDATE", "object": {{}}, "oldObject": {old}}}}}"#
+        );
+        let request = parse_review(b.as_bytes()).expect("review");
+        assert!(matches!(request.old_object, Some(OldObjectRead::Annotations(_))));
+        assert_eq!(old_annotations(&request), Some(expected.clone()));
+        // In another order the text is kept, and the core reads the same map from it.
+        let b = format!(
+            r#"{{"request": {{"oldObject": {old}, "uid": "u", "operation": "UPDATE", "kind": {gvk}}},
+                "kind": "{KIND}", "apiVersion": "{API_VERSION}"}}"#
+        );
+        let request = parse_review(b.as_bytes()).expect("review");
+        assert!(matches!(request.old_object, Some(OldObjectRead::Text(_))));
+        assert_eq!(old_annotations(&request), Some(expected));
+    }
+
+    #[test]
+    fn an_old_object_of_any_shape_parses_and_has_no_annotations() {
+        let shapes = [
+            json!({"spec": {"template": {"metadata": {"annotations": 5}}}}),
+            json!({"spec": {"template": {"metadata": {"annotations": {"a": "b", "c": 1}}}}}),
+            json!({"spec": {"template": {"metadata": ["x", {"annotations": {"a": "b"}}]}}}),
+            json!({"spec": "template"}),
+            json!([1, 2, {"spec": {}}]),
+            json!({"spec": {"template": {"metadata": {"annotations": {"a": "x".repeat(300 * 1024)}}}}}),
+        ];
+        for old in shapes {
+            let b = body(json!({"apiVersion": API_VERSION, "kind": KIND, "request": {
+                "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+                "operation": "UPDATE", "object": {}, "oldObject": old}}));
+            let request = parse_review(&b).unwrap_or_else(|e| panic!("{old}: {e}"));
+            assert_eq!(old_annotations(&request), Some(BTreeMap::new()), "{old}");
+        }
+        let null = body(json!({"apiVersion": API_VERSION, "kind": KIND, "request": {
+            "uid": "u", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "operation": "UPDATE", "oldObject": null}}));
+        assert!(parse_review(&null).expect("review").as_core().old_object.is_none());
     }
 
     #[test]
@@ -218,6 +449,20 @@ mod tests {
         let missing_uid = body(json!({"apiVersion": API_VERSION, "kind": KIND,
             "request": {"kind": {"version": "v1", "kind": "Pod"}, "operation": "CREATE"}}));
         assert!(matches!(parse_review(&missing_uid), Err(WireError::Json { .. })));
+        let twice = format!(
+            r#"{{"apiVersion": "{API_VERSION}", "kind": "{KIND}", "request": {{"uid": "a", "uid": "b",
+                "kind": {{"version": "v1", "kind": "Pod"}}, "operation": "CREATE"}}}}"#
+        );
+        assert!(matches!(parse_review(twice.as_bytes()), Err(WireError::Json { .. })));
+        // The request is read with the envelope: one of another version that does not parse
+        // as v1 is still reported as the wrong version.
+        let old_version = format!(
+            r#"{{"request": {{"uid": 7}}, "apiVersion": "admission.k8s.io/v1beta1", "kind": "{KIND}"}}"#
+        );
+        assert!(matches!(
+            parse_review(old_version.as_bytes()),
+            Err(WireError::WrongType { api_version, .. }) if api_version == "admission.k8s.io/v1beta1"
+        ));
     }
 
     #[test]

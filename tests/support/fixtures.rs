@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use configsum::core::{
     Decision, DigestKeys, Digester, ObjectContent, ObjectKind, ObjectRef, Settings,
 };
-use configsum::core::{Request, review};
+use configsum::core::{OldObject, Request, review};
 use serde_json::{Value, json};
 
 pub const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
@@ -170,7 +170,7 @@ impl<'a> Admit<'a> {
             operation: self.operation,
             namespace: Some(self.namespace),
             object: Some(&object),
-            old_object: old.as_deref(),
+            old_object: old.as_deref().map(OldObject::Text),
         };
         review(&request, &self.settings, &self.digester, |ns, o| objects.lookup(ns, o))
     }
