@@ -3,7 +3,9 @@
 //! In one run, on loopback: configsum with `--objects-from` (the pure webhook
 //! cost), configsum against the fake API server (zero latency), and nginx
 //! answering a fixed AdmissionReview (the floor), each at several fixed
-//! concurrency levels with the same TLS 1.3 cipher and the same bodies. Then
+//! concurrency levels with the same TLS 1.3 cipher and the same bodies, three
+//! runs per level, each configsum run next to a floor run: the report gives
+//! medians, the runs' range, and the ratio to the floor run by run. Then
 //! the webhook's memory with 10,000 Secrets of 100 KB. Prints a Markdown
 //! report and writes it to target/bench/load.md.
 //!
@@ -31,6 +33,9 @@ use server::{Server, TempDir, install_crypto_provider, make_certs};
 
 struct Plan {
     concurrency: &'static [usize],
+    /// Runs per target and level, interleaved with the floor's, so that drift on a shared
+    /// machine falls on both sides of each ratio.
+    runs: usize,
     duration: Duration,
     secrets: usize,
     secret_bytes: usize,
@@ -39,42 +44,79 @@ struct Plan {
 
 const FULL: Plan = Plan {
     concurrency: &[1, 8, 64],
-    duration: Duration::from_secs(8),
+    runs: 3,
+    duration: Duration::from_secs(5),
     secrets: 10_000,
     secret_bytes: 100 * 1024,
     memory_duration: Duration::from_secs(20),
 };
 const SMOKE: Plan = Plan {
     concurrency: &[1, 8],
+    runs: 1,
     duration: Duration::from_millis(300),
     secrets: 50,
     secret_bytes: 4 * 1024,
     memory_duration: Duration::from_millis(500),
 };
 
+const FLOOR: &str = "floor: nginx, fixed answer";
+
+/// One target at one concurrency level: every run of it.
 struct Row {
     target: &'static str,
-    /// The fake API server's request count when the measured run began.
-    api_requests_before: usize,
     concurrency: usize,
-    result: LoadResult,
-    cpu_per_1000: f64,
+    runs: Vec<Run>,
     peak_rss_mib: f64,
 }
 
-fn check_admission(_: usize, body: &[u8]) -> Result<(), String> {
-    let answer: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-    if answer["response"]["allowed"] != true || answer["response"]["uid"] != "bench" {
-        return Err(format!("unexpected answer {answer}"));
+/// One measured run.
+struct Run {
+    result: LoadResult,
+    cpu_per_1000: f64,
+    /// Requests the target made to its API server during the run.
+    api_requests: usize,
+}
+
+impl Row {
+    fn new(target: &'static str, concurrency: usize) -> Self {
+        Row { target, concurrency, runs: Vec::new(), peak_rss_mib: 0.0 }
     }
-    if answer["response"].get("warnings").is_some() {
-        return Err(format!("warnings: {}", answer["response"]["warnings"]));
+
+    fn median(&self, of: impl Fn(&Run) -> f64) -> f64 {
+        median(self.runs.iter().map(of).collect())
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+fn check_admission(_: usize, body: &[u8]) -> Result<(), String> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| format!("not JSON: {e}"))?;
+    if v["response"]["allowed"] != true {
+        return Err(format!("not allowed: {v}"));
     }
     Ok(())
 }
 
 fn check_anything(_: usize, _: &[u8]) -> Result<(), String> {
     Ok(())
+}
+
+/// A server under load: where it listens, its processes, how its answers are checked.
+struct Target<'a> {
+    name: &'static str,
+    addr: &'a str,
+    stats: ProcessStats,
+    check: fn(usize, &[u8]) -> Result<(), String>,
+    /// The API server it looks objects up in, whose requests a run counts.
+    api: Option<&'a FakeApiServer>,
 }
 
 #[tokio::main]
@@ -92,9 +134,30 @@ async fn main() {
     let path = |s: &str| dir.path(s).display().to_string();
     let (cert, key, digest, objects) =
         (path("tls.crt"), path("tls.key"), path("digest.key"), path("objects.yaml"));
-    let mut rows = Vec::new();
+    let load = Load { connector: &connector, bodies: &bodies, plan: &plan };
 
-    // 1. configsum with --objects-from: the webhook's own cost.
+    // The floor: nginx with a fixed AdmissionReview answer, up for the whole run.
+    let floor_answer = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"bench","allowed":true}}"#;
+    let nginx = floor::Nginx::start(&dir.0, &dir.0, floor_answer);
+    if nginx.is_none() && full {
+        panic!("nginx is needed for the floor: scripts/install-bench-deps.sh installs it");
+    }
+    let floor = match &nginx {
+        Some(nginx) => Some(Target {
+            name: FLOOR,
+            addr: &nginx.addr,
+            stats: ProcessStats::new(nginx_processes(nginx.pid).await),
+            check: check_anything,
+            api: None,
+        }),
+        None => {
+            eprintln!("smoke run: no nginx, floor skipped");
+            None
+        }
+    };
+
+    // 1. configsum with --objects-from (the webhook's own cost), each run next to the floor's.
+    let mut rows: Vec<Row> = Vec::new();
     {
         let args = [
             "--tls-cert",
@@ -107,27 +170,33 @@ async fn main() {
             &objects,
         ];
         let server = Server::start(&args, &[], &dir.path("ca.crt")).await;
-        let stats = ProcessStats::new(vec![server.child.id().expect("pid")]);
-        for &c in plan.concurrency {
-            rows.push(
-                measure(
-                    "configsum --objects-from",
-                    &server.addr,
-                    &connector,
-                    &bodies,
-                    c,
-                    plan.duration,
-                    &stats,
-                    check_admission,
-                    None,
-                )
-                .await,
-            );
+        let configsum = Target {
+            name: "configsum --objects-from",
+            addr: &server.addr,
+            stats: ProcessStats::new(vec![server.child.id().expect("pid")]),
+            check: check_admission,
+            api: None,
+        };
+        let targets: Vec<&Target<'_>> = std::iter::once(&configsum).chain(floor.as_ref()).collect();
+        for run in 0..plan.runs {
+            for &c in plan.concurrency {
+                for target in &targets {
+                    let row = row_of(&mut rows, target.name, c);
+                    row.runs.push(load.measure(target, c).await);
+                    row.peak_rss_mib = target.stats.peak_rss_mib();
+                    eprintln!(
+                        "run {}: {} at {c}: {:.0} req/s",
+                        run + 1,
+                        target.name,
+                        row.runs.last().map_or(0.0, |r| r.result.requests_per_second())
+                    );
+                }
+            }
         }
         assert_eq!(server.terminate().await, Some(0));
     }
 
-    // 2. configsum against the fake API server, zero latency.
+    // 2. configsum against the fake API server, zero latency: every review makes its lookups.
     let api = FakeApiServer::start().await;
     for (kind, name, data) in reviews::objects() {
         let data: Vec<(&str, &str)> = data.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -143,74 +212,35 @@ async fn main() {
         let args = ["--tls-cert", cert.as_str(), "--tls-key", &key, "--digest-key-file", &digest];
         let server =
             Server::start(&args, &[("KUBECONFIG", &kubeconfig)], &dir.path("ca.crt")).await;
-        let stats = ProcessStats::new(vec![server.child.id().expect("pid")]);
-        for &c in plan.concurrency {
-            let row = measure(
-                "configsum + fake API server",
-                &server.addr,
-                &connector,
-                &bodies,
-                c,
-                plan.duration,
-                &stats,
-                check_admission,
-                Some(&api),
-            )
-            .await;
-            let expected: usize =
-                row.result.answered.iter().zip(&mix).map(|(n, m)| n * m.lookups).sum();
-            let made = api.total_requests() - row.api_requests_before;
-            if made != expected {
-                eprintln!(
-                    "lookups at c={c}: {made} API requests for {expected} referenced objects"
-                );
-                lookups_ok = false;
+        let configsum = Target {
+            name: "configsum + fake API server",
+            addr: &server.addr,
+            stats: ProcessStats::new(vec![server.child.id().expect("pid")]),
+            check: check_admission,
+            api: Some(&api),
+        };
+        for _ in 0..plan.runs {
+            for &c in plan.concurrency {
+                let run = load.measure(&configsum, c).await;
+                let expected: usize =
+                    run.result.answered.iter().zip(&mix).map(|(n, m)| n * m.lookups).sum();
+                let made = run.api_requests;
+                if made != expected {
+                    eprintln!(
+                        "lookups at c={c}: {made} API requests for {expected} referenced objects"
+                    );
+                    lookups_ok = false;
+                }
+                let row = row_of(&mut rows, configsum.name, c);
+                row.runs.push(run);
+                row.peak_rss_mib = configsum.stats.peak_rss_mib();
             }
-            rows.push(row);
         }
         assert_eq!(server.terminate().await, Some(0));
     }
+    drop(nginx);
 
-    // 3. The floor: nginx with a fixed AdmissionReview answer.
-    let floor_answer = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"bench","allowed":true}}"#;
-    match floor::Nginx::start(&dir.0, &dir.0, floor_answer) {
-        Some(nginx) => {
-            // The master forks its workers after it starts listening.
-            let mut workers = loadgen::children(nginx.pid);
-            for _ in 0..100 {
-                if workers.len() >= 2 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                workers = loadgen::children(nginx.pid);
-            }
-            let mut pids = vec![nginx.pid];
-            pids.extend(workers);
-            let stats = ProcessStats::new(pids);
-            for &c in plan.concurrency {
-                rows.push(
-                    measure(
-                        "floor: nginx, fixed answer",
-                        &nginx.addr,
-                        &connector,
-                        &bodies,
-                        c,
-                        plan.duration,
-                        &stats,
-                        check_anything,
-                        None,
-                    )
-                    .await,
-                );
-            }
-        }
-        None if full => {
-            panic!("nginx is needed for the floor: scripts/install-bench-deps.sh installs it")
-        }
-        None => eprintln!("smoke run: no nginx, floor skipped"),
-    }
-
-    // 4. Memory with many large Secrets, reviews referencing a rotating subset.
+    // 3. Memory with many large Secrets, reviews referencing a rotating subset.
     let memory = memory_at_scale(&api, &plan, &dir, &kubeconfig, &connector).await;
 
     let report = report(&rows, lookups_ok, &memory, &plan);
@@ -221,45 +251,72 @@ async fn main() {
         let _ = std::fs::write(out.join("load.md"), &report);
     }
     assert!(lookups_ok, "exactly one API request per distinct referenced object per review");
-    assert!(rows.iter().all(|r| r.result.errors == 0), "every request answered");
+    assert!(
+        rows.iter().all(|r| r.runs.iter().all(|run| run.result.errors == 0)),
+        "every request answered"
+    );
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn measure(
-    target: &'static str,
-    addr: &str,
-    connector: &tokio_rustls::TlsConnector,
-    bodies: &Arc<Vec<Vec<u8>>>,
-    concurrency: usize,
-    duration: Duration,
-    stats: &ProcessStats,
-    check: fn(usize, &[u8]) -> Result<(), String>,
-    api: Option<&FakeApiServer>,
-) -> Row {
-    // A short warm-up on the same connections count, not recorded.
-    loadgen::run(addr, connector, "/mutate", bodies.clone(), concurrency, duration / 10, check)
+/// nginx's master and the workers it forks after it starts listening.
+async fn nginx_processes(master: u32) -> Vec<u32> {
+    let mut workers = loadgen::children(master);
+    for _ in 0..100 {
+        if workers.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        workers = loadgen::children(master);
+    }
+    std::iter::once(master).chain(workers).collect()
+}
+
+fn row_of<'r>(rows: &'r mut Vec<Row>, target: &'static str, concurrency: usize) -> &'r mut Row {
+    let at = rows.iter().position(|r| r.target == target && r.concurrency == concurrency);
+    let at = at.unwrap_or_else(|| {
+        rows.push(Row::new(target, concurrency));
+        rows.len() - 1
+    });
+    &mut rows[at]
+}
+
+/// What every run shares: the client's TLS, the bodies, the plan.
+struct Load<'a> {
+    connector: &'a tokio_rustls::TlsConnector,
+    bodies: &'a Arc<Vec<Vec<u8>>>,
+    plan: &'a Plan,
+}
+
+impl Load<'_> {
+    async fn measure(&self, target: &Target<'_>, concurrency: usize) -> Run {
+        let (addr, connector, bodies) = (target.addr, self.connector, self.bodies);
+        // A short warm-up on the same connections count, not recorded.
+        let warm_up = self.plan.duration / 10;
+        loadgen::run(
+            addr,
+            connector,
+            "/mutate",
+            bodies.clone(),
+            concurrency,
+            warm_up,
+            target.check,
+        )
         .await;
-    let api_requests_before = api.map_or(0, FakeApiServer::total_requests);
-    let cpu_before = stats.cpu_seconds();
-    let result = loadgen::run(
-        addr,
-        connector,
-        "/mutate?timeout=10s",
-        bodies.clone(),
-        concurrency,
-        duration,
-        check,
-    )
-    .await;
-    let cpu = stats.cpu_seconds() - cpu_before;
-    let cpu_per_1000 = cpu / result.latencies.len().max(1) as f64 * 1000.0;
-    Row {
-        target,
-        api_requests_before,
-        concurrency,
-        cpu_per_1000,
-        peak_rss_mib: stats.peak_rss_mib(),
-        result,
+        let api_before = target.api.map_or(0, FakeApiServer::total_requests);
+        let cpu_before = target.stats.cpu_seconds();
+        let result = loadgen::run(
+            addr,
+            connector,
+            "/mutate?timeout=10s",
+            bodies.clone(),
+            concurrency,
+            self.plan.duration,
+            target.check,
+        )
+        .await;
+        let cpu = target.stats.cpu_seconds() - cpu_before;
+        let cpu_per_1000 = cpu / result.latencies.len().max(1) as f64 * 1000.0;
+        let api_requests = target.api.map_or(0, FakeApiServer::total_requests) - api_before;
+        Run { result, cpu_per_1000, api_requests }
     }
 }
 
@@ -332,12 +389,15 @@ fn report(rows: &[Row], lookups_ok: bool, memory: &Memory, plan: &Plan) -> Strin
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let _ = writeln!(
         out,
-        "Load: closed loop, keep-alive TLS 1.3 (AES-128-GCM, X25519), {} s per level, mix of 4 reviews",
+        "Load: closed loop, keep-alive TLS 1.3 (AES-128-GCM, X25519), {} runs of {} s per level \
+         (configsum --objects-from and the floor interleaved), mix of 4 reviews",
+        plan.runs,
         plan.duration.as_secs_f64()
     );
     let _ = writeln!(
         out,
-        "(20.7 KB Deployment CREATE, 41.2 KB Deployment UPDATE with oldObject, CronJob, Pod).\n"
+        "(Deployment CREATE, Deployment UPDATE with oldObject, CronJob, Pod). Medians of the runs; \
+         the ranges are the runs' lowest and highest.\n"
     );
     let _ = writeln!(
         out,
@@ -345,28 +405,34 @@ fn report(rows: &[Row], lookups_ok: bool, memory: &Memory, plan: &Plan) -> Strin
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
-        let floor =
-            rows.iter().find(|r| r.target.starts_with("floor") && r.concurrency == row.concurrency);
+        let rps: Vec<f64> = row.runs.iter().map(|r| r.result.requests_per_second()).collect();
+        let (low, high) = range(&rps);
+        let floor = rows.iter().find(|r| r.target == FLOOR && r.concurrency == row.concurrency);
         let (ratio, p99_delta) = match floor {
-            Some(f) if !row.target.starts_with("floor") => (
-                format!(
-                    "{:.0} %",
-                    100.0 * row.result.requests_per_second() / f.result.requests_per_second()
-                ),
-                format!("{:+.2} ms", ms(row.result.quantile(0.99)) - ms(f.result.quantile(0.99))),
-            ),
+            Some(floor) if row.target != FLOOR => {
+                // Run i against the floor's run i: measured next to each other.
+                let ratios: Vec<f64> = (row.runs.iter().zip(&floor.runs))
+                    .map(|(r, f)| r.result.requests_per_second() / f.result.requests_per_second())
+                    .collect();
+                let (low, high) = range(&ratios);
+                let p99 = |r: &Run| ms(r.result.quantile(0.99));
+                (
+                    format!("{:.2} ({low:.2}–{high:.2})", median(ratios.clone())),
+                    format!("{:+.2} ms", row.median(p99) - floor.median(p99)),
+                )
+            }
             _ => ("".into(), "".into()),
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.3} | {:.1} | {} | {} |",
+            "| {} | {} | {:.0} ({low:.0}–{high:.0}) | {:.2} | {:.2} | {:.2} | {:.3} | {:.1} | {} | {} |",
             row.target,
             row.concurrency,
-            row.result.requests_per_second(),
-            ms(row.result.quantile(0.5)),
-            ms(row.result.quantile(0.99)),
-            ms(row.result.quantile(0.999)),
-            row.cpu_per_1000,
+            median(rps.clone()),
+            row.median(|r| ms(r.result.quantile(0.5))),
+            row.median(|r| ms(r.result.quantile(0.99))),
+            row.median(|r| ms(r.result.quantile(0.999))),
+            row.median(|r| r.cpu_per_1000),
             row.peak_rss_mib,
             ratio,
             p99_delta
@@ -395,4 +461,10 @@ fn report(rows: &[Row], lookups_ok: bool, memory: &Memory, plan: &Plan) -> Strin
         samples.join(" ")
     );
     out
+}
+
+fn range(values: &[f64]) -> (f64, f64) {
+    let low = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (low, high)
 }

@@ -1,4 +1,4 @@
-//! One admission review through the pure path: parse the AdmissionReview,
+//! One admission review through the webhook's pure path: parse the AdmissionReview,
 //! plan, digest four objects from memory, decide, encode the answer.
 //! `make bench` runs it; `cargo test` runs each benchmark once as a smoke test.
 
@@ -7,9 +7,9 @@ mod fixtures;
 #[path = "support/reviews.rs"]
 mod reviews;
 
-use configsum::core::review;
+use configsum::core::review::decide_from_memory;
 use configsum::core::{ObjectRef, Settings};
-use configsum::webhook::admission::{encode_response, parse_review};
+use configsum::webhook::admission::{encode_response, parse_review, plan};
 use divan::{Bencher, black_box};
 use fixtures::{Objects, keyed_digester};
 
@@ -43,9 +43,11 @@ fn run(bencher: Bencher, update: bool) {
     let settings = Settings::default();
     let digester = keyed_digester();
     bencher.bench_local(|| {
-        let request = parse_review(black_box(&body)).unwrap_or_else(|e| panic!("{e}"));
+        let mut request = parse_review(black_box(&body)).unwrap_or_else(|e| panic!("{e}"));
+        let read = request.take_read();
+        let planned = plan(&request.as_core(), read, &body, &settings);
         let decision =
-            review(&request.as_core(), &settings, &digester, |ns, o| objects.lookup(ns, o));
+            decide_from_memory(planned, &settings, &digester, |ns, o| objects.lookup(ns, o));
         assert_eq!(decision.patch.len(), 4, "four digests added");
         encode_response(&request.uid, &decision)
     });

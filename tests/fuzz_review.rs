@@ -27,13 +27,15 @@ use std::time::{Duration, Instant};
 use axum::body::{Body, Bytes};
 use axum::http::{Request, StatusCode, header};
 use base64::Engine as _;
+use configsum::core::Request as CoreRequest;
 use configsum::core::{
     AnnotationDomain, DigestKeys, Digester, LookupErrorPolicy, ObjectContent, ObjectRef, Settings,
-    WorkloadKind,
+    WorkloadKind, plan_review,
 };
 use configsum::lookup::{LookupError, ObjectSource};
 use configsum::process::Readiness;
 use configsum::webhook::WebhookMetrics;
+use configsum::webhook::admission::{parse_review, plan};
 use configsum::webhook::api::{AppState, MAX_BODY_BYTES, router};
 use hostile::{Built, Case, J, obj, s};
 use http_body_util::BodyExt as _;
@@ -525,6 +527,7 @@ fn check(built: &Built, deny: bool, answer: &Answer, stats: &mut Stats) -> Resul
     if response["uid"].as_str() != Some(sent.uid.as_str()) {
         return Err("the answer's uid is not the request's".into());
     }
+    same_plan_in_place_and_from_text(&built.body, &sent)?;
     let warnings = match response.get("warnings") {
         None => Vec::new(),
         Some(Value::Array(warnings)) => warnings.clone(),
@@ -583,6 +586,22 @@ fn check(built: &Built, deny: bool, answer: &Answer, stats: &mut Stats) -> Resul
         Err(_) => stats.patches_unchecked += 1,
     }
     Ok(Outcome::Allowed { patch: true, warnings: !warnings.is_empty() })
+}
+
+/// The webhook reads the object of a review it mutates in place, in its pass over the body;
+/// render, explain and the fallback read it from its text. Both must plan the same.
+fn same_plan_in_place_and_from_text(body: &[u8], sent: &Sent<'_>) -> Result<(), String> {
+    let settings = Settings::default();
+    let mut request = parse_review(body).map_err(|e| format!("answered 200, but: {e}"))?;
+    let read = request.take_read();
+    let in_place = format!("{:?}", plan(&request.as_core(), read, body, &settings));
+    let object = sent.object.map(RawValue::get).filter(|o| *o != "null");
+    let from_text =
+        format!("{:?}", plan_review(&CoreRequest { object, ..request.as_core() }, &settings));
+    if in_place != from_text {
+        return Err(format!("read in place: {in_place:.400}\nfrom text: {from_text:.400}"));
+    }
+    Ok(())
 }
 
 /// Where a failing body is written, so it can be replayed with curl.

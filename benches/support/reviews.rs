@@ -43,7 +43,8 @@ pub fn standard_deployment() -> Value {
     deployment_20kb(["app-config", "nginx-conf"], ["db-credentials", "api-tokens"])
 }
 
-/// An AdmissionReview v1 body.
+/// An AdmissionReview v1 body, its fields in the order the API server writes them (the
+/// webhook reads an object in place when the fields before it say it is one to mutate).
 pub fn review(
     group_version_kind: (&str, &str, &str),
     operation: &str,
@@ -51,13 +52,19 @@ pub fn review(
     old: Option<&Value>,
 ) -> Vec<u8> {
     let (group, version, kind) = group_version_kind;
-    serde_json::to_vec(
-        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-        "uid": "bench", "kind": {"group": group, "version": version, "kind": kind},
-        "operation": operation, "namespace": NAMESPACE, "name": object["metadata"]["name"],
-        "object": object, "oldObject": old}}),
+    let resource = format!("{}s", kind.to_lowercase());
+    let gvk = json!({"group": group, "version": version, "kind": kind});
+    let gvr = json!({"group": group, "version": version, "resource": resource});
+    let user = json!({"username": "system:serviceaccount:argocd:argocd-application-controller",
+        "uid": "5b2e9a4c-0d6f-4c3e-9a51-2f7c1e8d4b10",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:argocd", "system:authenticated"]});
+    let old = old.map_or_else(|| "null".to_owned(), Value::to_string);
+    format!(
+        r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{"uid":"bench","kind":{gvk},"resource":{gvr},"requestKind":{gvk},"requestResource":{gvr},"name":{name},"namespace":"{NAMESPACE}","operation":"{operation}","userInfo":{user},"object":{object},"oldObject":{old},"dryRun":false,"options":{{"kind":"{options}","apiVersion":"meta.k8s.io/v1"}}}}}}"#,
+        name = object["metadata"]["name"],
+        options = if operation == "UPDATE" { "UpdateOptions" } else { "CreateOptions" },
     )
-    .unwrap_or_default()
+    .into_bytes()
 }
 
 /// One kind of review in the load mix and how many lookups it causes.

@@ -31,7 +31,7 @@ pub use mutate::{
     Settings, Skip, plan,
 };
 pub use object_ref::{ObjectKey, ObjectKind, ObjectRef};
-pub use review::{OldObject, Request, plan_review, review};
+pub use review::{OldObject, Request, plan_read_review, plan_review, review};
 pub use selection::Target;
 pub use workload::{Workload, WorkloadKind};
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::inputs::image::PodImages;
 use super::mutate::Observed;
-use super::workload::{Operation, ParseError, WorkloadKind};
+use super::workload::{ObjectRead, Operation, ParseError, WorkloadKind};
 use super::{Decision, Digester, Found, ObjectRef, Plan, Settings, Skip, plan};
 
 /// The parts of an AdmissionReview request the decision reads.
@@ -34,6 +34,28 @@ pub enum OldObject<'a> {
 
 /// Reads the request: is it ours, and which objects does its pod template consume?
 pub fn plan_review(request: &Request<'_>, settings: &Settings) -> Plan {
+    plan_object(request, settings, None, || request.object)
+}
+
+/// [`plan_review`] for a request whose object the wire parser read in its own pass over the
+/// review ([`WorkloadKind::object_seed`], for a kind that [`WorkloadKind::reads_in_one_pass`]).
+/// `text` finds the object's text again, for the image pass: only a workload that tracks
+/// images, or carries their digests, needs it.
+pub fn plan_read_review<'t>(
+    request: &Request<'_>,
+    settings: &Settings,
+    read: ObjectRead,
+    text: impl FnOnce() -> Option<&'t str>,
+) -> Plan {
+    plan_object(request, settings, Some(read), text)
+}
+
+fn plan_object<'t>(
+    request: &Request<'_>,
+    settings: &Settings,
+    read: Option<ObjectRead>,
+    text: impl FnOnce() -> Option<&'t str>,
+) -> Plan {
     let Some(kind) = WorkloadKind::from_gvk(request.group, request.version, request.kind) else {
         return Plan::Skip(Skip::Kind);
     };
@@ -46,12 +68,14 @@ pub fn plan_review(request: &Request<'_>, settings: &Settings) -> Plan {
     let unparsable = |why: &str| {
         Plan::Unparsable(format!("configsum: the {} was not changed: {why}", kind.as_str()))
     };
-    let Some(object) = request.object else {
-        return unparsable("the request has no object");
+    let parsed = match (read, request.object) {
+        (Some(read), _) => kind.from_read(read),
+        (None, Some(object)) => kind.parse(object),
+        (None, None) => return unparsable("the request has no object"),
     };
-    let mut workload = match kind.parse(object) {
+    let mut workload = match parsed {
         Ok(workload) => workload,
-        Err(e @ (ParseError::NoPodSpec | ParseError::WrongKind { .. })) => {
+        Err(e @ (ParseError::NoPodSpec | ParseError::WrongKind { .. } | ParseError::NeedsText)) => {
             return unparsable(&e.to_string());
         }
         // serde's message may quote the object's values: give only the position.
@@ -81,7 +105,9 @@ pub fn plan_review(request: &Request<'_>, settings: &Settings) -> Plan {
     };
     match plan(workload, old_annotations, settings) {
         Plan::Mutate(mutation) => {
-            match mutation.with_pod_images(settings, || Some(PodImages::of(kind, object))) {
+            match mutation
+                .with_pod_images(settings, || text().map(|object| PodImages::of(kind, object)))
+            {
                 Ok(mutation) => Plan::Mutate(mutation),
                 Err(e) => unparsable(&format!(
                     "its containers do not parse (line {}, column {})",
@@ -102,7 +128,17 @@ pub fn review<'a>(
     digester: &Digester,
     lookup: impl Fn(&str, &ObjectRef) -> Found<'a>,
 ) -> Decision {
-    match plan_review(request, settings) {
+    decide_from_memory(plan_review(request, settings), settings, digester, lookup)
+}
+
+/// The rest of [`review`], for a plan made elsewhere (the webhook's, in the bench).
+pub fn decide_from_memory<'a>(
+    plan: Plan,
+    settings: &Settings,
+    digester: &Digester,
+    lookup: impl Fn(&str, &ObjectRef) -> Found<'a>,
+) -> Decision {
+    match plan {
         Plan::Skip(_) => Decision::default(),
         Plan::Unparsable(warning) => Decision::warn(warning),
         Plan::Mutate(mutation) => {

@@ -71,8 +71,35 @@ impl WorkloadKind {
     /// must have their API types.
     pub fn parse(self, object: &str) -> Result<Workload, ParseError> {
         let mut deserializer = serde_json::Deserializer::from_str(object);
-        let read = ObjectSeed { row: self.row() }.deserialize(&mut deserializer)?;
+        let read = self.object_seed().deserialize(&mut deserializer)?;
         deserializer.end()?;
+        self.workload_of(read, Text::Object(object))
+    }
+
+    /// Whether one pass reads all this kind needs of an object ([`Self::object_seed`]), so that
+    /// a pass over a larger document (an AdmissionReview) can read it in place: every
+    /// built-in kind, and a declared kind without reference paths or digests of its own place.
+    pub fn reads_in_one_pass(self) -> bool {
+        let declaration = self.declaration();
+        declaration.annotations.is_none() && declaration.references.is_empty()
+    }
+
+    /// What [`Self::parse`] reads of an object, as a seed for a pass over a larger document.
+    pub fn object_seed(self) -> ObjectSeed<'static> {
+        ObjectSeed { row: self.row() }
+    }
+
+    /// The workload from what [`Self::object_seed`] read, for a kind that
+    /// [`Self::reads_in_one_pass`]; checked as [`Self::parse`] checks.
+    pub fn from_read(self, read: ObjectRead) -> Result<Workload, ParseError> {
+        if !self.reads_in_one_pass() {
+            // Its reference paths or digests' place would go unread: never silently.
+            return Err(ParseError::NeedsText);
+        }
+        self.workload_of(read, Text::Spec(None))
+    }
+
+    fn workload_of(self, read: ObjectRead, text: Text<'_>) -> Result<Workload, ParseError> {
         if read.api_version != self.api_version() || read.kind != self.as_str() {
             return Err(ParseError::WrongKind {
                 expected: format!("{} {}", self.api_version(), self.as_str()),
@@ -80,7 +107,7 @@ impl WorkloadKind {
         }
         let metadata_present = read.metadata.is_some();
         let metadata = read.metadata.unwrap_or_default();
-        self.workload_from(metadata, metadata_present, read.spec, Text::Object(object))
+        self.workload_from(metadata, metadata_present, read.spec, text)
     }
 
     /// The workload from its metadata and the text of its `spec`, known to be of this kind
@@ -282,6 +309,8 @@ pub enum ParseError {
     WrongKind { expected: String },
     #[error("it has no pod template spec")]
     NoPodSpec,
+    #[error("its kind reads more than one pass over the object")]
+    NeedsText,
 }
 
 /// A pod template as configsum reads it: its metadata and its pod spec.
@@ -291,9 +320,9 @@ struct TemplateView {
     spec: Option<PodSpec>,
 }
 
-/// What the one pass over an object reads.
+/// What the one pass over an object reads ([`WorkloadKind::object_seed`]).
 #[derive(Default)]
-struct ObjectRead {
+pub struct ObjectRead {
     api_version: String,
     kind: String,
     metadata: Option<Metadata>,
@@ -312,7 +341,7 @@ enum SpecRead {
 
 /// Reads an object's `apiVersion`, `kind`, `metadata` and `spec` (by [`SpecSeed`]), skipping
 /// every other field.
-struct ObjectSeed<'k> {
+pub struct ObjectSeed<'k> {
     row: &'k KindRow,
 }
 

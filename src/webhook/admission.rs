@@ -3,9 +3,11 @@
 //! Our own types rather than kube-core's: kube-core serialises
 //! `response.patch` as an array of numbers, while the API server wants a
 //! base64 string. And reading a review costs one pass over the body: the
-//! envelope and `request` are read together, `object` is kept as borrowed
-//! text for the core to parse as its kind, and of `oldObject` only the map the
-//! digests are in is read, when `request.kind` names a workload kind.
+//! envelope and `request` are read together; when `request.kind`,
+//! `subResource` and `operation` (which the API server sends first) say the
+//! review is one configsum mutates, `object` is read as its kind in place
+//! (the core's seed) and of `oldObject` only the map the digests are in. Any
+//! other `object` is kept as borrowed text.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,12 +18,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::core::field_path::Key;
-use crate::core::{Decision, OldObject, Request, WorkloadKind};
+use crate::core::workload::{ObjectRead, Operation};
+use crate::core::{
+    Decision, OldObject, Plan, Request, Settings, WorkloadKind, plan_read_review, plan_review,
+};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
 
-/// `request` of an AdmissionReview; `object` stays raw JSON.
+/// `request` of an AdmissionReview.
 pub struct AdmissionRequest<'a> {
     pub uid: String,
     pub kind: GroupVersionKind,
@@ -29,9 +34,17 @@ pub struct AdmissionRequest<'a> {
     pub name: Option<String>,
     pub namespace: Option<String>,
     pub operation: String,
-    pub object: Option<&'a RawValue>,
+    pub object: Option<ObjectIn<'a>>,
     pub old_object: Option<OldObjectRead<'a>>,
     pub dry_run: Option<bool>,
+}
+
+/// `request.object` as the pass over the review left it.
+pub enum ObjectIn<'a> {
+    /// The review is one configsum mutates, of a kind read in one pass: read in place.
+    Read(Box<ObjectRead>),
+    /// Anything else: kept as text.
+    Text(&'a RawValue),
 }
 
 /// `request.oldObject` as the pass over the review left it.
@@ -60,13 +73,27 @@ impl AdmissionRequest<'_> {
             sub_resource: self.sub_resource.as_deref(),
             operation: &self.operation,
             namespace: self.namespace.as_deref(),
-            object: self.object.map(RawValue::get).filter(|o| *o != "null"),
+            object: match &self.object {
+                Some(ObjectIn::Text(raw)) => Some(raw.get()).filter(|o| *o != "null"),
+                Some(ObjectIn::Read(_)) | None => None,
+            },
             old_object: self.old_object.as_ref().and_then(|old| match old {
                 OldObjectRead::Annotations(map) => Some(OldObject::Annotations(map)),
                 OldObjectRead::Text(raw) => {
                     Some(raw.get()).filter(|o| *o != "null").map(OldObject::Text)
                 }
             }),
+        }
+    }
+
+    /// The object read in the pass, if it was: [`plan`] decides on it.
+    pub fn take_read(&mut self) -> Option<ObjectRead> {
+        match self.object.take() {
+            Some(ObjectIn::Read(read)) => Some(*read),
+            other => {
+                self.object = other;
+                None
+            }
         }
     }
 
@@ -92,9 +119,36 @@ pub enum WireError {
     NoRequest,
 }
 
-/// Parses an AdmissionReview v1 body in one pass, borrowing `object`.
+/// Parses an AdmissionReview v1 body in one pass (see the module's documentation).
 pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<'_>, WireError> {
-    let review = match serde_json::from_slice::<AdmissionReviewIn<'_>>(body) {
+    // JSON is UTF-8, also in the fields skipped unread: checked once, at memory speed.
+    let text = std::str::from_utf8(body).map_err(|e| {
+        let (line, column) = position(body, e.valid_up_to());
+        WireError::Json { line, column, category: "invalid UTF-8" }
+    })?;
+    match parse_as(text, Objects::ReadInPlace) {
+        Ok(request) => Ok(request),
+        // An object that does not read as its kind: read again keeping it as text, so that
+        // the core says what is wrong with it, as a warning on an allowed review.
+        Err(_) => parse_as(text, Objects::AsText),
+    }
+}
+
+/// Line and column (from 1, in bytes) of `offset` in `body`, as serde_json counts them.
+fn position(body: &[u8], offset: usize) -> (usize, usize) {
+    let before = &body[..offset.min(body.len())];
+    let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+    let column = 1 + before.iter().rev().take_while(|&&b| b != b'\n').count();
+    (line, column)
+}
+
+fn parse_as(body: &str, objects: Objects) -> Result<AdmissionRequest<'_>, WireError> {
+    let mut deserializer = serde_json::Deserializer::from_str(body);
+    let review = ReviewSeed(objects).deserialize(&mut deserializer).and_then(|review| {
+        deserializer.end()?;
+        Ok(review)
+    });
+    let review = match review {
         Ok(review) => review,
         Err(e) => {
             // A review of another version may fail as a v1 request: say which it is.
@@ -106,16 +160,46 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<'_>, WireError> {
     review.request.ok_or(WireError::NoRequest)
 }
 
+/// The core's plan for a parsed review: from the object read in place when it was (its text
+/// found again only for the image pass), else from the object's text.
+pub fn plan(
+    request: &Request<'_>,
+    read: Option<ObjectRead>,
+    body: &[u8],
+    settings: &Settings,
+) -> Plan {
+    match read {
+        Some(read) => plan_read_review(request, settings, read, || object_text(body)),
+        None => plan_review(request, settings),
+    }
+}
+
+/// `request.object`'s text in a review body: a second pass, for a workload that tracks images.
+fn object_text(body: &[u8]) -> Option<&str> {
+    #[derive(Deserialize)]
+    struct Review<'a> {
+        #[serde(borrow)]
+        request: Option<Object<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Object<'a> {
+        #[serde(borrow)]
+        object: Option<&'a RawValue>,
+    }
+    let review: Review<'_> = serde_json::from_slice(body).ok()?;
+    review.request?.object.map(RawValue::get)
+}
+
 /// The envelope alone, when the one pass failed: a wrong `apiVersion` or `kind` is reported
 /// as such rather than as whatever in `request` did not parse.
-fn wrong_type(body: &[u8]) -> Result<(), WireError> {
+fn wrong_type(body: &str) -> Result<(), WireError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Envelope {
         api_version: Option<String>,
         kind: Option<String>,
     }
-    match serde_json::from_slice::<Envelope>(body) {
+    match serde_json::from_str::<Envelope>(body) {
         Ok(envelope) => check_type(envelope.api_version, envelope.kind),
         Err(_) => Ok(()),
     }
@@ -129,23 +213,102 @@ fn check_type(api_version: Option<String>, kind: Option<String>) -> Result<(), W
     Ok(())
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// How the pass reads `request.object`.
+#[derive(Clone, Copy)]
+enum Objects {
+    ReadInPlace,
+    AsText,
+}
+
 struct AdmissionReviewIn<'a> {
     api_version: Option<String>,
     kind: Option<String>,
-    #[serde(borrow)]
     request: Option<AdmissionRequest<'a>>,
 }
 
-/// Field by field, so that `oldObject` is read by the kind `request.kind` named before it.
-impl<'de: 'a, 'a> Deserialize<'de> for AdmissionRequest<'a> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(RequestVisitor)
+struct ReviewSeed(Objects);
+
+impl<'de> DeserializeSeed<'de> for ReviewSeed {
+    type Value = AdmissionReviewIn<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
     }
 }
 
-struct RequestVisitor;
+impl<'de> Visitor<'de> for ReviewSeed {
+    type Value = AdmissionReviewIn<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an AdmissionReview")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut review = AdmissionReviewIn { api_version: None, kind: None, request: None };
+        let (mut api_version, mut kind, mut request) = (false, false, false);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "apiVersion" => {
+                    once(&mut api_version, "apiVersion")?;
+                    review.api_version = map.next_value()?;
+                }
+                "kind" => {
+                    once(&mut kind, "kind")?;
+                    review.kind = map.next_value()?;
+                }
+                "request" => {
+                    once(&mut request, "request")?;
+                    review.request =
+                        map.next_value_seed(OptionalRequest(RequestVisitor(self.0)))?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(review)
+    }
+}
+
+/// A field seen a second time is an error, as serde's derived readers make it.
+fn once<E: serde::de::Error>(seen: &mut bool, field: &'static str) -> Result<(), E> {
+    if std::mem::replace(seen, true) { Err(E::duplicate_field(field)) } else { Ok(()) }
+}
+
+/// `null` is no request.
+struct OptionalRequest(RequestVisitor);
+
+impl<'de> DeserializeSeed<'de> for OptionalRequest {
+    type Value = Option<AdmissionRequest<'de>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OptionalRequest {
+    type Value = Option<AdmissionRequest<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an AdmissionReview request")
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self.0).map(Some)
+    }
+}
+
+/// `request`, field by field, so that `object` and `oldObject` are read by what the fields
+/// before them said.
+struct RequestVisitor(Objects);
 
 impl<'de> Visitor<'de> for RequestVisitor {
     type Value = AdmissionRequest<'de>;
@@ -164,6 +327,10 @@ impl<'de> Visitor<'de> for RequestVisitor {
             let field = key.as_str();
             let fresh = |present: bool| {
                 if present { Err(A::Error::duplicate_field(known(field))) } else { Ok(()) }
+            };
+            let workload_kind = || {
+                let gvk = kind.as_ref()?;
+                WorkloadKind::from_gvk(&gvk.group, &gvk.version, &gvk.kind)
             };
             match field {
                 "uid" => {
@@ -192,14 +359,28 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 }
                 "object" => {
                     fresh(object.is_some())?;
-                    object = Some(map.next_value::<Option<&'de RawValue>>()?);
+                    // Read in place only what the core would read: a review it mutates.
+                    let mutated = workload_kind().filter(|workload| {
+                        matches!(self.0, Objects::ReadInPlace)
+                            && workload.reads_in_one_pass()
+                            && sub_resource
+                                .as_ref()
+                                .is_none_or(|s| s.as_deref().is_none_or(str::is_empty))
+                            && operation
+                                .as_deref()
+                                .and_then(Operation::parse)
+                                .is_some_and(|op| workload.mutates(op))
+                    });
+                    object = Some(match mutated {
+                        Some(workload) => Some(ObjectIn::Read(Box::new(
+                            map.next_value_seed(workload.object_seed())?,
+                        ))),
+                        None => map.next_value::<Option<&'de RawValue>>()?.map(ObjectIn::Text),
+                    });
                 }
                 "oldObject" => {
                     fresh(old_object.is_some())?;
-                    let workload = kind
-                        .as_ref()
-                        .and_then(|k| WorkloadKind::from_gvk(&k.group, &k.version, &k.kind));
-                    old_object = Some(match workload {
+                    old_object = Some(match workload_kind() {
                         Some(workload) => map
                             .next_value_seed(OldAnnotations(workload))?
                             .map(OldObjectRead::Annotations),
@@ -380,6 +561,76 @@ mod tests {
         assert_eq!(request.dry_run, Some(true));
     }
 
+    /// A review with its fields in the order the API server writes them.
+    fn in_api_server_order(
+        kind: Value,
+        sub_resource: &str,
+        operation: &str,
+        object: &Value,
+    ) -> Vec<u8> {
+        format!(
+            r#"{{"kind": "{KIND}", "apiVersion": "{API_VERSION}", "request": {{"uid": "u", "kind": {kind},
+                "resource": {{"group": "apps", "version": "v1", "resource": "deployments"}},
+                "subResource": "{sub_resource}", "name": "web", "namespace": "shop", "operation": "{operation}",
+                "userInfo": {{"username": "admin", "groups": ["system:masters"]}},
+                "object": {object}, "oldObject": null, "dryRun": false, "options": {{}}}}}}"#
+        )
+        .into_bytes()
+    }
+
+    fn deployment(spec: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "annotations": {"configsum.dev/images": "c"}},
+            "spec": {"template": {"metadata": {"annotations": {"a": "b"}}, "spec": spec}}})
+    }
+
+    /// The plan from the object read in place, and the plan from its text.
+    fn both_plans(body: &[u8]) -> (bool, String, String) {
+        let settings = Settings::default();
+        let mut request = parse_review(body).expect("review");
+        let read = request.take_read();
+        let in_place = read.is_some();
+        let planned = format!("{:?}", plan(&request.as_core(), read, body, &settings));
+        let text = object_text(body);
+        let from_text =
+            format!("{:?}", plan_review(&Request { object: text, ..request.as_core() }, &settings));
+        (in_place, planned, from_text)
+    }
+
+    #[test]
+    fn a_review_configsum_mutates_has_its_object_read_in_place() {
+        let gvk = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+        let spec = json!({"containers": [{"name": "c", "image": "app:1",
+            "env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}],
+            "volumes": [{"name": "v", "configMap": {"name": "c"}}]});
+        let body = in_api_server_order(gvk.clone(), "", "CREATE", &deployment(spec.clone()));
+        let (in_place, planned, from_text) = both_plans(&body);
+        assert!(in_place, "read in the pass over the review");
+        assert_eq!(planned, from_text);
+        assert!(
+            planned.contains("Mutate") && planned.contains("app:1"),
+            "images read again: {planned}"
+        );
+
+        // Not mutated, or not readable as its kind: kept as text, planned as before. An object
+        // of another kind reads in place and is refused as the text would be.
+        for (sub_resource, operation, object, read_in_place) in [
+            ("status", "UPDATE", deployment(spec.clone()), false),
+            ("", "DELETE", deployment(spec.clone()), false),
+            ("", "CREATE", deployment(json!({"containers": "not a list"})), false),
+            ("", "CREATE", json!({"apiVersion": "v1", "kind": "Pod"}), true),
+        ] {
+            let body = in_api_server_order(gvk.clone(), sub_resource, operation, &object);
+            let (in_place, planned, from_text) = both_plans(&body);
+            assert_eq!(in_place, read_in_place, "{operation} {sub_resource} {object}");
+            assert_eq!(planned, from_text);
+        }
+        let wrong_type =
+            in_api_server_order(gvk, "", "CREATE", &deployment(json!({"containers": 5})));
+        let (_, planned, _) = both_plans(&wrong_type);
+        assert!(planned.contains("does not parse (line 1, column"), "{planned}");
+    }
+
     fn old_annotations(request: &AdmissionRequest<'_>) -> Option<BTreeMap<String, String>> {
         match request.as_core().old_object? {
             OldObject::Annotations(map) => Some(map.clone()),
@@ -454,6 +705,16 @@ mod tests {
                 "kind": {{"version": "v1", "kind": "Pod"}}, "operation": "CREATE"}}}}"#
         );
         assert!(matches!(parse_review(twice.as_bytes()), Err(WireError::Json { .. })));
+        // A byte that is not UTF-8 is refused wherever it is, also in a field never read.
+        let mut not_utf8 = format!(
+            "{{\"apiVersion\": \"{API_VERSION}\", \"kind\": \"{KIND}\",\n \"request\": {{\"uid\": \"u\", \"userInfo\": {{\"username\": \"ab\"}},
+                \"kind\": {{\"version\": \"v1\", \"kind\": \"Pod\"}}, \"operation\": \"CREATE\"}}}}"
+        )
+        .into_bytes();
+        let at = not_utf8.windows(2).position(|w| w == b"ab").expect("ab");
+        not_utf8[at] = 0xf8;
+        let error = parse_review(&not_utf8).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(error.contains("line 2, column") && error.contains("invalid UTF-8"), "{error}");
         // The request is read with the envelope: one of another version that does not parse
         // as v1 is still reported as the wrong version.
         let old_version = format!(

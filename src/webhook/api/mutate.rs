@@ -17,13 +17,12 @@ use tracing::{Instrument as _, Span, info, info_span};
 
 use super::{AdmissionError, AppState, ReviewBody};
 use crate::core::inputs::image::ImageObservation;
-use crate::core::review::plan_review;
 use crate::core::workload::{Operation, WorkloadKind};
 use crate::core::{Decision, Mutation, Observation, Plan, Request};
 use crate::lookup::{
     Inputs, ObjectSource, lookup_budget, observe, observe_all, observe_workloads, resolve_all,
 };
-use crate::webhook::admission::{AdmissionRequest, encode_response, parse_review};
+use crate::webhook::admission::{AdmissionRequest, encode_response, parse_review, plan};
 use crate::webhook::log_field::LogField;
 
 /// The warning on a review shed because [`super::MAX_REVIEWS_IN_FLIGHT`] are running.
@@ -46,10 +45,11 @@ pub async fn mutate<S: ObjectSource>(
     let deadline = received + budget;
     let large = body.bytes.len() >= LARGE_BODY_BYTES;
 
-    let request = match cpu_bound(large, || parse_review(&body.bytes)) {
+    let mut request = match cpu_bound(large, || parse_review(&body.bytes)) {
         Ok(request) => request,
         Err(e) => return reject(&state, e.into(), received),
     };
+    let read = request.take_read();
     let core_request = request.as_core();
     let logged = Logged::new(&request, &core_request);
 
@@ -59,8 +59,10 @@ pub async fn mutate<S: ObjectSource>(
     let deciding = state.in_flight.try_acquire();
     let (decision, outcome) = match &deciding {
         Ok(_) => {
-            let review = Review { state: &state, request: &core_request, large, deadline };
-            review.decide().instrument(logged.span()).await
+            let planned =
+                cpu_bound(large, || plan(&core_request, read, &body.bytes, &state.settings));
+            let review = Review { state: &state, large, deadline };
+            review.decide(planned).instrument(logged.span()).await
         }
         Err(_) => (Decision::warn(OVERLOADED.to_owned()), "overloaded"),
     };
@@ -87,16 +89,16 @@ impl<T: Sync> FromRequestParts<T> for Received {
 /// One parsed review on its way to a decision.
 struct Review<'a, S> {
     state: &'a AppState<S>,
-    request: &'a Request<'a>,
     large: bool,
     deadline: Instant,
 }
 
 impl<S: ObjectSource> Review<'_, S> {
-    /// Plan, look up, decide; with the `outcome` label of `configsum_admissions_total`.
-    async fn decide(&self) -> (Decision, &'static str) {
+    /// Look up and decide what `plan` says; with the `outcome` label of
+    /// `configsum_admissions_total`.
+    async fn decide(&self, plan: Plan) -> (Decision, &'static str) {
         let settings = &self.state.settings;
-        match cpu_bound(self.large, || plan_review(self.request, settings)) {
+        match plan {
             Plan::Skip(skip) => {
                 tracing::debug!(reason = skip.as_str(), "skipped");
                 (Decision::default(), "skipped")
