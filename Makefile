@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools krew control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller fuzz image image-docker image-push deploy undeploy e2e clean
+.PHONY: help all build test lint tools krew control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller bench-instructions fuzz image image-docker image-push deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -76,13 +76,14 @@ certs:
 certs-overlay:
 	certs/dev-ca-overlay.sh
 
-## bench: the pure-path micro-benchmark, the load benchmark against the nginx floor
+## bench: the pure-path micro-benchmark and its instruction counts, the load benchmark against the nginx floor
 ## (report in target/bench/load.md), the worst case under the webhook's limits
 ## (target/bench/hostile.md), then bench-controller. Not part of `make test`, which
 ## runs smoke versions of the load and worst-case benchmarks.
 bench:
 	scripts/install-bench-deps.sh
 	$(CARGO) bench --bench review
+	scripts/bench-instructions.sh
 	$(CARGO) bench --bench load
 	$(CARGO) bench --bench hostile
 	$(MAKE) bench-controller
@@ -93,6 +94,11 @@ bench:
 ## Not part of `make test`.
 bench-controller:
 	$(CARGO) bench --bench controller
+
+## bench-instructions: instructions per review on the webhook's pure path (callgrind),
+## stable where wall-clock medians are not. Not part of `make test`.
+bench-instructions:
+	scripts/bench-instructions.sh
 
 ## fuzz: a long fuzzing campaign in release: FUZZ_CASES (default 40,000; about 10 minutes)
 ## hostile AdmissionReviews through the in-process HTTP app, each answer checked for status,

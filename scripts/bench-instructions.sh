@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Instructions per review on the webhook's pure path, counted by callgrind: stable on a
+# noisy machine where wall-clock medians move by tens of per cent from run to run.
+# Each benchmark runs twice (150 and 50 samples of one review); the difference over 100 is
+# one review, without divan's and the process's fixed costs. valgrind does not emulate
+# SHA-NI, so SHA-256 is counted in its portable form (about 107k of a CREATE's
+# instructions; a fraction of that on a CPU with SHA extensions).
+#
+#   scripts/bench-instructions.sh [review-bench-binary]
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+if ! command -v valgrind >/dev/null; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq valgrind
+fi
+bin="${1:-}"
+if [ -z "$bin" ]; then
+  bin=$(cd "$here" && cargo bench --bench review --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "review" and m.get("executable"):
+        print(m["executable"])')
+fi
+count() {
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" --bench "$1" \
+    --sample-count "$2" --sample-size 1 2>&1 | awk '/Collected/ {print $NF}'
+}
+"$bin" --bench --sample-count 1 2>&1 | grep -i "review bodies" || true
+for bench in deployment_20kb_create deployment_20kb_update_with_old_object; do
+  few=$(count "$bench" 50)
+  many=$(count "$bench" 150)
+  echo "$bench: $(( (many - few) / 100 )) instructions per review"
+done
