@@ -17,11 +17,11 @@ use std::path::{Path, PathBuf};
 
 use json_patch::PatchOperation;
 
-use self::stream::{Document, Stream};
+use self::stream::{Document, is_list, is_resource_list, list_items, parse_document};
 use self::tree::Node;
-use crate::core::{Digester, ObjectRef, Settings, WorkloadKind};
+use crate::core::{Digester, ObjectKind, ObjectRef, Settings, WorkloadKind};
 use crate::core::{Request, review};
-use crate::lookup::{FileSource, FileSourceError};
+use crate::lookup::{FileSource, FileSourceError, split_documents};
 
 /// What a render needs besides the stream.
 pub struct Options {
@@ -33,10 +33,11 @@ pub struct Options {
     pub objects_from: Vec<(PathBuf, String)>,
 }
 
-/// A finished render: the whole output, and the notes for stderr.
+/// A finished render: the output, in pieces to write one after the other
+/// (joining them would hold it twice), and the notes for stderr.
 #[derive(Debug)]
 pub struct Rendered {
-    pub output: String,
+    pub output: Vec<String>,
     pub notes: Vec<String>,
 }
 
@@ -51,29 +52,159 @@ pub enum RenderError {
     Objects(#[from] crate::lookup::FileSourceError),
 }
 
-/// Renders `stream` (see [`Stream::parse`]): the same documents in the same
-/// order, each workload's pod template carrying the digests admission would write.
-pub fn render(mut stream: Stream, options: &Options) -> Result<Rendered, RenderError> {
+/// A document between reading and writing. Only a workload (or a List) waits
+/// for the stream's objects; every other document is written as soon as it is
+/// read, so at most one document's tree is held at a time, Lists aside.
+enum Part {
+    /// The document's final text, its `---` included. `object`: a ConfigMap or
+    /// a Secret, whose data is read from that same text.
+    Written { number: usize, text: String, object: bool },
+    /// A workload's input text, parsed again once the objects are known: a
+    /// tree takes several times the memory of its text.
+    Workload { number: usize, first_line: usize, text: String },
+    /// A List, or the stream's one ResourceList: its items are rendered in place.
+    List { number: usize, node: Node },
+}
+
+/// Renders the stream `text`: the same documents in the same order, each
+/// workload's pod template carrying the digests admission would write. A
+/// `kind: List`'s items are handled like documents, and so are the `items` of
+/// a stream that is one `ResourceList`. Takes the text to let it go once read.
+pub fn render(text: String, options: &Options) -> Result<Rendered, RenderError> {
+    let mut parts = read(&text)?;
+    // What is still needed of the input, the workloads' texts, was copied.
+    drop(text);
     let mut objects = FileSource::default();
-    for (number, text) in stream.object_texts() {
-        // The text is render's own writing of one object: the stream's
-        // document number says where it is, not a line of that text.
-        objects.add_first_wins(&text, Path::new("-"), &options.namespace).map_err(|e| match e {
-            FileSourceError::Object { object, field, problem, .. } => RenderError::Input {
-                document: number,
-                reason: format!("{object}: {field} {problem}"),
-            },
-            other => RenderError::Objects(other),
-        })?;
+    for part in &mut parts {
+        match part {
+            Part::Written { number, text, object: true } => {
+                let text = text.strip_prefix(SEPARATOR).unwrap_or(text);
+                add_object(&mut objects, *number, text, options)?;
+            }
+            Part::List { number, node } => {
+                for item in list_items(node).filter(|item| is_object(item)) {
+                    add_object(&mut objects, *number, &item.to_yaml(), options)?;
+                }
+            }
+            _ => {}
+        }
     }
     for (path, text) in &options.objects_from {
         objects.add_first_wins(text, path, &options.namespace)?;
     }
     let mut notes = Vec::new();
-    for mut document in stream.documents_mut() {
-        render_document(&mut document, &objects, options, &mut notes);
+    let mut output = Vec::with_capacity(parts.len());
+    for part in parts {
+        let text = match part {
+            Part::Written { text, .. } => text,
+            Part::Workload { number, first_line, text } => {
+                let parsed = parse_document(number, first_line, &text)?;
+                drop(text);
+                let mut out = separator(number, parsed.is_none());
+                if let Some(mut node) = parsed {
+                    let mut document = Document { number, node: &mut node };
+                    render_document(&mut document, &objects, options, &mut notes);
+                    node.write_yaml(&mut out);
+                }
+                out
+            }
+            Part::List { number, mut node } => {
+                for item in list_items(&mut node) {
+                    let mut document = Document { number, node: item };
+                    render_document(&mut document, &objects, options, &mut notes);
+                }
+                let mut out = separator(number, false);
+                node.write_yaml(&mut out);
+                out
+            }
+        };
+        output.push(text);
     }
-    Ok(Rendered { output: stream.to_yaml(), notes })
+    Ok(Rendered { output, notes })
+}
+
+/// Parses every document in order, so that the first one that cannot be read
+/// is the one reported, and writes those that wait for nothing.
+fn read(text: &str) -> Result<Vec<Part>, RenderError> {
+    let mut parts = Vec::new();
+    let mut present = 0;
+    // The first document, kept as a list while it may be the stream's one ResourceList.
+    let mut resource_list = None;
+    for (index, (first_line, chunk)) in split_documents(text).into_iter().enumerate() {
+        let number = index + 1;
+        let Some(node) = parse_document(number, first_line, chunk)? else {
+            parts.push(Part::Written { number, text: separator(number, true), object: false });
+            continue;
+        };
+        present += 1;
+        if present == 1 && is_resource_list(&node) {
+            resource_list = Some(parts.len());
+            parts.push(Part::List { number, node });
+        } else if is_list(&node) {
+            parts.push(Part::List { number, node });
+        } else if workload_type(&node).is_some() {
+            parts.push(Part::Workload { number, first_line, text: chunk.to_owned() });
+        } else {
+            parts.push(written(number, &node));
+        }
+    }
+    // Among other documents, a ResourceList is a document like any other.
+    if let Some(at) = resource_list.filter(|_| present > 1) {
+        if let Some(Part::List { number, node }) = parts.get(at) {
+            parts[at] = written(*number, node);
+        }
+    }
+    Ok(parts)
+}
+
+/// A document that is neither a workload nor a List, as it is written.
+fn written(number: usize, node: &Node) -> Part {
+    let mut text = separator(number, false);
+    node.write_yaml(&mut text);
+    Part::Written { number, text, object: is_object(node) }
+}
+
+const SEPARATOR: &str = "---\n";
+
+/// What comes before a document's text: `---` before all but the first, and
+/// alone for an empty document.
+fn separator(number: usize, empty: bool) -> String {
+    if number > 1 || empty { SEPARATOR.to_owned() } else { String::new() }
+}
+
+/// A ConfigMap or a Secret: its data is read for the workloads.
+fn is_object(node: &Node) -> bool {
+    node.get("kind").and_then(Node::as_str).and_then(ObjectKind::from_api_kind).is_some()
+}
+
+/// Adds the object written as `text` (render's own writing of it, from
+/// document `number`) to `objects`; the first definition wins.
+fn add_object(
+    objects: &mut FileSource,
+    number: usize,
+    text: &str,
+    options: &Options,
+) -> Result<(), RenderError> {
+    // The text is render's own writing of one object: the stream's
+    // document number says where it is, not a line of that text.
+    objects.add_first_wins(text, Path::new("-"), &options.namespace).map_err(|e| match e {
+        FileSourceError::Object { object, field, problem, .. } => RenderError::Input {
+            document: number,
+            reason: format!("{object}: {field} {problem}"),
+        },
+        other => RenderError::Objects(other),
+    })
+}
+
+/// The `apiVersion` and `kind` of a document the core may mutate. The core's
+/// first question, asked before the document is turned into JSON: most of a
+/// stream (CRDs, Services, RBAC) is not a workload.
+fn workload_type(node: &Node) -> Option<(String, String)> {
+    let api_version = node.get("apiVersion").and_then(Node::as_str)?;
+    let kind = node.get("kind").and_then(Node::as_str)?;
+    let (group, version) = split_api_version(api_version);
+    WorkloadKind::from_gvk(group, version, kind)?;
+    Some((api_version.to_owned(), kind.to_owned()))
 }
 
 fn render_document(
@@ -83,16 +214,8 @@ fn render_document(
     notes: &mut Vec<String>,
 ) {
     let node = &mut *document.node;
-    let Some(api_version) = node.get("apiVersion").and_then(Node::as_str).map(str::to_owned) else {
-        return;
-    };
+    let Some((api_version, kind)) = workload_type(node) else { return };
     let (group, version) = split_api_version(&api_version);
-    let Some(kind) = node.get("kind").and_then(Node::as_str).map(str::to_owned) else { return };
-    // The core's first question, asked before the document is turned into
-    // JSON: most of a stream (CRDs, Services, RBAC) is not a workload.
-    if WorkloadKind::from_gvk(group, version, &kind).is_none() {
-        return;
-    }
     let metadata = node.get("metadata");
     let namespace = metadata
         .and_then(|m| m.get("namespace"))
