@@ -67,7 +67,8 @@ pub fn run(mut args: RenderArgs) -> u8 {
             }
             // Buffered: stdout flushes at every line break, a write for each document.
             let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-            let written = rendered.output.iter().try_for_each(|text| stdout.write_all(text.as_bytes()));
+            let written =
+                rendered.output.iter().try_for_each(|text| stdout.write_all(text.as_bytes()));
             if written.and_then(|()| stdout.flush()).is_err() {
                 return fail(EXIT_INPUT, "cannot write the output");
             }

@@ -52,15 +52,15 @@ pub enum RenderError {
     Objects(#[from] crate::lookup::FileSourceError),
 }
 
-/// A document between reading and writing. Only a workload (or a List) waits
-/// for the stream's objects; every other document is written as soon as it is
-/// read, so at most one document's tree is held at a time, Lists aside.
+/// A document between reading and writing. Most are written as soon as they
+/// are read, so at most one document's tree is held at a time, Lists aside.
 enum Part {
-    /// The document's final text, its `---` included. `object`: a ConfigMap or
-    /// a Secret, whose data is read from that same text.
-    Written { number: usize, text: String, object: bool },
-    /// A workload's input text, parsed again once the objects are known: a
-    /// tree takes several times the memory of its text.
+    /// The document's final text, its `---` included, and its notes.
+    /// `object`: a ConfigMap or a Secret, whose data is read from that text.
+    Written { text: String, object: bool, notes: Vec<String> },
+    /// A workload that reads an object the stream had not defined before it:
+    /// its input text, parsed again once every object is known (a tree takes
+    /// several times the memory of its text).
     Workload { number: usize, first_line: usize, text: String },
     /// A List, or the stream's one ResourceList: its items are rendered in place.
     List { number: usize, node: Node },
@@ -71,39 +71,28 @@ enum Part {
 /// `kind: List`'s items are handled like documents, and so are the `items` of
 /// a stream that is one `ResourceList`. Takes the text to let it go once read.
 pub fn render(text: String, options: &Options) -> Result<Rendered, RenderError> {
-    let mut parts = read(&text)?;
-    // What is still needed of the input, the workloads' texts, was copied.
-    drop(text);
     let mut objects = FileSource::default();
-    for part in &mut parts {
-        match part {
-            Part::Written { number, text, object: true } => {
-                let text = text.strip_prefix(SEPARATOR).unwrap_or(text);
-                add_object(&mut objects, *number, text, options)?;
-            }
-            Part::List { number, node } => {
-                for item in list_items(node).filter(|item| is_object(item)) {
-                    add_object(&mut objects, *number, &item.to_yaml(), options)?;
-                }
-            }
-            _ => {}
-        }
-    }
+    let mut parts = read(&text, &mut objects, options)?;
+    // What is still needed of the input, the waiting workloads' texts, was copied.
+    drop(text);
     for (path, text) in &options.objects_from {
         objects.add_first_wins(text, path, &options.namespace)?;
     }
     let mut notes = Vec::new();
     let mut output = Vec::with_capacity(parts.len());
-    for part in parts {
+    for part in parts.drain(..) {
         let text = match part {
-            Part::Written { text, .. } => text,
+            Part::Written { text, notes: mut own, .. } => {
+                notes.append(&mut own);
+                text
+            }
             Part::Workload { number, first_line, text } => {
                 let parsed = parse_document(number, first_line, &text)?;
                 drop(text);
                 let mut out = separator(number, parsed.is_none());
                 if let Some(mut node) = parsed {
                     let mut document = Document { number, node: &mut node };
-                    render_document(&mut document, &objects, options, &mut notes);
+                    render_document(&mut document, &objects, options, &mut notes, true);
                     node.write_yaml(&mut out);
                 }
                 out
@@ -111,7 +100,7 @@ pub fn render(text: String, options: &Options) -> Result<Rendered, RenderError> 
             Part::List { number, mut node } => {
                 for item in list_items(&mut node) {
                     let mut document = Document { number, node: item };
-                    render_document(&mut document, &objects, options, &mut notes);
+                    render_document(&mut document, &objects, options, &mut notes, true);
                 }
                 let mut out = separator(number, false);
                 node.write_yaml(&mut out);
@@ -123,17 +112,26 @@ pub fn render(text: String, options: &Options) -> Result<Rendered, RenderError> 
     Ok(Rendered { output, notes })
 }
 
-/// Parses every document in order, so that the first one that cannot be read
-/// is the one reported, and writes those that wait for nothing.
-fn read(text: &str) -> Result<Vec<Part>, RenderError> {
+/// Parses every document in order (the first that cannot be read is the one
+/// reported, before any object's error), reads the objects as they come, and
+/// renders each workload whose objects came before it, as Helm and kustomize
+/// order them: the first definition wins, so nothing later changes its digests.
+fn read(text: &str, objects: &mut FileSource, options: &Options) -> Result<Vec<Part>, RenderError> {
     let mut parts = Vec::new();
     let mut present = 0;
     // The first document, kept as a list while it may be the stream's one ResourceList.
     let mut resource_list = None;
+    let mut objects_error = None;
+    let mut add = |objects: &mut FileSource, number, text: &str| {
+        if objects_error.is_none() {
+            objects_error = add_object(objects, number, text, options).err();
+        }
+    };
     for (index, (first_line, chunk)) in split_documents(text).into_iter().enumerate() {
         let number = index + 1;
-        let Some(node) = parse_document(number, first_line, chunk)? else {
-            parts.push(Part::Written { number, text: separator(number, true), object: false });
+        let Some(mut node) = parse_document(number, first_line, chunk)? else {
+            let text = separator(number, true);
+            parts.push(Part::Written { text, object: false, notes: Vec::new() });
             continue;
         };
         present += 1;
@@ -141,27 +139,50 @@ fn read(text: &str) -> Result<Vec<Part>, RenderError> {
             resource_list = Some(parts.len());
             parts.push(Part::List { number, node });
         } else if is_list(&node) {
+            for item in list_items(&mut node).filter(|item| is_object(item)) {
+                add(objects, number, &item.to_yaml());
+            }
             parts.push(Part::List { number, node });
         } else if workload_type(&node).is_some() {
-            parts.push(Part::Workload { number, first_line, text: chunk.to_owned() });
+            let mut notes = Vec::new();
+            let mut document = Document { number, node: &mut node };
+            if render_document(&mut document, objects, options, &mut notes, false) {
+                parts.push(written(number, &node, notes));
+            } else {
+                parts.push(Part::Workload { number, first_line, text: chunk.to_owned() });
+            }
         } else {
-            parts.push(written(number, &node));
+            let part = written(number, &node, Vec::new());
+            if let Part::Written { text, object: true, .. } = &part {
+                add(objects, number, text.strip_prefix(SEPARATOR).unwrap_or(text));
+            }
+            parts.push(part);
         }
     }
-    // Among other documents, a ResourceList is a document like any other.
-    if let Some(at) = resource_list.filter(|_| present > 1) {
-        if let Some(Part::List { number, node }) = parts.get(at) {
-            parts[at] = written(*number, node);
+    match resource_list.and_then(|at| parts.get_mut(at).map(|part| (at, part))) {
+        // Alone: its items are the documents.
+        Some((_, Part::List { number, node })) if present == 1 => {
+            for item in list_items(node).filter(|item| is_object(item)) {
+                add(objects, *number, &item.to_yaml());
+            }
         }
+        // Among other documents, a ResourceList is a document like any other.
+        Some((at, Part::List { number, node })) => {
+            parts[at] = written(*number, node, Vec::new());
+        }
+        _ => {}
     }
-    Ok(parts)
+    match objects_error {
+        Some(error) => Err(error),
+        None => Ok(parts),
+    }
 }
 
 /// A document that is neither a workload nor a List, as it is written.
-fn written(number: usize, node: &Node) -> Part {
+fn written(number: usize, node: &Node, notes: Vec<String>) -> Part {
     let mut text = separator(number, false);
     node.write_yaml(&mut text);
-    Part::Written { number, text, object: is_object(node) }
+    Part::Written { text, object: is_object(node), notes }
 }
 
 const SEPARATOR: &str = "---\n";
@@ -188,10 +209,9 @@ fn add_object(
     // The text is render's own writing of one object: the stream's
     // document number says where it is, not a line of that text.
     objects.add_first_wins(text, Path::new("-"), &options.namespace).map_err(|e| match e {
-        FileSourceError::Object { object, field, problem, .. } => RenderError::Input {
-            document: number,
-            reason: format!("{object}: {field} {problem}"),
-        },
+        FileSourceError::Object { object, field, problem, .. } => {
+            RenderError::Input { document: number, reason: format!("{object}: {field} {problem}") }
+        }
         other => RenderError::Objects(other),
     })
 }
@@ -207,14 +227,18 @@ fn workload_type(node: &Node) -> Option<(String, String)> {
     Some((api_version.to_owned(), kind.to_owned()))
 }
 
+/// Renders one document. Unless `complete` (every object is known), a
+/// workload that reads an object not (yet) known is left as it is: returns
+/// false, with no note written.
 fn render_document(
     document: &mut Document<'_>,
     objects: &FileSource,
     options: &Options,
     notes: &mut Vec<String>,
-) {
+    complete: bool,
+) -> bool {
     let node = &mut *document.node;
-    let Some((api_version, kind)) = workload_type(node) else { return };
+    let Some((api_version, kind)) = workload_type(node) else { return true };
     let (group, version) = split_api_version(&api_version);
     let metadata = node.get("metadata");
     let namespace = metadata
@@ -234,12 +258,19 @@ fn render_document(
         object: Some(&object),
         ..Request::default()
     };
+    let missed = std::cell::Cell::new(false);
     let lookup = |ns: &str, object: &ObjectRef| match objects.get(ns, object) {
         Some(content) => Ok(Some(&**content)),
-        // Short, so the object's name fits the 119-character note.
-        None => Err("not in the input or --objects-from".to_owned()),
+        None => {
+            missed.set(true);
+            // Short, so the object's name fits the 119-character note.
+            Err("not in the input or --objects-from".to_owned())
+        }
     };
     let decision = review(&request, &options.settings, &options.digester, lookup);
+    if missed.get() && !complete {
+        return false;
+    }
     let label = format!("document {} ({kind} {namespace}/{name})", document.number);
     notes.extend(decision.warnings.iter().map(|w| format!("{label}: {w}")));
     // Their digests are of the template the API server returns, defaults and all.
@@ -266,6 +297,7 @@ fn render_document(
             _ => {}
         }
     }
+    true
 }
 
 /// `apps/v1` to (`apps`, `v1`); `v1` to (``, `v1`).
