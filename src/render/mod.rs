@@ -72,9 +72,7 @@ enum Part {
 /// a stream that is one `ResourceList`. Takes the text to let it go once read.
 pub fn render(text: String, options: &Options) -> Result<Rendered, RenderError> {
     let mut objects = FileSource::default();
-    let mut parts = read(&text, &mut objects, options)?;
-    // What is still needed of the input, the waiting workloads' texts, was copied.
-    drop(text);
+    let mut parts = read(into_documents(text), &mut objects, options)?;
     for (path, text) in &options.objects_from {
         objects.add_first_wins(text, path, &options.namespace)?;
     }
@@ -116,7 +114,11 @@ pub fn render(text: String, options: &Options) -> Result<Rendered, RenderError> 
 /// reported, before any object's error), reads the objects as they come, and
 /// renders each workload whose objects came before it, as Helm and kustomize
 /// order them: the first definition wins, so nothing later changes its digests.
-fn read(text: &str, objects: &mut FileSource, options: &Options) -> Result<Vec<Part>, RenderError> {
+fn read(
+    documents: Vec<(usize, String)>,
+    objects: &mut FileSource,
+    options: &Options,
+) -> Result<Vec<Part>, RenderError> {
     let mut parts = Vec::new();
     let mut present = 0;
     // The first document, kept as a list while it may be the stream's one ResourceList.
@@ -127,9 +129,10 @@ fn read(text: &str, objects: &mut FileSource, options: &Options) -> Result<Vec<P
             objects_error = add_object(objects, number, text, options).err();
         }
     };
-    for (index, (first_line, chunk)) in split_documents(text).into_iter().enumerate() {
+    // Each document's text is let go once read, as the output grows.
+    for (index, (first_line, chunk)) in documents.into_iter().enumerate() {
         let number = index + 1;
-        let Some(mut node) = parse_document(number, first_line, chunk)? else {
+        let Some(mut node) = parse_document(number, first_line, &chunk)? else {
             let text = separator(number, true);
             parts.push(Part::Written { text, object: false, notes: Vec::new() });
             continue;
@@ -149,7 +152,7 @@ fn read(text: &str, objects: &mut FileSource, options: &Options) -> Result<Vec<P
             if render_document(&mut document, objects, options, &mut notes, false) {
                 parts.push(written(number, &node, notes));
             } else {
-                parts.push(Part::Workload { number, first_line, text: chunk.to_owned() });
+                parts.push(Part::Workload { number, first_line, text: chunk });
             }
         } else {
             let part = written(number, &node, Vec::new());
@@ -178,10 +181,39 @@ fn read(text: &str, objects: &mut FileSource, options: &Options) -> Result<Vec<P
     }
 }
 
+/// The stream's documents as texts of their own, each with the line it
+/// starts on. Copied out from the last to the first, the input shrinking
+/// behind them, so that the input and its documents are never both held whole.
+fn into_documents(mut text: String) -> Vec<(usize, String)> {
+    let base = text.as_ptr() as usize;
+    let spans: Vec<(usize, usize, usize)> = split_documents(&text)
+        .into_iter()
+        .map(|(line, chunk)| {
+            let start = chunk.as_ptr() as usize - base;
+            (line, start, start + chunk.len())
+        })
+        .collect();
+    let mut documents = Vec::with_capacity(spans.len());
+    let mut shrunk_at = text.len();
+    for &(line, start, end) in spans.iter().rev() {
+        documents.push((line, text[start..end].to_owned()));
+        text.truncate(start);
+        // The memory goes back a megabyte at a time, not a call per document.
+        if shrunk_at - start >= 1 << 20 {
+            text.shrink_to_fit();
+            shrunk_at = start;
+        }
+    }
+    documents.reverse();
+    documents
+}
+
 /// A document that is neither a workload nor a List, as it is written.
 fn written(number: usize, node: &Node, notes: Vec<String>) -> Part {
     let mut text = separator(number, false);
     node.write_yaml(&mut text);
+    // Held until the end: not the spare capacity of its growth too.
+    text.shrink_to_fit();
     Part::Written { text, object: is_object(node), notes }
 }
 
