@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools krew control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller bench-instructions fuzz image image-docker image-push deploy undeploy e2e clean
+.PHONY: help all build test lint tools krew control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller bench-instructions bench-render fuzz image image-docker image-push deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -78,8 +78,8 @@ certs-overlay:
 
 ## bench: the pure-path micro-benchmark and its instruction counts, the load benchmark against the nginx floor
 ## (report in target/bench/load.md), the worst case under the webhook's limits
-## (target/bench/hostile.md), then bench-controller. Not part of `make test`, which
-## runs smoke versions of the load and worst-case benchmarks.
+## (target/bench/hostile.md), then bench-controller and bench-render. Not part of `make test`,
+## which runs smoke versions of the load and worst-case benchmarks.
 bench:
 	scripts/install-bench-deps.sh
 	$(CARGO) bench --bench review
@@ -87,6 +87,13 @@ bench:
 	$(CARGO) bench --bench load
 	$(CARGO) bench --bench hostile
 	$(MAKE) bench-controller
+	$(MAKE) bench-render
+
+## bench-render: the release `configsum render` on generated Helm-like streams of 1,000 and
+## 5,000 documents (2 and 10 MB; scripts/gen-render-stream.py, needs python3 and GNU time):
+## MB/s, peak RSS and peak RSS over input size (scripts/bench-render.sh). Not part of `make test`.
+bench-render: build
+	scripts/bench-render.sh
 
 ## bench-controller: the release `configsum controller` against the fake API server with
 ## 100,000 Secrets, 20,000 ConfigMaps and 10,000 Deployments: readiness, memory, start-up

@@ -5,7 +5,7 @@
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use super::stream::Stream;
+use super::stream::function_config;
 use super::tree::Node;
 use super::{Options, render};
 use crate::config::RenderArgs;
@@ -28,13 +28,10 @@ pub fn run(mut args: RenderArgs) -> u8 {
         Ok(input) => input,
         Err((code, e)) => return fail(code, &e),
     };
-    // Parsed once; a parse error is reported after the usage checks.
-    let stream = Stream::parse(&input);
     // A ResourceList's functionConfig.data holds options named like the flags.
-    if let Ok(stream) = &stream {
-        if let Err(e) = apply_function_config(stream.function_config(), &mut args) {
-            return fail(EXIT_USAGE, &e);
-        }
+    // A parse error is reported by render, after the usage checks.
+    if let Err(e) = apply_function_config(function_config(&input).as_ref(), &mut args) {
+        return fail(EXIT_USAGE, &e);
     }
     if let Err(e) = declare_custom_kinds(args.kinds.custom_kinds.as_deref()) {
         return fail(EXIT_USAGE, &e);
@@ -62,14 +59,17 @@ pub fn run(mut args: RenderArgs) -> u8 {
         namespace: args.namespace.clone(),
         objects_from,
     };
-    match stream.and_then(|stream| render(stream, &options)) {
+    match render(input, &options) {
         Ok(rendered) => {
             let mut stderr = std::io::stderr().lock();
             for note in &rendered.notes {
                 let _ = writeln!(stderr, "configsum render: {note}");
             }
-            let mut stdout = std::io::stdout().lock();
-            if stdout.write_all(rendered.output.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+            // Buffered: stdout flushes at every line break, a write for each document.
+            let mut stdout = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            let written =
+                rendered.output.iter().try_for_each(|text| stdout.write_all(text.as_bytes()));
+            if written.and_then(|()| stdout.flush()).is_err() {
                 return fail(EXIT_INPUT, "cannot write the output");
             }
             0

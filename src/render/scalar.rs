@@ -153,6 +153,17 @@ pub fn inline_string(out: &mut String, s: &str) {
     }
 }
 
+/// `indent` spaces: `write!` with a width costs a formatter call per line.
+pub fn pad(out: &mut String, indent: usize) {
+    const SPACES: &str = "                                                                ";
+    let mut left = indent;
+    while left > 0 {
+        let n = left.min(SPACES.len());
+        out.push_str(&SPACES[..n]);
+        left -= n;
+    }
+}
+
 /// `|` and its indicators, then the lines at column `content`. The chomping
 /// indicator keeps the exact number of final line breaks: `-` none, nothing
 /// one, `+` more; the indentation indicator is given when the first line is
@@ -172,7 +183,8 @@ fn write_literal(out: &mut String, s: &str, content: usize) {
     out.push('\n');
     for line in body.split('\n') {
         if !line.is_empty() {
-            let _ = write!(out, "{:content$}{line}", "");
+            pad(out, content);
+            out.push_str(line);
         }
         out.push('\n');
     }

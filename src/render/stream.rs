@@ -5,7 +5,6 @@
 
 use super::RenderError;
 use super::tree::{self, Node};
-use crate::core::ObjectKind;
 
 /// The parsed input, written back in the same order.
 pub struct Stream {
@@ -25,51 +24,18 @@ pub struct Document<'a> {
 const RESOURCE_LIST_API_VERSION: &str = "config.kubernetes.io/v1";
 
 impl Stream {
+    /// Every document parsed and kept, for reading a whole stream as render
+    /// reads it; [`super::render`] parses document by document instead.
     pub fn parse(text: &str) -> Result<Stream, RenderError> {
         let mut documents = Vec::new();
         for (index, (first_line, chunk)) in
             crate::lookup::split_documents(text).into_iter().enumerate()
         {
-            let node = tree::parse(chunk).map_err(|e| {
-                // The object, from the document's lines before the error.
-                let object = crate::lookup::describe_before(chunk, e.line);
-                let object = if object.is_empty() { object } else { format!("{object}: ") };
-                RenderError::Input {
-                    document: index + 1,
-                    reason: format!(
-                        "{object}not valid YAML at line {}, column {}: {}",
-                        first_line + e.line - 1,
-                        e.column,
-                        e.reason
-                    ),
-                }
-            })?;
-            documents.push(match node {
-                // An empty document (or one that is only a null) stays one.
-                Node::Plain(s) if matches!(s.as_str(), "" | "~" | "null" | "Null" | "NULL") => None,
-                node if is_mapping(&node) => Some(node),
-                _ => {
-                    return Err(RenderError::Input {
-                        document: index + 1,
-                        reason: "not a mapping".to_owned(),
-                    });
-                }
-            });
+            documents.push(parse_document(index + 1, first_line, chunk)?);
         }
         let present: Vec<&Node> = documents.iter().flatten().collect();
-        let resource_list = present.len() == 1
-            && present[0].get("kind").and_then(Node::as_str) == Some("ResourceList")
-            && present[0].get("apiVersion").and_then(Node::as_str)
-                == Some(RESOURCE_LIST_API_VERSION);
+        let resource_list = present.len() == 1 && is_resource_list(present[0]);
         Ok(Stream { documents, resource_list })
-    }
-
-    /// The `functionConfig` of a `ResourceList`.
-    pub fn function_config(&self) -> Option<&Node> {
-        if !self.resource_list {
-            return None;
-        }
-        self.documents.iter().flatten().next().and_then(|list| list.get("functionConfig"))
     }
 
     /// Every document to render, with `kind: List` items in their place.
@@ -79,55 +45,82 @@ impl Stream {
         for (index, document) in self.documents.iter_mut().enumerate() {
             let Some(node) = document else { continue };
             let number = index + 1;
-            let is_list = node.get("kind").and_then(Node::as_str) == Some("List");
-            if !resource_list && !is_list {
+            if !resource_list && !is_list(node) {
                 out.push(Document { number, node });
                 continue;
             }
-            if let Some(Node::List(items)) = node.get_mut("items") {
-                out.extend(items.iter_mut().map(|node| Document { number, node }));
-            }
+            out.extend(list_items(node).map(|node| Document { number, node }));
         }
         out
     }
+}
 
-    /// The ConfigMaps and Secrets of the stream (a List's or ResourceList's
-    /// items included) as YAML texts, each with its document's number, for
-    /// reading their data.
-    pub fn object_texts(&self) -> Vec<(usize, String)> {
-        let mut out = Vec::new();
-        for (index, document) in self.documents.iter().enumerate() {
-            let Some(node) = document else { continue };
-            let is_list = node.get("kind").and_then(Node::as_str) == Some("List");
-            let items: Vec<&Node> = match (self.resource_list || is_list, node.get("items")) {
-                (true, Some(Node::List(items))) => items.iter().collect(),
-                (true, _) => Vec::new(),
-                (false, _) => vec![node],
-            };
-            let objects = items.into_iter().filter(|item| {
-                item.get("kind")
-                    .and_then(Node::as_str)
-                    .and_then(ObjectKind::from_api_kind)
-                    .is_some()
-            });
-            out.extend(objects.map(|item| (index + 1, item.to_yaml())));
+/// The `functionConfig` of the stream when it is one `ResourceList`: read
+/// before the options are known, as it holds some. `None` also when the
+/// stream does not parse ([`super::render`] says why, after the usage checks).
+/// Parses no further than a second document that is not empty.
+pub fn function_config(text: &str) -> Option<Node> {
+    let mut list = None;
+    for (index, (first_line, chunk)) in crate::lookup::split_documents(text).into_iter().enumerate()
+    {
+        match parse_document(index + 1, first_line, chunk) {
+            Ok(None) => {}
+            Ok(Some(_)) if list.is_some() => return None,
+            Ok(Some(node)) => list = Some(node),
+            Err(_) => return None,
         }
-        out
     }
+    list.filter(is_resource_list)?.get("functionConfig").cloned()
+}
 
-    /// The whole stream as YAML: documents separated by `---`, empty ones kept.
-    pub fn to_yaml(&self) -> String {
-        let mut out = String::new();
-        for (index, document) in self.documents.iter().enumerate() {
-            if index > 0 || document.is_none() {
-                out.push_str("---\n");
-            }
-            if let Some(node) = document {
-                out.push_str(&node.to_yaml());
-            }
+/// One document of the stream (`number`, 1-based, starting on line
+/// `first_line`): a mapping, or `None` for an empty one.
+pub fn parse_document(
+    number: usize,
+    first_line: usize,
+    chunk: &str,
+) -> Result<Option<Node>, RenderError> {
+    let node = tree::parse(chunk).map_err(|e| {
+        // The object, from the document's lines before the error.
+        let object = crate::lookup::describe_before(chunk, e.line);
+        let object = if object.is_empty() { object } else { format!("{object}: ") };
+        RenderError::Input {
+            document: number,
+            reason: format!(
+                "{object}not valid YAML at line {}, column {}: {}",
+                first_line + e.line - 1,
+                e.column,
+                e.reason
+            ),
         }
-        out
+    })?;
+    match node {
+        // An empty document (or one that is only a null) stays one.
+        Node::Plain(s) if matches!(s.as_str(), "" | "~" | "null" | "Null" | "NULL") => Ok(None),
+        node if is_mapping(&node) => Ok(Some(node)),
+        _ => Err(RenderError::Input { document: number, reason: "not a mapping".to_owned() }),
     }
+}
+
+/// A `config.kubernetes.io/v1` `ResourceList`: when it is the whole stream,
+/// its `items` are the documents.
+pub fn is_resource_list(node: &Node) -> bool {
+    node.get("kind").and_then(Node::as_str) == Some("ResourceList")
+        && node.get("apiVersion").and_then(Node::as_str) == Some(RESOURCE_LIST_API_VERSION)
+}
+
+/// A `kind: List`: its items are handled like documents.
+pub fn is_list(node: &Node) -> bool {
+    node.get("kind").and_then(Node::as_str) == Some("List")
+}
+
+/// The items of a List or ResourceList (none unless `items` is a sequence).
+pub fn list_items(node: &mut Node) -> impl Iterator<Item = &mut Node> {
+    let items = match node.get_mut("items") {
+        Some(Node::List(items)) => Some(items.iter_mut()),
+        _ => None,
+    };
+    items.into_iter().flatten()
 }
 
 fn is_mapping(node: &Node) -> bool {

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use serde_json::Value;
 use serde_saphyr::granit_parser::{Event, Marker, Options, Parser, ScalarStyle, Span, Tag};
 
-use super::scalar::{self, MAX_SIMPLE_KEY};
+use super::scalar::{self, MAX_SIMPLE_KEY, pad};
 
 /// One node of a document.
 #[derive(Clone, Debug, PartialEq)]
@@ -105,7 +105,10 @@ struct Builder<'a> {
 /// A collection being read.
 struct Frame {
     items: Vec<Node>,
-    /// For a mapping: `items` alternate key, value; the keys seen so far.
+    /// A mapping: `items` alternate key, value.
+    is_map: bool,
+    /// A large mapping's keys so far; a small one's are compared one by one,
+    /// which spares a copy of every key of every document.
     keys: Option<HashSet<KeyId>>,
     tag: Option<String>,
     anchor: usize,
@@ -120,6 +123,7 @@ impl Frame {
     fn list(anchor: usize, tag: Option<&Tag>, start: Marker) -> Self {
         Frame {
             items: Vec::new(),
+            is_map: false,
             keys: None,
             tag: tag.map(tag_spelling),
             anchor,
@@ -130,12 +134,38 @@ impl Frame {
     }
 
     fn map(anchor: usize, tag: Option<&Tag>, start: Marker) -> Self {
-        Frame { keys: Some(HashSet::new()), ..Frame::list(anchor, tag, start) }
+        Frame { is_map: true, ..Frame::list(anchor, tag, start) }
     }
 }
 
 /// A key's identity for duplicate detection: whether it is a string, and its text.
 type KeyId = (bool, String);
+
+/// Keys a mapping may have before they go into a set: comparing a few keys
+/// costs less than hashing and copying them, and the set keeps a hostile
+/// mapping of many keys linear.
+const LINEAR_KEYS: usize = 16;
+
+impl Frame {
+    /// Whether the mapping's last item, a key about to get its value, is one it already has.
+    fn is_duplicate_key(&mut self) -> bool {
+        let Some((key, earlier)) = self.items.split_last() else { return false };
+        let Some(id) = key_ref(key) else { return false };
+        // The earlier keys are at the even positions.
+        let earlier_keys = earlier.iter().step_by(2);
+        if self.keys.is_none() && earlier.len() / 2 >= LINEAR_KEYS {
+            let owned = |k: &Node| key_ref(k).map(|(s, t)| (s, t.to_owned()));
+            self.keys = Some(earlier_keys.clone().filter_map(owned).collect());
+        }
+        match &mut self.keys {
+            Some(keys) => !keys.insert((id.0, id.1.to_owned())),
+            // Texts first: whether a plain key is a string is asked only of equal texts.
+            None => earlier_keys
+                .filter(|k| scalar_text(k) == Some(id.1))
+                .any(|k| key_ref(k) == Some(id)),
+        }
+    }
+}
 
 impl<'a> Builder<'a> {
     fn new(text: &'a str) -> Self {
@@ -204,7 +234,7 @@ impl<'a> Builder<'a> {
         let Some(frame) = self.frames.pop() else {
             return Err(ParseError::at(&span.start, "unbalanced collection"));
         };
-        let node = if frame.keys.is_some() {
+        let node = if frame.is_map {
             let mut entries = Vec::with_capacity(frame.items.len() / 2);
             let mut items = frame.items.into_iter();
             while let (Some(key), Some(value)) = (items.next(), items.next()) {
@@ -256,14 +286,12 @@ impl<'a> Builder<'a> {
             return Ok(());
         };
         frame.count += count;
-        if let Some(keys) = &mut frame.keys {
+        if frame.is_map {
             if frame.items.len() % 2 == 0 {
                 frame.key_at = *at;
-            } else if let Some(id) = frame.items.last().and_then(key_id) {
-                if !keys.insert(id) {
-                    let key = frame.items.last().map(key_label).unwrap_or_default();
-                    return Err(ParseError::at(&frame.key_at, format!("duplicate key {key}")));
-                }
+            } else if frame.is_duplicate_key() {
+                let key = frame.items.last().map(key_label).unwrap_or_default();
+                return Err(ParseError::at(&frame.key_at, format!("duplicate key {key}")));
             }
         }
         frame.items.push(node);
@@ -285,13 +313,29 @@ fn is_merge_key(key: &Node) -> bool {
 
 /// Identity of a scalar key: a string key and a plain key that YAML might
 /// read otherwise (`1`, `true`) are different keys. Merge keys are not checked.
-fn key_id(key: &Node) -> Option<KeyId> {
+fn key_ref(key: &Node) -> Option<(bool, &str)> {
     match key {
         _ if is_merge_key(key) => None,
-        Node::Plain(s) => Some((scalar::plain_is_safe(s), s.clone())),
-        Node::Str(s) => Some((true, s.clone())),
+        Node::Plain(s) => Some((scalar::plain_is_safe(s), s)),
+        Node::Str(s) => Some((true, s)),
         Node::Tagged(tagged) => match tagged.as_ref() {
-            (tag, Node::Plain(s) | Node::Str(s)) if is_string_tag(tag) => Some((true, s.clone())),
+            (tag, Node::Plain(s) | Node::Str(s)) if is_string_tag(tag) => Some((true, s)),
+            _ => None,
+        },
+        Node::List(_) | Node::Map(_) => None,
+    }
+}
+
+fn key_id(key: &Node) -> Option<KeyId> {
+    key_ref(key).map(|(string, text)| (string, text.to_owned()))
+}
+
+/// The text of a scalar, tagged or not.
+fn scalar_text(node: &Node) -> Option<&str> {
+    match node {
+        Node::Plain(s) | Node::Str(s) => Some(s),
+        Node::Tagged(tagged) => match &tagged.1 {
+            Node::Plain(s) | Node::Str(s) => Some(s),
             _ => None,
         },
         Node::List(_) | Node::Map(_) => None,
@@ -538,20 +582,23 @@ impl Node {
     /// The document as block YAML.
     pub fn to_yaml(&self) -> String {
         let mut out = String::new();
+        self.write_yaml(&mut out);
+        out
+    }
+
+    /// [`Self::to_yaml`], appended to `out`.
+    pub fn write_yaml(&self, out: &mut String) {
         match self {
-            Node::Map(entries) if !entries.is_empty() => write_map(&mut out, entries, 0),
-            Node::List(items) if !items.is_empty() => write_list(&mut out, items, 0),
+            Node::Map(entries) if !entries.is_empty() => write_map(out, entries, 0),
+            Node::List(items) if !items.is_empty() => write_list(out, items, 0),
             other => {
                 // A document that is a scalar or a tagged node: as a value at column 0.
                 let mut line = String::new();
                 write_value(&mut line, other, 0);
-                out.push_str(line.strip_prefix(' ').unwrap_or(&line));
-                if out.is_empty() || out == "\n" {
-                    out = "null\n".to_owned();
-                }
+                let line = line.strip_prefix(' ').unwrap_or(&line);
+                out.push_str(if line.is_empty() || line == "\n" { "null\n" } else { line });
             }
         }
-        out
     }
 }
 
@@ -573,36 +620,80 @@ fn plain_json(s: &str) -> Value {
     if s.is_empty() {
         return Value::Null;
     }
+    if let Some(value) = common_plain_json(s) {
+        return value;
+    }
     serde_saphyr::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_owned()))
+}
+
+/// The plain scalars workloads are full of, read without starting a YAML
+/// parser for each (which took a tenth of render's time): decimal integers
+/// (`3`, `8080`), `true` and `false`, and quantities such as `500m` or `256Mi`
+/// (digits then letters: no YAML type has that shape but hexadecimal, octal
+/// and binary integers, which start with `0` and a letter).
+fn common_plain_json(s: &str) -> Option<Value> {
+    match s {
+        "true" => return Some(Value::Bool(true)),
+        "false" => return Some(Value::Bool(false)),
+        _ => {}
+    }
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, letters) = s.split_at(digits);
+    if digits == 0 || (number.starts_with('0') && digits > 1) {
+        return None;
+    }
+    if letters.is_empty() {
+        // Up to 18 digits fit an i64 whatever they are.
+        return (digits <= 18).then(|| number.parse::<i64>().ok().map(Value::from)).flatten();
+    }
+    let quantity = letters.bytes().all(|b| b.is_ascii_alphabetic()) && !number.starts_with('0');
+    quantity.then(|| Value::String(s.to_owned()))
+}
+
+/// Writes `key` (see [`write_inline_key`]) straight into `out`, which has just had
+/// the key's indentation and, in a list, `- `. Returns the key's text instead
+/// when it is too long for an implicit key (removed from `out`).
+fn write_simple_key(out: &mut String, key: &Node, indent: usize) -> Option<String> {
+    let start = out.len();
+    write_inline_key(out, key, indent);
+    if out.len() - start > MAX_SIMPLE_KEY {
+        return Some(out.split_off(start));
+    }
+    None
 }
 
 fn write_map(out: &mut String, entries: &[(Node, Node)], indent: usize) {
     for (key, value) in entries {
-        let key_text = inline_key(key, indent);
-        if key_text.len() > MAX_SIMPLE_KEY {
+        pad(out, indent);
+        if let Some(key_text) = write_simple_key(out, key, indent) {
             // Too long for an implicit key: an explicit `? key`, then `: value`.
-            let _ = write!(out, "{:indent$}? {key_text}\n{:indent$}:", "", "");
-        } else {
-            let _ = write!(out, "{:indent$}{key_text}:", "");
+            out.push_str("? ");
+            out.push_str(&key_text);
+            out.push('\n');
+            pad(out, indent);
         }
+        out.push(':');
         write_value(out, value, indent);
     }
 }
 
 fn write_list(out: &mut String, items: &[Node], indent: usize) {
     for item in items {
-        let _ = write!(out, "{:indent$}-", "");
+        pad(out, indent);
+        out.push('-');
         match item {
             Node::Map(entries) if !entries.is_empty() => {
                 let (first, rest) = entries.split_at(1);
                 let (key, value) = &first[0];
-                let key_text = inline_key(key, indent + 2);
-                if key_text.len() > MAX_SIMPLE_KEY {
+                out.push(' ');
+                if write_simple_key(out, key, indent + 2).is_some() {
+                    // Dropped: the whole mapping goes under the dash, this key as `? key`.
+                    out.pop();
                     out.push('\n');
                     write_map(out, entries, indent + 2);
                 } else {
                     // The first entry on the dash's line, the rest under it.
-                    let _ = write!(out, " {key_text}:");
+                    out.push(':');
                     write_value(out, value, indent + 2);
                     write_map(out, rest, indent + 2);
                 }
@@ -632,12 +723,15 @@ fn write_value(out: &mut String, value: &Node, indent: usize) {
         // Empty: a null, as it was written.
         Node::Plain(s) if s.is_empty() => out.push('\n'),
         Node::Plain(s) => {
-            let _ = writeln!(out, " {s}");
+            out.push(' ');
+            out.push_str(s);
+            out.push('\n');
         }
         Node::Str(s) => scalar::write_value_string(out, s, indent),
         Node::Tagged(tagged) => {
             let (tag, inner) = tagged.as_ref();
-            let _ = write!(out, " {tag}");
+            out.push(' ');
+            out.push_str(tag);
             match inner {
                 Node::Map(entries) if !entries.is_empty() => {
                     out.push('\n');
@@ -655,22 +749,22 @@ fn write_value(out: &mut String, value: &Node, indent: usize) {
 
 /// A key on one line. A plain key is kept as spelled unless it would read as
 /// a document marker at column 0 (only strings can look like one).
-fn inline_key(key: &Node, indent: usize) -> String {
-    let mut out = String::new();
+fn write_inline_key(out: &mut String, key: &Node, indent: usize) {
     match key {
         Node::Plain(s) if s.is_empty() => out.push_str("null"),
         Node::Plain(s) if indent == 0 && (s.starts_with("---") || s.starts_with("...")) => {
-            scalar::double_quoted(&mut out, s);
+            scalar::double_quoted(out, s);
         }
         Node::Plain(s) => out.push_str(s),
-        Node::Str(s) => scalar::inline_string(&mut out, s),
+        Node::Str(s) => scalar::inline_string(out, s),
         Node::Tagged(tagged) => {
             let (tag, inner) = tagged.as_ref();
-            let _ = write!(out, "{tag} {}", inline_key(inner, 1));
+            out.push_str(tag);
+            out.push(' ');
+            write_inline_key(out, inner, 1);
         }
-        Node::List(_) | Node::Map(_) => write_flow(&mut out, key),
+        Node::List(_) | Node::Map(_) => write_flow(out, key),
     }
-    out
 }
 
 /// A collection on one line, for a complex key: strings double-quoted, as
@@ -857,6 +951,31 @@ empty-list: []
         let started = std::time::Instant::now();
         assert_eq!(error(&nested), "too deeply nested, too large or too many aliases");
         assert!(started.elapsed() < std::time::Duration::from_secs(1), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn common_plain_scalars_read_as_yaml_reads_them() {
+        let mut samples: Vec<String> = ["0", "00", "007", "1", "10", "8080", "999999999999999999"]
+            .iter()
+            .chain(&["9999999999999999999", "true", "false", "True", "1.5", "1_000", "+1", "-1"])
+            .map(|s| (*s).to_owned())
+            .collect();
+        for number in ["0", "1", "12", "0755", "100"] {
+            for letters in ["m", "Mi", "Gi", "k", "e", "E", "x", "xff", "o", "o17", "b", "b1"] {
+                samples.push(format!("{number}{letters}"));
+            }
+            for tail in ["e3", "E+2", "e-1", ".5", ":30", "x1F", "o17", "b101", "h30m", "-01"] {
+                samples.push(format!("{number}{tail}"));
+            }
+        }
+        for s in &samples {
+            let parsed =
+                serde_saphyr::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.clone()));
+            if let Some(fast) = common_plain_json(s) {
+                assert_eq!(fast, parsed, "{s:?}");
+            }
+            assert_eq!(plain_json(s), parsed, "{s:?}");
+        }
     }
 
     #[test]
