@@ -169,7 +169,7 @@ async fn main() {
             "--objects-from",
             &objects,
         ];
-        let server = Server::start(&args, &[], &dir.path("ca.crt")).await;
+        let server = start_configsum(&args, &[], &dir.path("ca.crt")).await;
         let configsum = Target {
             name: "configsum --objects-from",
             addr: &server.addr,
@@ -211,7 +211,7 @@ async fn main() {
     {
         let args = ["--tls-cert", cert.as_str(), "--tls-key", &key, "--digest-key-file", &digest];
         let server =
-            Server::start(&args, &[("KUBECONFIG", &kubeconfig)], &dir.path("ca.crt")).await;
+            start_configsum(&args, &[("KUBECONFIG", &kubeconfig)], &dir.path("ca.crt")).await;
         let configsum = Target {
             name: "configsum + fake API server",
             addr: &server.addr,
@@ -255,6 +255,15 @@ async fn main() {
         rows.iter().all(|r| r.runs.iter().all(|run| run.result.errors == 0)),
         "every request answered"
     );
+}
+
+/// `configsum serve`: the binary cargo built, or `CONFIGSUM_BENCH_BIN`, to measure another build
+/// (an earlier commit's, the image's) the same way.
+async fn start_configsum(args: &[&str], env: &[(&str, &str)], ca: &std::path::Path) -> Server {
+    match std::env::var("CONFIGSUM_BENCH_BIN") {
+        Ok(bin) => Server::start_program(&[bin.as_str()], args, env, ca).await,
+        Err(_) => Server::start(args, env, ca).await,
+    }
 }
 
 /// nginx's master and the workers it forks after it starts listening.
@@ -354,7 +363,7 @@ async fn memory_at_scale(
     let path = |s: &str| dir.path(s).display().to_string();
     let (cert, key, digest) = (path("tls.crt"), path("tls.key"), path("digest.key"));
     let args = ["--tls-cert", cert.as_str(), "--tls-key", &key, "--digest-key-file", &digest];
-    let server = Server::start(&args, &[("KUBECONFIG", kubeconfig)], &dir.path("ca.crt")).await;
+    let server = start_configsum(&args, &[("KUBECONFIG", kubeconfig)], &dir.path("ca.crt")).await;
     let stats = ProcessStats::new(vec![server.child.id().expect("pid")]);
     let rss_start = stats.rss_mib();
     let bodies = Arc::new(bodies);
