@@ -9,6 +9,16 @@
 //! (computed with tests/support/fixtures.rs and the same key as the
 //! controller), so a correct controller has nothing to patch at start-up.
 //!
+//! Then a second, realistic shape (the one a user measured): 50 namespaces
+//! holding the same 100,000 Secrets, 20,000 ConfigMaps and 10,000
+//! Deployments, each Secret with the metadata a Helm-managed one has on a
+//! real cluster (six labels, three annotations, one `managedFields` entry);
+//! the controller is measured once synced and again after every watch it
+//! holds was ended with a 410 Gone and listed again while loaded.
+//! `BENCH_CONTROLLER_SHAPES=base` or `=realistic` runs only one of them;
+//! `BENCH_CONTROLLER_WRAPPER="heaptrack -o FILE"` runs the controller under
+//! that command (its RSS rows then measure the wrapper).
+//!
 //! Measured: spawn to `/readyz` 200; the controller's peak RSS (VmHWM) once
 //! synced and at the end; PATCHes at start-up (must be 0); the API requests
 //! one single-Secret change costs (request log, by method); the reaction
@@ -59,7 +69,87 @@ const TOKEN: &str = "controller";
 const LEASE: &str =
     "/apis/coordination.k8s.io/v1/namespaces/configsum-system/leases/configsum-controller";
 const RSS_TARGET_MIB: f64 = 64.0;
+/// The user's shape: as many objects in half the namespaces, realistic metadata.
+const REALISTIC: Shape =
+    Shape { namespaces: 50, secrets: 2_000, config_maps: 400, deployments: 200, rich: true };
+const BASE: Shape = Shape {
+    namespaces: NAMESPACES,
+    secrets: SECRETS_PER_NAMESPACE,
+    config_maps: CONFIG_MAPS_PER_NAMESPACE,
+    deployments: DEPLOYMENTS_PER_NAMESPACE,
+    rich: false,
+};
+/// How long a relist may take to be listed and settled.
+const RELIST_DEADLINE: Duration = Duration::from_secs(120);
 const READY_TARGET: Duration = Duration::from_secs(30);
+
+/// What the fake API server is filled with: per namespace, Secrets,
+/// ConfigMaps and Deployments (each reading the Secret and ConfigMap of its
+/// number); `rich`: Secrets carry a Helm-managed object's metadata.
+struct Shape {
+    namespaces: usize,
+    secrets: usize,
+    config_maps: usize,
+    deployments: usize,
+    rich: bool,
+}
+
+/// A Secret as Helm leaves it on a real cluster: its labels, annotations and
+/// the one `managedFields` entry the server records for the writer, all of
+/// which a metadata-only list returns.
+fn rich_secret(ns: &str, i: usize, data: &[(String, String)]) -> Value {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let release = format!("app-{:02}", i % 40);
+    let encoded: serde_json::Map<String, Value> =
+        data.iter().map(|(k, v)| (k.clone(), json!(base64::Engine::encode(&b64, v)))).collect();
+    json!({
+        "metadata": {
+            "labels": {
+                "app.kubernetes.io/name": format!("svc-{i:04}"),
+                "app.kubernetes.io/instance": release,
+                "app.kubernetes.io/component": "backend",
+                "app.kubernetes.io/part-of": "shop",
+                "app.kubernetes.io/managed-by": "Helm",
+                "helm.sh/chart": "app-1.14.2",
+            },
+            "annotations": {
+                "meta.helm.sh/release-name": release,
+                "meta.helm.sh/release-namespace": ns,
+                "checksum/values": token(i),
+            },
+            "managedFields": [{
+                "manager": "helm",
+                "operation": "Update",
+                "apiVersion": "v1",
+                "time": "2026-11-20T09:14:07Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {
+                    "f:data": {".": {}, "f:DATABASE_URL": {}, "f:password": {}, "f:username": {}},
+                    "f:metadata": {
+                        "f:annotations": {
+                            ".": {},
+                            "f:checksum/values": {},
+                            "f:meta.helm.sh/release-name": {},
+                            "f:meta.helm.sh/release-namespace": {},
+                        },
+                        "f:labels": {
+                            ".": {},
+                            "f:app.kubernetes.io/component": {},
+                            "f:app.kubernetes.io/instance": {},
+                            "f:app.kubernetes.io/managed-by": {},
+                            "f:app.kubernetes.io/name": {},
+                            "f:app.kubernetes.io/part-of": {},
+                            "f:helm.sh/chart": {},
+                        },
+                    },
+                    "f:type": {},
+                },
+            }],
+        },
+        "type": "Opaque",
+        "data": encoded,
+    })
+}
 
 fn namespace(i: usize) -> String {
     format!("bench-{i:03}")
@@ -109,25 +199,30 @@ fn borrowed(data: &[(String, String)]) -> Vec<(&str, &str)> {
     data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
 
-/// Fills the fake API server; returns how long it took.
-fn fill(api: &FakeApiServer) -> Duration {
+/// Fills the fake API server with `shape`; returns how long it took.
+fn fill(api: &FakeApiServer, shape: &Shape) -> Duration {
     let started = Instant::now();
     api.put_namespace("configsum-system", &[]);
     let mut objects = Objects::default();
-    for n in 0..NAMESPACES {
+    for n in 0..shape.namespaces {
         let ns = namespace(n);
         api.put_namespace(&ns, &[("configsum.dev/enabled", "true")]);
-        for i in 0..SECRETS_PER_NAMESPACE {
+        for i in 0..shape.secrets {
             let data = secret_data(&ns, i, 0);
-            api.put_secret(&ns, &format!("s-{i:03}"), &borrowed(&data));
-            if i < DEPLOYMENTS_PER_NAMESPACE {
-                objects.insert(&ns, ObjectRef::secret(format!("s-{i:03}")), &borrowed(&data));
+            let name = format!("s-{i:03}");
+            if shape.rich {
+                api.put(&FakeApiServer::secret_path(&ns, &name), rich_secret(&ns, i, &data));
+            } else {
+                api.put_secret(&ns, &name, &borrowed(&data));
+            }
+            if i < shape.deployments {
+                objects.insert(&ns, ObjectRef::secret(name), &borrowed(&data));
             }
         }
-        for i in 0..CONFIG_MAPS_PER_NAMESPACE {
+        for i in 0..shape.config_maps {
             let data = config_map_data(&ns, i);
             api.put_config_map(&ns, &format!("c-{i:03}"), &borrowed(&data));
-            if i < DEPLOYMENTS_PER_NAMESPACE {
+            if i < shape.deployments {
                 objects.insert(&ns, ObjectRef::config_map(format!("c-{i:03}")), &borrowed(&data));
             }
         }
@@ -135,9 +230,9 @@ fn fill(api: &FakeApiServer) -> Duration {
     let shared = secret_data(SHARED_NAMESPACE, 9_999, 0);
     api.put_secret(SHARED_NAMESPACE, "shared", &borrowed(&shared));
     objects.insert(SHARED_NAMESPACE, ObjectRef::secret("shared"), &borrowed(&shared));
-    for n in 0..NAMESPACES {
+    for n in 0..shape.namespaces {
         let ns = namespace(n);
-        for i in 0..DEPLOYMENTS_PER_NAMESPACE {
+        for i in 0..shape.deployments {
             let (secret, config_map) = (format!("s-{i:03}"), format!("c-{i:03}"));
             let mut secrets = vec![secret.as_str()];
             if ns == SHARED_NAMESPACE {
@@ -186,9 +281,14 @@ impl Controller {
             "--log-format",
             "json",
         ];
+        // A profiler in front (`heaptrack`), for where the memory goes; VmHWM is then the wrapper's.
+        let wrapper = std::env::var("BENCH_CONTROLLER_WRAPPER").unwrap_or_default();
+        let mut program: Vec<&str> = wrapper.split_whitespace().collect();
+        program.push(env!("CARGO_BIN_EXE_configsum"));
+        // As the image sets it (Dockerfile).
+        let env = [("KUBECONFIG", kubeconfig), ("MALLOC_ARENA_MAX", "2")];
         let (child, logs, line) =
-            server::spawn(&args, &[("KUBECONFIG", kubeconfig)], "configsum controller started")
-                .await;
+            server::spawn_program(&program, &args, &env, "configsum controller started").await;
         let pid = child.id().expect("the controller runs");
         let metrics = line["metrics_listen"].as_str().expect("metrics_listen").to_owned();
         Controller { child, pid, metrics, logs }
@@ -205,6 +305,15 @@ impl Controller {
             .and_then(|kib| kib.parse::<f64>().ok())
             .unwrap_or(0.0)
             / 1024.0
+    }
+
+    /// Where the RSS is: the heap and stacks (`RssAnon`) and the binary's pages (`RssFile`).
+    fn rss_split(&self) -> String {
+        format!(
+            "{:.1} MiB anonymous, {:.1} MiB file-backed",
+            self.memory_mib("RssAnon:"),
+            self.memory_mib("RssFile:")
+        )
     }
 
     fn exited(&mut self) -> Option<std::process::ExitStatus> {
@@ -316,12 +425,14 @@ impl Report {
             out,
             "{NAMESPACES} enabled namespaces; {} Secrets, {} ConfigMaps, {} Deployments with \
              current digests; window {} s (the default), `--rate 10000 --burst 10000`; release \
-             build; loopback, {} CPUs.\n",
+             build; loopback, {} CPUs. The realistic shape: the same objects in {} namespaces, \
+             Secrets with Helm's labels, annotations and `managedFields`.\n",
             NAMESPACES * SECRETS_PER_NAMESPACE + 1,
             NAMESPACES * CONFIG_MAPS_PER_NAMESPACE,
             NAMESPACES * DEPLOYMENTS_PER_NAMESPACE,
             WINDOW.as_secs(),
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            REALISTIC.namespaces,
         );
         let _ = writeln!(out, "| measure | value | target |");
         let _ = writeln!(out, "|---|---:|---|");
@@ -382,6 +493,58 @@ fn annotations(api: &FakeApiServer, ns: &str, name: &str) -> Value {
         .unwrap_or_default()
 }
 
+/// Waits for `/readyz` 200; how long it took since `spawned`.
+async fn until_ready(report: &Report, controller: &mut Controller, spawned: Instant) -> Duration {
+    loop {
+        if let Some(status) = controller.exited() {
+            fail(report, controller, &format!("the controller exited during start-up: {status}"));
+        }
+        if controller.get("/readyz").await.is_some_and(|(code, _)| code == 200) {
+            return spawned.elapsed();
+        }
+        if spawned.elapsed() > READY_DEADLINE {
+            fail(report, controller, "the controller was not ready within 120 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until nothing is queued and no PATCH came for 2 s (and at least a
+/// window went by); a note says how it went, `what` names the phase.
+async fn settle(report: &mut Report, controller: &Controller, what: &str) {
+    let settle_started = Instant::now();
+    let mut last = (-1.0, settle_started);
+    loop {
+        let Some((_, text)) = controller.get("/metrics").await else {
+            fail(report, controller, "the metrics listener stopped answering");
+        };
+        let done = metric(&text, "configsum_controller_patches_total") + 0.0;
+        let queued = metric(&text, "configsum_controller_queue_depth");
+        if done != last.0 {
+            last = (done, Instant::now());
+        }
+        let quiet = last.1.elapsed() >= Duration::from_secs(2);
+        if queued == 0.0 && quiet && settle_started.elapsed() >= WINDOW + Duration::from_secs(1) {
+            report.note(format!(
+                "{what}: reconciliations: {done} (patched, unchanged, conflict, failed), settled {:.1} s after it began; \
+                 watched objects: {}",
+                last.1.saturating_duration_since(settle_started).as_secs_f64(),
+                metric(&text, "configsum_controller_watched_objects"),
+            ));
+            return;
+        }
+        if settle_started.elapsed() > SETTLE_DEADLINE {
+            fail(report, controller, &format!("{what}: did not settle within 120 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+fn rss_row(report: &mut Report, what: &str, mib: f64) {
+    let met = if mib <= RSS_TARGET_MIB { "✓" } else { "✗" };
+    report.row(what, format!("{mib:.1} MiB"), &format!("≤ 64 MiB {met}"));
+}
+
 #[tokio::main]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
@@ -391,10 +554,25 @@ async fn main() {
         return;
     }
     server::install_crypto_provider();
+    let shapes = std::env::var("BENCH_CONTROLLER_SHAPES").unwrap_or_default();
     let mut report = Report::default();
+    let mut startup_patches = 0;
+    if shapes != "realistic" {
+        startup_patches += base(&mut report).await;
+    }
+    if shapes != "base" {
+        startup_patches += realistic(&mut report).await;
+    }
+    report.publish(None);
+    assert_eq!(startup_patches, 0, "a correct controller patches nothing at start-up");
+}
+
+/// The base shape: start-up, single changes, a Secret tracked by 100
+/// workloads. Returns the PATCHes at start-up.
+async fn base(report: &mut Report) -> usize {
     let api = FakeApiServer::start().await;
     eprintln!("filling the fake API server ...");
-    let filled = fill(&api);
+    let filled = fill(&api, &BASE);
     report.note(format!(
         "fake API server filled in {:.1} s (resourceVersion {})",
         filled.as_secs_f64(),
@@ -409,18 +587,7 @@ async fn main() {
     // Start-up: spawn to ready, then let the start-up catch-up settle.
     let spawned = Instant::now();
     let mut controller = Controller::spawn(&kubeconfig, &key_file.display().to_string()).await;
-    let ready = loop {
-        if let Some(status) = controller.exited() {
-            fail(&report, &controller, &format!("the controller exited during start-up: {status}"));
-        }
-        if controller.get("/readyz").await.is_some_and(|(code, _)| code == 200) {
-            break spawned.elapsed();
-        }
-        if spawned.elapsed() > READY_DEADLINE {
-            fail(&report, &controller, "the controller was not ready within 120 s");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let ready = until_ready(report, &mut controller, spawned).await;
     let ready_met = if ready <= READY_TARGET { "✓" } else { "✗" };
     report.row(
         "spawn to `/readyz` 200",
@@ -428,32 +595,7 @@ async fn main() {
         &format!("≤ 30 s {ready_met}"),
     );
     eprintln!("ready after {ready:?}; waiting for the start-up catch-up to settle ...");
-    let settle_started = Instant::now();
-    let mut last = (-1.0, settle_started);
-    loop {
-        let Some((_, text)) = controller.get("/metrics").await else {
-            fail(&report, &controller, "the metrics listener stopped answering");
-        };
-        let done = metric(&text, "configsum_controller_patches_total") + 0.0;
-        let queued = metric(&text, "configsum_controller_queue_depth");
-        if done != last.0 {
-            last = (done, Instant::now());
-        }
-        let quiet = last.1.elapsed() >= Duration::from_secs(2);
-        if queued == 0.0 && quiet && settle_started.elapsed() >= WINDOW + Duration::from_secs(1) {
-            report.note(format!(
-                "start-up reconciliations: {done} (patched, unchanged, conflict, failed), settled {:.1} s after ready; \
-                 watched objects: {}",
-                last.1.saturating_duration_since(settle_started).as_secs_f64(),
-                metric(&text, "configsum_controller_watched_objects"),
-            ));
-            break;
-        }
-        if settle_started.elapsed() > SETTLE_DEADLINE {
-            fail(&report, &controller, "the start-up catch-up did not settle within 120 s");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    settle(report, &controller, "start-up").await;
     let startup = api.log();
     let startup_patches = startup.iter().filter(|l| l.method == "PATCH").count();
     let pages = startup.iter().filter(|l| l.method == "GET" && l.query.contains("limit=")).count();
@@ -468,12 +610,7 @@ async fn main() {
         startup.len(),
         by_method(startup.iter(), 1.0)
     ));
-    let synced_peak = controller.memory_mib("VmHWM:");
-    report.row(
-        "peak RSS once synced (VmHWM)",
-        format!("{synced_peak:.1} MiB"),
-        &format!("≤ 64 MiB {}", if synced_peak <= RSS_TARGET_MIB { "✓" } else { "✗" }),
-    );
+    rss_row(report, "peak RSS once synced (VmHWM)", controller.memory_mib("VmHWM:"));
     api.clear_log();
 
     // Single-tracked Secrets, one at a time.
@@ -493,7 +630,7 @@ async fn main() {
                 "≤ window + 1 s ✗",
             );
             fail(
-                &report,
+                report,
                 &controller,
                 &format!(
                     "no PATCH of Deployment {ns}/d-000 within 30 s of a change to Secret {ns}/s-000 \
@@ -553,7 +690,7 @@ async fn main() {
                     "≤ window + 1 s ✗",
                 );
                 fail(
-                    &report,
+                    report,
                     &controller,
                     &format!(
                         "no PATCH of {SHARED_NAMESPACE}/d-{i:03} within 30 s of a change to Secret `shared`"
@@ -580,15 +717,99 @@ async fn main() {
         )
     ));
 
-    let end_peak = controller.memory_mib("VmHWM:");
-    report.row(
-        "peak RSS at the end (VmHWM)",
-        format!("{end_peak:.1} MiB"),
-        &format!("≤ 64 MiB {}", if end_peak <= RSS_TARGET_MIB { "✓" } else { "✗" }),
-    );
+    rss_row(report, "peak RSS at the end (VmHWM)", controller.memory_mib("VmHWM:"));
     report.note(format!("RSS at the end (VmRSS): {:.1} MiB", controller.memory_mib("VmRSS:")));
     let code = controller.stop().await;
     report.note(format!("controller exit code after SIGTERM: {code:?}"));
-    report.publish(None);
-    assert_eq!(startup_patches, 0, "a correct controller patches nothing at start-up");
+    startup_patches
+}
+
+/// The realistic shape: synced, then every watch ended with a 410 Gone and
+/// listed again while loaded. Returns the PATCHes at start-up.
+async fn realistic(report: &mut Report) -> usize {
+    let api = FakeApiServer::start().await;
+    eprintln!("filling the fake API server (realistic shape) ...");
+    let filled = fill(&api, &REALISTIC);
+    report.note(format!(
+        "realistic shape: fake API server filled in {:.1} s (resourceVersion {})",
+        filled.as_secs_f64(),
+        api.resource_version()
+    ));
+    let dir = TempDir::new("bench-controller-realistic");
+    let key_file = dir.path("digest.key");
+    std::fs::write(&key_file, DIGEST_KEY).expect("digest key");
+    let kubeconfig = api.kubeconfig_for(&dir.0, TOKEN).display().to_string();
+    api.clear_log();
+
+    let spawned = Instant::now();
+    let mut controller = Controller::spawn(&kubeconfig, &key_file.display().to_string()).await;
+    let ready = until_ready(report, &mut controller, spawned).await;
+    eprintln!("ready after {ready:?}; waiting for the start-up catch-up to settle ...");
+    settle(report, &controller, "realistic shape, start-up").await;
+    let startup = api.log();
+    let startup_patches = startup.iter().filter(|l| l.method == "PATCH").count();
+    report.note(format!(
+        "realistic shape: spawn to ready {:.2} s; {startup_patches} PATCHes at start-up; \
+         RSS once synced (VmRSS) {:.1} MiB: {}",
+        ready.as_secs_f64(),
+        controller.memory_mib("VmRSS:"),
+        controller.rss_split()
+    ));
+    rss_row(
+        report,
+        "realistic shape: peak RSS once synced (VmHWM)",
+        controller.memory_mib("VmHWM:"),
+    );
+
+    // As after an etcd compaction: every watch ends with a 410 Gone and lists again.
+    api.clear_log();
+    let expired = Instant::now();
+    let relisted = [
+        "/api/v1/namespaces",
+        "/api/v1/secrets",
+        "/api/v1/configmaps",
+        "/apis/apps/v1/deployments",
+    ];
+    for plural in ["namespaces", "secrets", "configmaps", "deployments"] {
+        api.expire_watches(plural);
+    }
+    loop {
+        let log = api.log();
+        let watching = |path: &str| {
+            log.iter().any(|l| l.path == path && l.query.contains("watch=") && l.at >= expired)
+        };
+        if relisted.iter().all(|p| watching(p)) {
+            break;
+        }
+        if expired.elapsed() > RELIST_DEADLINE {
+            fail(
+                report,
+                &controller,
+                "realistic shape: the watches did not list again within 120 s",
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let listed = expired.elapsed();
+    settle(report, &controller, "realistic shape, relist").await;
+    let log = api.log();
+    let pages = log.iter().filter(|l| l.method == "GET" && l.query.contains("limit=")).count();
+    let reads =
+        log.iter().filter(|l| l.method == "GET" && l.query.is_empty() && l.path != LEASE).count();
+    let patches = log.iter().filter(|l| l.method == "PATCH").count();
+    report.note(format!(
+        "realistic shape, relist: every watch listing again took {:.1} s; {pages} LIST pages, \
+         {reads} single-object GETs, {patches} PATCHes; RSS after it (VmRSS) {:.1} MiB: {}",
+        listed.as_secs_f64(),
+        controller.memory_mib("VmRSS:"),
+        controller.rss_split()
+    ));
+    rss_row(
+        report,
+        "realistic shape: peak RSS after a relist of every watch (VmHWM)",
+        controller.memory_mib("VmHWM:"),
+    );
+    let code = controller.stop().await;
+    report.note(format!("realistic shape: controller exit code after SIGTERM: {code:?}"));
+    startup_patches
 }

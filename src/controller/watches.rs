@@ -7,13 +7,17 @@
 
 use std::time::Duration;
 
+use std::borrow::Cow;
+
 use futures_util::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DynamicObject, PartialObjectMeta};
+use kube::api::ApiResource;
+use kube::core::DynamicResourceScope;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
+use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::warn;
@@ -32,6 +36,14 @@ use crate::process::StartupError;
 /// from the last resourceVersion. Its idle timeout (this plus a margin)
 /// catches a watch that hangs.
 const WATCH_TIMEOUT_SECONDS: u32 = 50;
+
+/// Items per LIST page of ConfigMaps and Secrets (kube-runtime's default is
+/// 500). A page is held whole while its items are applied, and its response
+/// body before that; nearly all of those objects are not tracked, so the
+/// page is pure transient. Half the default took 1–2 MiB off the peak RSS of
+/// the bench's realistic shape, for 400 rather than 200 requests per 100,000
+/// Secrets.
+const METADATA_PAGE_SIZE: u32 = 250;
 
 pub struct Watches {
     client: Client,
@@ -55,14 +67,16 @@ impl Watches {
     ) -> Result<Self, StartupError> {
         let config = || watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
         let selector = format!("{NAMESPACE_LABEL}=true");
-        let namespaces: Api<PartialObjectMeta<Namespace>> = Api::all(client.clone());
+        let namespaces: Api<WatchedMeta> =
+            Api::all_with(client.clone(), &ApiResource::erase::<Namespace>(&()));
         forward(watcher::watcher(namespaces, config().labels(&selector)), tx.clone(), |e| {
             Message::Namespace(meta_event(e))
         });
         for kind in ObjectKind::all() {
-            let objects: Api<PartialObjectMeta<DynamicObject>> =
+            let objects: Api<WatchedMeta> =
                 Api::all_with(client.clone(), &object_api_resource(kind));
-            forward(watcher::watcher(objects, config()), tx.clone(), move |e| {
+            let config = config().page_size(METADATA_PAGE_SIZE);
+            forward(watcher::watcher(objects, config), tx.clone(), move |e| {
                 Message::Object(kind, meta_event(e))
             });
         }
@@ -212,9 +226,76 @@ where
     })
 }
 
-fn meta_event<K>(event: Event<PartialObjectMeta<K>>) -> Event<ObjectVersion> {
-    let version = |o: PartialObjectMeta<K>| {
-        let ObjectMeta { namespace, name, resource_version, .. } = o.metadata;
+/// A Namespace, ConfigMap or Secret as its metadata-only watch decodes it:
+/// name, namespace and resourceVersion, all the loop needs. The rest of a
+/// `PartialObjectMetadata` (labels, annotations, `managedFields`) is skipped
+/// by the parser and never built: with Helm's metadata on every Secret,
+/// building it made each list page (500 objects) megabytes of short-lived
+/// maps.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(from = "MetaWire")]
+struct WatchedMeta {
+    /// Only name, namespace and resourceVersion are set: what kube's watcher reads.
+    meta: ObjectMeta,
+}
+
+#[derive(Deserialize)]
+struct MetaWire {
+    #[serde(default)]
+    metadata: SparseMeta,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SparseMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+}
+
+impl From<MetaWire> for WatchedMeta {
+    fn from(wire: MetaWire) -> Self {
+        let SparseMeta { name, namespace, resource_version } = wire.metadata;
+        WatchedMeta {
+            meta: ObjectMeta { name, namespace, resource_version, ..ObjectMeta::default() },
+        }
+    }
+}
+
+impl Resource for WatchedMeta {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    /// Lists, watches and gets ask for `PartialObjectMetadata`: no data crosses the wire.
+    fn metadata_api() -> bool {
+        true
+    }
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+fn meta_event(event: Event<WatchedMeta>) -> Event<ObjectVersion> {
+    let version = |o: WatchedMeta| {
+        let ObjectMeta { namespace, name, resource_version, .. } = o.meta;
         ObjectVersion { namespace, name, resource_version }
     };
     match event {
@@ -223,5 +304,33 @@ fn meta_event<K>(event: Event<PartialObjectMeta<K>>) -> Event<ObjectVersion> {
         Event::Init => Event::Init,
         Event::InitApply(o) => Event::InitApply(version(o)),
         Event::InitDone => Event::InitDone,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metadata_only_item_keeps_its_name_namespace_and_version_only() {
+        // A list item as the API server sends it: no kind, Helm's metadata.
+        let item = serde_json::json!({"metadata": {
+            "name": "db", "namespace": "shop", "resourceVersion": "42", "uid": "u-1",
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": "shop"},
+            "managedFields": [{"manager": "helm", "operation": "Update",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}}}}]}});
+        let watched: WatchedMeta = serde_json::from_value(item).expect("decodes");
+        let expected = ObjectMeta {
+            name: Some("db".into()),
+            namespace: Some("shop".into()),
+            resource_version: Some("42".into()),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(watched.meta, expected);
+        // A Namespace has no namespace; an item without metadata decodes to nothing.
+        let bare: WatchedMeta = serde_json::from_value(serde_json::json!({})).expect("decodes");
+        assert_eq!(bare.meta, ObjectMeta::default());
+        assert!(WatchedMeta::metadata_api());
     }
 }

@@ -1,6 +1,8 @@
 //! What each watch's objects do to the cluster view, as [`WatchIndex`]es:
 //! the relist protocol that calls them is [`super::Watch`]'s, once for all.
 
+use std::collections::HashSet;
+
 use super::{ClusterView, Phase};
 use crate::controller::images::tracked_images;
 use crate::controller::index::tracked_by;
@@ -35,8 +37,8 @@ impl WatchIndex<ObjectVersion> for Namespaces<'_> {
         self.0.opt_out(&name);
     }
 
-    fn keys(&self) -> Vec<String> {
-        self.0.in_scope.iter().cloned().collect()
+    fn unlisted(&self, listed: &HashSet<String>) -> Vec<String> {
+        self.0.in_scope.iter().filter(|n| !listed.contains(*n)).cloned().collect()
     }
 }
 
@@ -107,11 +109,14 @@ impl WatchIndex<WatchedWorkload> for Workloads<'_> {
         self.view.forget_workload(&key);
     }
 
-    /// The planned workloads and those only tracked (a relist must see their deletion too).
-    fn keys(&self) -> Vec<WorkloadKey> {
-        let mut keys: Vec<WorkloadKey> = self.view.index.workloads_of(self.kind).cloned().collect();
+    /// The planned workloads and those only tracked (a relist must see their deletion too)
+    /// that the relist did not list.
+    fn unlisted(&self, listed: &HashSet<WorkloadKey>) -> Vec<WorkloadKey> {
+        let gone = |k: &&WorkloadKey| k.kind == self.kind && !listed.contains(*k);
+        let mut keys: Vec<WorkloadKey> =
+            self.view.index.workloads_of(self.kind).filter(gone).cloned().collect();
         if let Ok(digests) = self.view.shared.template_digests.lock() {
-            keys.extend(digests.keys().filter(|k| k.kind == self.kind).cloned());
+            keys.extend(digests.keys().filter(gone).cloned());
         }
         keys.sort();
         keys.dedup();
@@ -154,8 +159,10 @@ impl WatchIndex<ObjectVersion> for Objects<'_> {
         }
     }
 
-    /// The tracked objects of this kind that exist as far as the controller knows.
-    fn keys(&self) -> Vec<ObjectKey> {
-        self.view.objects.existing().filter(|key| key.object.kind == self.kind).cloned().collect()
+    /// The tracked objects of this kind that exist as far as the controller knows and the
+    /// relist did not list.
+    fn unlisted(&self, listed: &HashSet<ObjectKey>) -> Vec<ObjectKey> {
+        let gone = |key: &&ObjectKey| key.object.kind == self.kind && !listed.contains(*key);
+        self.view.objects.existing().filter(gone).cloned().collect()
     }
 }
