@@ -7,16 +7,13 @@
 
 use std::time::Duration;
 
-use std::borrow::Cow;
-
 use futures_util::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
-use kube::core::DynamicResourceScope;
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -262,36 +259,8 @@ impl From<MetaWire> for WatchedMeta {
     }
 }
 
-impl Resource for WatchedMeta {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    /// Lists, watches and gets ask for `PartialObjectMetadata`: no data crosses the wire.
-    fn metadata_api() -> bool {
-        true
-    }
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
+// Lists, watches and gets ask for `PartialObjectMetadata`.
+dynamic_resource!(WatchedMeta, metadata: true);
 
 fn meta_event(event: Event<WatchedMeta>) -> Event<ObjectVersion> {
     let version = |o: WatchedMeta| {
@@ -310,6 +279,7 @@ fn meta_event(event: Event<WatchedMeta>) -> Event<ObjectVersion> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::Resource as _;
 
     #[test]
     fn a_metadata_only_item_keeps_its_name_namespace_and_version_only() {

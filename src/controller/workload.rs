@@ -3,13 +3,11 @@
 //! API server omits `apiVersion` and `kind` on the items of a list
 //! (kubernetes/kubernetes#3030), so the object's own fields cannot say it.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
-use kube::core::DynamicResourceScope;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -89,32 +87,7 @@ impl TryFrom<Wire> for WatchedWorkload {
     }
 }
 
-impl kube::Resource for WatchedWorkload {
-    type DynamicType = ApiResource;
-    type Scope = DynamicResourceScope;
-
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
-        dt.kind.as_str().into()
-    }
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
-        dt.group.as_str().into()
-    }
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.version.as_str().into()
-    }
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
-        dt.api_version.as_str().into()
-    }
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
-        dt.plural.as_str().into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.meta
-    }
-}
+dynamic_resource!(WatchedWorkload, metadata: false);
 
 impl WatchedWorkload {
     pub fn key(&self, kind: WorkloadKind) -> Option<WorkloadKey> {

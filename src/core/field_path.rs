@@ -191,6 +191,28 @@ impl<'de> Visitor<'de> for MapSeed<'_> {
     }
 }
 
+/// `None` for a number or a bool: a [`Visitor`] of lenient reads, where a value of the wrong
+/// type is no value rather than an error.
+macro_rules! none_for_numbers_and_bools {
+    () => {
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+    };
+}
+
 /// The string map at `path`, read leniently: `None` wherever a value on the way is not what an
 /// annotations map is, and for a map beyond the 256 KiB Kubernetes allows, instead of an
 /// error. For `oldObject`, the stored object: a custom resource without a schema may hold
@@ -238,21 +260,7 @@ impl<'de> Visitor<'de> for LenientMapAt<'_> {
         Ok(None)
     }
 
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+    none_for_numbers_and_bools!();
 
     fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Self::Value, E> {
         Ok(None)
@@ -322,21 +330,7 @@ impl<'de> Visitor<'de> for StringValue {
         Ok(None)
     }
 
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(None)
-    }
+    none_for_numbers_and_bools!();
 
     fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
         Ok(None)
