@@ -126,12 +126,17 @@ pub fn parse_review(body: &[u8]) -> Result<AdmissionRequest<'_>, WireError> {
         let (line, column) = position(body, e.valid_up_to());
         WireError::Json { line, column, category: "invalid UTF-8" }
     })?;
-    match parse_as(text, Objects::ReadInPlace) {
-        Ok(request) => Ok(request),
-        // An object that does not read as its kind: read again keeping it as text, so that
-        // the core says what is wrong with it, as a warning on an allowed review.
-        Err(_) => parse_as(text, Objects::AsText),
-    }
+    // An object that does not read as its kind: read again keeping it as text, so that the
+    // core says what is wrong with it, as a warning on an allowed review.
+    let review = read_review(text, Objects::ReadInPlace)
+        .or_else(|_| read_review(text, Objects::AsText))
+        .map_err(|e| match wrong_type(text) {
+            // A review of another version may fail as a v1 request: say which it is.
+            Err(wrong) => wrong,
+            Ok(()) => json_error(e),
+        })?;
+    check_type(review.api_version, review.kind)?;
+    review.request.ok_or(WireError::NoRequest)
 }
 
 /// Line and column (from 1, in bytes) of `offset` in `body`, as serde_json counts them.
@@ -142,22 +147,11 @@ fn position(body: &[u8], offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-fn parse_as(body: &str, objects: Objects) -> Result<AdmissionRequest<'_>, WireError> {
+fn read_review(body: &str, objects: Objects) -> Result<AdmissionReviewIn<'_>, serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_str(body);
-    let review = ReviewSeed(objects).deserialize(&mut deserializer).and_then(|review| {
-        deserializer.end()?;
-        Ok(review)
-    });
-    let review = match review {
-        Ok(review) => review,
-        Err(e) => {
-            // A review of another version may fail as a v1 request: say which it is.
-            wrong_type(body)?;
-            return Err(json_error(e));
-        }
-    };
-    check_type(review.api_version, review.kind)?;
-    review.request.ok_or(WireError::NoRequest)
+    let review = ReviewSeed(objects).deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(review)
 }
 
 /// The core's plan for a parsed review: from the object read in place when it was (its text
