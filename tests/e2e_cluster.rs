@@ -295,7 +295,13 @@ async fn sigterm_answers_every_request_in_flight_and_exits_zero() {
         let server = server.clone();
         tasks.spawn(async move { admit(&server, &format!("drain-{i}"), &web(None), "10s").await });
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Every review in flight: each has asked for the Secret, which answers in 500 ms.
+    let secret = FakeApiServer::secret_path(NS, "db");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while cluster.api.requests(&secret) < 20 {
+        assert!(std::time::Instant::now() < deadline, "20 reviews never reached their lookups");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let pid = server.child.id().expect("pid").to_string();
     assert!(
         std::process::Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success()
