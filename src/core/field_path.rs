@@ -191,6 +191,38 @@ impl<'de> Visitor<'de> for MapSeed<'_> {
     }
 }
 
+/// `null` is no value; anything else is read by `S`. For the fields configsum reads that
+/// the API allows to be `null`.
+pub struct OrNull<S>(pub S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for OrNull<S> {
+    type Value = Option<S::Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for OrNull<S> {
+    type Value = Option<S::Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a value or null")
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(deserializer).map(Some)
+    }
+}
+
 /// `None` for a number or a bool: a [`Visitor`] of lenient reads, where a value of the wrong
 /// type is no value rather than an error.
 macro_rules! none_for_numbers_and_bools {

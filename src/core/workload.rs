@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::field_path::{AtPath, Key, LenientMapAt, Named, collect_all, map_at};
+use super::field_path::{AtPath, Key, LenientMapAt, Named, OrNull, collect_all, map_at};
 pub use super::kinds::WorkloadKind;
 use super::kinds::{KindRow, ReferenceDeclaration, Segment};
 use super::pod_spec::{Metadata, PodSpec};
@@ -370,7 +370,7 @@ impl<'de> Visitor<'de> for ObjectSeed<'_> {
                 "kind" => read.kind = map.next_value::<Option<String>>()?.unwrap_or_default(),
                 "metadata" if read.metadata.is_none() => read.metadata = map.next_value()?,
                 "spec" if read.spec.is_none() => {
-                    read.spec = map.next_value_seed(OptionalSpec(SpecSeed { row: self.row }))?;
+                    read.spec = map.next_value_seed(OrNull(SpecSeed { row: self.row }))?;
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -378,37 +378,6 @@ impl<'de> Visitor<'de> for ObjectSeed<'_> {
             }
         }
         Ok(read)
-    }
-}
-
-/// `null` is no spec.
-struct OptionalSpec<'k>(SpecSeed<'k>);
-
-impl<'de> DeserializeSeed<'de> for OptionalSpec<'_> {
-    type Value = Option<SpecRead>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_option(self)
-    }
-}
-
-impl<'de> Visitor<'de> for OptionalSpec<'_> {
-    type Value = Option<SpecRead>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a spec")
-    }
-
-    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        self.0.deserialize(deserializer).map(Some)
     }
 }
 

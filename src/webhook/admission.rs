@@ -17,7 +17,7 @@ use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::core::field_path::Key;
+use crate::core::field_path::{Key, OrNull};
 use crate::core::workload::{ObjectRead, Operation};
 use crate::core::{
     Decision, OldObject, Plan, Request, Settings, WorkloadKind, plan_read_review, plan_review,
@@ -252,8 +252,7 @@ impl<'de> Visitor<'de> for ReviewSeed {
                 }
                 "request" => {
                     once(&mut request, "request")?;
-                    review.request =
-                        map.next_value_seed(OptionalRequest(RequestVisitor(self.0)))?;
+                    review.request = map.next_value_seed(OrNull(RequestVisitor(self.0)))?;
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -269,40 +268,17 @@ fn once<E: serde::de::Error>(seen: &mut bool, field: &'static str) -> Result<(),
     if std::mem::replace(seen, true) { Err(E::duplicate_field(field)) } else { Ok(()) }
 }
 
-/// `null` is no request.
-struct OptionalRequest(RequestVisitor);
-
-impl<'de> DeserializeSeed<'de> for OptionalRequest {
-    type Value = Option<AdmissionRequest<'de>>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_option(self)
-    }
-}
-
-impl<'de> Visitor<'de> for OptionalRequest {
-    type Value = Option<AdmissionRequest<'de>>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an AdmissionReview request")
-    }
-
-    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self.0).map(Some)
-    }
-}
-
 /// `request`, field by field, so that `object` and `oldObject` are read by what the fields
 /// before them said.
 struct RequestVisitor(Objects);
+
+impl<'de> DeserializeSeed<'de> for RequestVisitor {
+    type Value = AdmissionRequest<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
 
 impl<'de> Visitor<'de> for RequestVisitor {
     type Value = AdmissionRequest<'de>;
@@ -375,9 +351,11 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 "oldObject" => {
                     fresh(old_object.is_some())?;
                     old_object = Some(match workload_kind() {
+                        // `null` is no old object; a present one always has a map, maybe
+                        // empty: anything there that is not a map of strings reads as none.
                         Some(workload) => map
-                            .next_value_seed(OldAnnotations(workload))?
-                            .map(OldObjectRead::Annotations),
+                            .next_value_seed(OrNull(workload.old_annotations()))?
+                            .map(|found| OldObjectRead::Annotations(found.unwrap_or_default())),
                         None => map.next_value::<Option<&'de RawValue>>()?.map(OldObjectRead::Text),
                     });
                 }
@@ -418,39 +396,6 @@ fn known(field: &str) -> &'static str {
         "dryRun",
     ];
     FIELDS.into_iter().find(|f| *f == field).unwrap_or("field")
-}
-
-/// `oldObject` of a workload kind: only its digests' map, `None` for `null`. Anything there
-/// that is not a map of strings reads as no annotations, as the core's own reading does.
-struct OldAnnotations(WorkloadKind);
-
-impl<'de> DeserializeSeed<'de> for OldAnnotations {
-    type Value = Option<BTreeMap<String, String>>;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        // A `null` oldObject is no old object; a present one always has a map, maybe empty.
-        struct Present(WorkloadKind);
-        impl<'de> Visitor<'de> for Present {
-            type Value = Option<BTreeMap<String, String>>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-                Ok(None)
-            }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-                Ok(None)
-            }
-            fn visit_some<D: Deserializer<'de>>(
-                self,
-                deserializer: D,
-            ) -> Result<Self::Value, D::Error> {
-                let found = self.0.old_annotations().deserialize(deserializer)?;
-                Ok(Some(found.unwrap_or_default()))
-            }
-        }
-        deserializer.deserialize_option(Present(self.0))
-    }
 }
 
 fn json_error(e: serde_json::Error) -> WireError {
