@@ -32,7 +32,13 @@ fn main() -> ExitCode {
         Command::Controller(ref args) => args.log.log_format,
     };
     // Held until exit: dropping it flushes the log lines still queued.
-    let _log_guard = init_logging(log_format);
+    let _log_guard = match init_logging(log_format) {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("configsum: cannot start the log writer: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -63,17 +69,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// Log lines are written by a background thread through a buffer, so an
-/// admission never waits on a write to stderr and a burst becomes few writes.
-fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
+/// Log lines are written by a background thread in batches, so an admission
+/// never waits on a write to stderr and a burst becomes few writes.
+fn init_logging(format: LogFormat) -> std::io::Result<configsum::process::log_writer::FlushOnDrop> {
     let filter =
         EnvFilter::try_from_env("CONFIGSUM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let ansi = std::io::stderr().is_terminal();
-    // At most 1,024 lines queued; beyond that, callers wait rather than lines being lost.
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .buffered_lines_limit(1024)
-        .lossy(false)
-        .finish(std::io::BufWriter::with_capacity(16 * 1024, std::io::stderr()));
+    let (writer, guard) = configsum::process::log_writer::batched(std::io::stderr())?;
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi);
     match format {
@@ -82,5 +84,5 @@ fn init_logging(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuar
         }
         LogFormat::Text => builder.init(),
     }
-    guard
+    Ok(guard)
 }

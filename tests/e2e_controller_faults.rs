@@ -114,7 +114,7 @@ async fn a_rollouts_crd_installed_after_start_up_is_watched_without_a_restart() 
         cluster.annotations_of("Rollout", NS, "canary"),
         cluster.webhook_digests_of("Rollout", NS, "canary")
     );
-    let logs = controller.logs.lock().expect("logs").join("\n");
+    let logs = controller.logged(|l| l.contains("its resource is served now")).await;
     assert!(logs.contains("its resource is served now"), "{logs}");
     assert_eq!(controller.stop().await, Some(0));
 }

@@ -63,7 +63,7 @@ async fn a_dry_run_records_what_would_roll_and_patches_nothing() {
     let metrics = controller.metrics_with(&[dry], Duration::from_secs(2)).await;
     assert!(metrics.contains(dry), "{metrics}");
     assert!(!metrics.contains(r#"outcome="patched""#), "{metrics}");
-    let logs = controller.logs.lock().map(|l| l.join("\n")).unwrap_or_default();
+    let logs = controller.logged(|l| l.contains("dry run: would roll")).await;
     assert!(logs.contains("dry run: would roll"), "{logs}");
     assert!(!logs.contains("two"), "no Secret content in the log");
     assert_eq!(patches(&cluster), 0, "no PATCH at all");

@@ -255,11 +255,11 @@ async fn credentials_come_from_pull_secrets_and_tokens_are_reused() {
         warned.iter().all(|w| w.contains("): image not resolved; no annotation written (")),
         "{warned:?}"
     );
-    let logs = server.logs().join("\n");
+    // Every line, once written at exit.
+    let logs = server.terminate_logs().await.join("\n");
     for secret in ["s3cr3t-basic", "fixture-password"] {
         assert!(!logs.contains(secret) && !answer.to_string().contains(secret));
     }
-    assert_eq!(server.terminate().await, Some(0));
 }
 
 /// A registry over HTTPS whose 401 names a plain-HTTP realm: before, the pull secret's
@@ -398,8 +398,7 @@ async fn credentials_come_from_the_service_account_read_fresh_from_the_api_serve
     let mut shortened: String = expected.chars().take(118).collect();
     shortened.push('…');
     assert_eq!(warned[0], shortened);
-    assert!(!server.logs().join("\n").contains("s3cr3t-robot"));
-    assert_eq!(server.terminate().await, Some(0));
+    assert!(!server.terminate_logs().await.join("\n").contains("s3cr3t-robot"));
 }
 
 fn review_of(kind: (&str, &str, &str), resource: &str, operation: &str, object: &Value) -> Vec<u8> {

@@ -303,7 +303,7 @@ async fn every_flag_can_come_from_the_environment() {
         json!({"configmap.example.com/app-config": CM_A_LOG_LEVEL, "secret.example.com/db": S_PLAIN})
     );
     assert!(
-        server.logs().iter().any(|l| l.contains("plain SHA-256")),
+        server.logged(|l| l.contains("plain SHA-256")).await,
         "the plain-digest warning is logged"
     );
     assert_eq!(server.terminate().await, Some(0));

@@ -3,10 +3,11 @@
 //! API server's client, the registry client, the core's settings and why
 //! start-up fails), the running command (`running`: the plain-HTTP admin
 //! listener with its readiness and metrics registry, the shutdown signals and
-//! the stop), and the open-file limit.
+//! the stop), the log writer, and the open-file limit.
 
 pub mod admin;
 pub mod digest_keys;
+pub mod log_writer;
 pub mod metrics;
 pub mod open_files;
 pub mod readiness;

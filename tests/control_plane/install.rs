@@ -169,6 +169,19 @@ impl Installation {
         self.webhook.logs().into_iter().filter(|line| line.contains(&needle)).collect()
     }
 
+    /// As [`Self::reviews_in`], once there is one: the webhook writes its log lines in
+    /// batches, a moment after it answers.
+    pub async fn reviews_logged_in(&self, namespace: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let reviews = self.reviews_in(namespace);
+            if !reviews.is_empty() || Instant::now() >= deadline {
+                return reviews;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path(name)
     }

@@ -30,7 +30,7 @@ fn a_helm_install_post_rendered_by_configsum_is_admitted_with_no_patch() {
         let annotations = install.template_annotations(ns, "rel-web");
         assert!(annotations["configmap.configsum.dev/rel-config"].is_string(), "{annotations}");
         assert!(annotations["secret.configsum.dev/rel-db"].is_string(), "{annotations}");
-        let reviews = install.reviews_in(ns);
+        let reviews = install.reviews_logged_in(ns).await;
         let web: Vec<&String> =
             reviews.iter().filter(|l| l.contains("\"object\":\"shop/rel-web\"")).collect();
         assert_eq!(web.len(), 1, "{reviews:?}");

@@ -116,6 +116,19 @@ impl Controller {
         }
     }
 
+    /// Every log line so far, joined, once one matching `wanted` is there (10 s at most):
+    /// the controller writes its lines in batches, a moment after what they tell of.
+    pub async fn logged(&self, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let logs = self.logs.lock().map(|l| l.clone()).unwrap_or_default();
+            if logs.iter().any(|line| wanted(line)) || std::time::Instant::now() >= deadline {
+                return logs.join("\n");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     pub async fn stop(mut self) -> Option<i32> {
         let pid = self.child.id().expect("pid").to_string();
         let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();

@@ -105,6 +105,21 @@ impl Server {
         self.logs.lock().expect("log lock").clone()
     }
 
+    /// Whether a line matching `wanted` is logged within 10 s: the server writes its
+    /// lines in batches, a moment after what they tell of.
+    pub async fn logged(&self, wanted: impl Fn(&str) -> bool) -> bool {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if self.logs().iter().any(|line| wanted(line)) {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     pub fn connector(&self) -> TlsConnector {
         tls_connector(&self.ca, None)
     }
