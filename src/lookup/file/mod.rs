@@ -151,9 +151,32 @@ impl FileSource {
         self.objects.is_empty()
     }
 
+    /// Every object: its namespace, reference and content, in no order.
+    pub fn objects(&self) -> impl Iterator<Item = (&str, &ObjectRef, &ObjectContent)> {
+        self.objects
+            .iter()
+            .map(|((namespace, object), content)| (namespace.as_str(), object, &**content))
+    }
+
     /// The object, if the file has it.
     pub fn get(&self, namespace: &str, object: &ObjectRef) -> Option<&Arc<ObjectContent>> {
         self.objects.get(&(namespace.to_owned(), object.clone()))
+    }
+
+    /// Adds the ConfigMap or Secret `document` of any YAML tree by the rules
+    /// of [`Self::add_first_wins`] (other kinds are ignored): the first of a
+    /// kind, namespace and name wins, and objects that name no namespace are
+    /// in `namespace`.
+    pub(crate) fn add_tree_first_wins<'n, T: object::Tree<'n>>(
+        &mut self,
+        document: T,
+        namespace: &str,
+    ) -> Result<(), object::FieldError<T>> {
+        let kind = object::kind(document)?;
+        if let Some(object_kind) = ObjectKind::from_api_kind(kind) {
+            self.insert(object::read(document, object_kind, kind, namespace)?, true);
+        }
+        Ok(())
     }
 
     /// Adds `object`; unless `first_wins`, it replaces one of the same kind,
