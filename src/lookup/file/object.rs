@@ -106,8 +106,11 @@ fn add_entries<'n, T: Tree<'n>>(
         let text = text(object, value, field)?.unwrap_or_default();
         // Go's decoder skips line breaks, so base64 in a block scalar (`|`) decodes too.
         let text = match encoding {
-            Encoding::Text => text.to_owned(),
-            Encoding::Base64 => text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect(),
+            Encoding::Base64 if text.contains(['\r', '\n']) => {
+                text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect()
+            }
+            // Most values have no line break: copied whole, not a character at a time.
+            _ => text.to_owned(),
         };
         let bytes =
             encoding.decode(text).ok_or_else(|| error(object, &field(), NOT_BASE64, value))?;
