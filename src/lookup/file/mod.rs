@@ -18,7 +18,9 @@ mod documents;
 pub(crate) mod object;
 mod yaml;
 
-pub(crate) use self::documents::{describe_before, split as split_documents};
+pub(crate) use self::documents::{
+    describe_before, each as each_document, split as split_documents,
+};
 use self::object::Shape;
 pub(crate) use self::yaml::scan_reason;
 use self::yaml::{Fields, Node, yaml_error, yaml_options};
