@@ -338,6 +338,155 @@ fn explicitly_tagged_scalars_keep_their_meaning() {
     assert_none(same_before_and_after(inputs), of);
 }
 
+/// A key of an object's field: a plain word, a plain spelling YAML reads as
+/// something else (`1`, `yes`, `~`), or any string double-quoted.
+fn object_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        2 => "[a-z][a-z0-9._-]{0,8}",
+        1 => typed_spelling().prop_filter("a key", |s| !s.is_empty() && s != "<<"),
+        1 => any_string().prop_map(|s| double_quoted(&s)),
+    ]
+}
+
+/// A value of an object's field as the input spells it, under `key` at
+/// column 2: a plain typed spelling, base64, or any string in any style,
+/// sometimes with an explicit tag, an anchor, or as a mapping or a list.
+fn object_value() -> impl Strategy<Value = (String, u8, u8)> {
+    let base64 = prop_oneof![
+        "[A-Za-z0-9+/]{4,12}={0,2}",
+        any_string().prop_map(|s| {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode(s)
+        }),
+    ];
+    (prop_oneof![typed_spelling(), any_string(), base64], any::<u8>(), 0..24u8)
+}
+
+fn object_field(key: &str, (value, style, extra): &(String, u8, u8), anchor: usize) -> String {
+    let plain = !value.is_empty()
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || "+/=-_.:~ ".contains(c))
+        && !value.starts_with(['-', ':', ' ', '~'])
+        && !value.ends_with([' ', ':'])
+        && !value.contains(": ");
+    match extra {
+        0 => return format!("  {key}: [{}]\n", double_quoted(value)),
+        1 => return format!("  {key}: {{k: {}}}\n", double_quoted(value)),
+        2 => return format!("  {key}: !!str {}\n", double_quoted(value)),
+        3 if plain => return format!("  {key}: !!binary {value}\n"),
+        4 => {
+            return format!(
+                "  {key}: &a{anchor} {}\n  {key}-alias: *a{anchor}\n",
+                double_quoted(value)
+            );
+        }
+        5..=10 if plain => return format!("  {key}: {value}\n"),
+        _ => {}
+    }
+    let (spelled, _) = spelled(value, *style, false);
+    let mut out = format!("  {key}:");
+    for (i, line) in spelled.trim_start_matches("v:").split_inclusive('\n').enumerate() {
+        if i > 0 && line != "\n" {
+            out.push_str("  ");
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// A ConfigMap or Secret: its name and namespace missing, typed, quoted or
+/// not strings, its data fields of any keys and values.
+fn object_document() -> impl Strategy<Value = String> {
+    let name = prop_oneof![
+        4 => "[a-z][a-z0-9-]{0,8}",
+        1 => typed_spelling(),
+        1 => any_string().prop_map(|s| double_quoted(&s)),
+        1 => Just("[x]".to_owned()),
+        1 => Just("!!str 12".to_owned()),
+    ];
+    let fields = prop::collection::vec((object_key(), object_value()), 0..5);
+    (
+        0..3u8,
+        prop::option::of(name.clone()),
+        prop::option::of(name),
+        prop::collection::vec((0..4u8, fields), 0..3),
+    )
+        .prop_map(|(kind, name, namespace, data)| {
+            let kind = ["ConfigMap", "Secret", "\"Secret\""][usize::from(kind)];
+            let mut text = format!("apiVersion: v1\nkind: {kind}\nmetadata:\n  labels: {{a: b}}\n");
+            for (key, value) in [("name", name), ("namespace", namespace)] {
+                if let Some(value) = value {
+                    text.push_str(&format!("  {key}: {value}\n"));
+                }
+            }
+            for (anchor, (field, entries)) in data.iter().enumerate() {
+                let field = ["data", "binaryData", "stringData", "data"][usize::from(*field)];
+                text.push_str(&format!("{field}:\n"));
+                if entries.is_empty() {
+                    text.truncate(text.len() - 1);
+                    text.push_str(if anchor % 2 == 0 { " {}\n" } else { "\n" });
+                }
+                for (i, (key, value)) in entries.iter().enumerate() {
+                    text.push_str(&object_field(key, value, anchor * 10 + i));
+                }
+            }
+            text
+        })
+}
+
+/// What the `--objects-from` reader read: each object's digest, or the refusal.
+fn objects_read(
+    objects: &configsum::lookup::FileSource,
+    refused: Option<configsum::render::objects::Refused>,
+) -> Result<Vec<(String, String, String)>, String> {
+    use configsum::core::digest::{Digester, ObjectId};
+    use configsum::core::refs::ConsumedKeys;
+    if let Some(refused) = refused {
+        return Err(refused.to_string());
+    }
+    let mut read: Vec<_> = objects
+        .objects()
+        .map(|(namespace, object, content)| {
+            let id = ObjectId { namespace, object };
+            let digest = Digester::default().digest(id, content, &ConsumedKeys::All, None);
+            (namespace.to_owned(), format!("{:?}/{}", object.kind, object.name), digest)
+        })
+        .collect();
+    read.sort();
+    Ok(read)
+}
+
+/// render reads a ConfigMap or Secret from its own tree where it is certain
+/// what the `--objects-from` reader makes of render's writing of it, and
+/// that must be exactly what that reader makes of it: the same objects and
+/// data, or the same refusal.
+#[test]
+fn objects_read_from_render_tree_are_those_read_from_its_writing() {
+    use configsum::lookup::FileSource;
+    use configsum::render::objects;
+    let documents = sample(object_document());
+    let (mut from_tree, mut refused_by_tree, mut failures) = (0, 0, Vec::new());
+    for text in &documents {
+        let Ok(node) = tree::parse(text) else { continue };
+        let (mut tree, mut written) = (FileSource::default(), FileSource::default());
+        let Some(added) = objects::add_from_tree(&mut tree, &node, "ns") else { continue };
+        from_tree += 1;
+        refused_by_tree += usize::from(added.is_err());
+        let read = objects_read(&tree, added.err());
+        let refused = objects::add_written(&mut written, &node, "ns").err();
+        let expected = objects_read(&written, refused);
+        if read != expected {
+            failures.push(format!("read {read:?}, not {expected:?}, from:\n{text}"));
+        }
+    }
+    eprintln!(
+        "{} documents, {from_tree} read from the tree ({refused_by_tree} refused)",
+        documents.len()
+    );
+    assert_none(failures, documents.len());
+    assert!(from_tree * 4 >= documents.len(), "only {from_tree} read from the tree");
+    assert!(refused_by_tree > 0 && refused_by_tree < from_tree, "{refused_by_tree} refused");
+}
+
 /// configsum's test chart of scalars (tests/data/charts/README.md).
 const SCALARS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/charts/scalars");
 const SCALARS_CUSTOM: &str =

@@ -21,7 +21,7 @@ use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Tar
 use crate::registry::PullCredential;
 
 pub use file::{FileSource, FileSourceError, WorkloadDocument, workload_documents};
-pub(crate) use file::{describe_before, scan_reason, split_documents};
+pub(crate) use file::{describe_before, each_document, object, scan_reason, split_documents};
 pub use images::resolve_all;
 pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with};
 pub use metrics::LookupMetrics;

@@ -6,14 +6,16 @@
 //!
 //! - [`tree`]: the YAML tree that keeps what every reader reads;
 //! - [`scalar`]: how a string is written so that every reader reads it back;
-//! - [`stream`]: documents, `kind: List` items and KRM `ResourceList`s.
+//! - [`stream`]: documents, `kind: List` items and KRM `ResourceList`s;
+//! - [`objects`]: the stream's ConfigMaps and Secrets, read from the tree.
 
 pub mod command;
+pub mod objects;
 pub mod scalar;
 pub mod stream;
 pub mod tree;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use json_patch::PatchOperation;
 
@@ -21,7 +23,7 @@ use self::stream::{Document, is_list, is_resource_list, list_items, parse_docume
 use self::tree::Node;
 use crate::core::{Digester, ObjectKind, ObjectRef, Settings, WorkloadKind};
 use crate::core::{Request, review};
-use crate::lookup::{FileSource, FileSourceError, split_documents};
+use crate::lookup::{FileSource, split_documents};
 
 /// What a render needs besides the stream.
 pub struct Options {
@@ -56,8 +58,7 @@ pub enum RenderError {
 /// are read, so at most one document's tree is held at a time, Lists aside.
 enum Part {
     /// The document's final text, its `---` included, and its notes.
-    /// `object`: a ConfigMap or a Secret, whose data is read from that text.
-    Written { text: String, object: bool, notes: Vec<String> },
+    Written { text: String, notes: Vec<String> },
     /// A workload that reads an object the stream had not defined before it:
     /// its input text, parsed again once every object is known (a tree takes
     /// several times the memory of its text).
@@ -124,9 +125,9 @@ fn read(
     // The first document, kept as a list while it may be the stream's one ResourceList.
     let mut resource_list = None;
     let mut objects_error = None;
-    let mut add = |objects: &mut FileSource, number, text: &str| {
+    let mut add = |objects: &mut FileSource, number, node: &Node| {
         if objects_error.is_none() {
-            objects_error = add_object(objects, number, text, options).err();
+            objects_error = add_object(objects, number, node, options).err();
         }
     };
     // Each document's text is let go once read, as the output grows.
@@ -134,7 +135,7 @@ fn read(
         let number = index + 1;
         let Some(mut node) = parse_document(number, first_line, &chunk)? else {
             let text = separator(number, true);
-            parts.push(Part::Written { text, object: false, notes: Vec::new() });
+            parts.push(Part::Written { text, notes: Vec::new() });
             continue;
         };
         present += 1;
@@ -143,7 +144,7 @@ fn read(
             parts.push(Part::List { number, node });
         } else if is_list(&node) {
             for item in list_items(&mut node).filter(|item| is_object(item)) {
-                add(objects, number, &item.to_yaml());
+                add(objects, number, item);
             }
             parts.push(Part::List { number, node });
         } else if workload_type(&node).is_some() {
@@ -155,18 +156,17 @@ fn read(
                 parts.push(Part::Workload { number, first_line, text: chunk });
             }
         } else {
-            let part = written(number, &node, Vec::new());
-            if let Part::Written { text, object: true, .. } = &part {
-                add(objects, number, text.strip_prefix(SEPARATOR).unwrap_or(text));
+            if is_object(&node) {
+                add(objects, number, &node);
             }
-            parts.push(part);
+            parts.push(written(number, &node, Vec::new()));
         }
     }
     match resource_list.and_then(|at| parts.get_mut(at).map(|part| (at, part))) {
         // Alone: its items are the documents.
         Some((_, Part::List { number, node })) if present == 1 => {
             for item in list_items(node).filter(|item| is_object(item)) {
-                add(objects, *number, &item.to_yaml());
+                add(objects, *number, item);
             }
         }
         // Among other documents, a ResourceList is a document like any other.
@@ -214,7 +214,7 @@ fn written(number: usize, node: &Node, notes: Vec<String>) -> Part {
     node.write_yaml(&mut text);
     // Held until the end: not the spare capacity of its growth too.
     text.shrink_to_fit();
-    Part::Written { text, object: is_object(node), notes }
+    Part::Written { text, notes }
 }
 
 const SEPARATOR: &str = "---\n";
@@ -230,21 +230,17 @@ fn is_object(node: &Node) -> bool {
     node.get("kind").and_then(Node::as_str).and_then(ObjectKind::from_api_kind).is_some()
 }
 
-/// Adds the object written as `text` (render's own writing of it, from
-/// document `number`) to `objects`; the first definition wins.
+/// Adds the object `node` (of document `number`) to `objects`; the first
+/// definition wins.
 fn add_object(
     objects: &mut FileSource,
     number: usize,
-    text: &str,
+    node: &Node,
     options: &Options,
 ) -> Result<(), RenderError> {
-    // The text is render's own writing of one object: the stream's
-    // document number says where it is, not a line of that text.
-    objects.add_first_wins(text, Path::new("-"), &options.namespace).map_err(|e| match e {
-        FileSourceError::Object { object, field, problem, .. } => {
-            RenderError::Input { document: number, reason: format!("{object}: {field} {problem}") }
-        }
-        other => RenderError::Objects(other),
+    objects::add(objects, node, &options.namespace).map_err(|e| match e {
+        objects::Refused::Field(reason) => RenderError::Input { document: number, reason },
+        objects::Refused::Objects(e) => RenderError::Objects(e),
     })
 }
 

@@ -61,8 +61,7 @@ impl Stream {
 /// Parses no further than a second document that is not empty.
 pub fn function_config(text: &str) -> Option<Node> {
     let mut list = None;
-    for (index, (first_line, chunk)) in crate::lookup::split_documents(text).into_iter().enumerate()
-    {
+    for (index, (first_line, chunk)) in crate::lookup::each_document(text).enumerate() {
         match parse_document(index + 1, first_line, chunk) {
             Ok(None) => {}
             Ok(Some(_)) if list.is_some() => return None,

@@ -7,34 +7,70 @@
 /// line `...` closes one. Comments and blank lines before the first marker are
 /// not a document.
 pub fn split(text: &str) -> Vec<(usize, &str)> {
-    let mut documents = Vec::new();
-    let mut start = 0;
-    let mut start_line = 1;
-    let mut offset = 0;
-    let mut seen_marker = false;
-    for (number, line) in text.split_inclusive('\n').enumerate() {
-        let bare = line.trim_end_matches(['\n', '\r']);
-        let is_marker = bare == "---" || bare.starts_with("--- ") || bare == "...";
-        if is_marker {
-            let chunk = &text[start..offset];
-            if seen_marker || has_content(chunk) {
-                documents.push((start_line, chunk));
+    each(text).collect()
+}
+
+/// [`split`], one document at a time: a reader that needs only the first
+/// few documents of a large stream stops there.
+pub fn each(text: &str) -> Documents<'_> {
+    Documents {
+        text,
+        lines: text.split_inclusive('\n').enumerate(),
+        start: 0,
+        start_line: 1,
+        offset: 0,
+        seen_marker: false,
+        ended: false,
+    }
+}
+
+/// The documents of a stream, from [`each`].
+pub struct Documents<'a> {
+    text: &'a str,
+    lines: std::iter::Enumerate<std::str::SplitInclusive<'a, char>>,
+    /// Where the current document starts: byte offset and line.
+    start: usize,
+    start_line: usize,
+    /// Where the next line starts.
+    offset: usize,
+    seen_marker: bool,
+    /// The last document has been given.
+    ended: bool,
+}
+
+impl<'a> Iterator for Documents<'a> {
+    type Item = (usize, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        for (number, line) in self.lines.by_ref() {
+            let bare = line.trim_end_matches(['\n', '\r']);
+            let is_marker = bare == "---" || bare.starts_with("--- ") || bare == "...";
+            let offset = self.offset;
+            self.offset += line.len();
+            if !is_marker {
+                continue;
             }
-            seen_marker = bare != "...";
+            let chunk = &self.text[self.start..offset];
+            let found =
+                (self.seen_marker || has_content(chunk)).then_some((self.start_line, chunk));
+            self.seen_marker = bare != "...";
             // `--- {a: b}`: the content after the marker belongs to the new document.
-            (start, start_line) = if bare.starts_with("--- ") {
+            (self.start, self.start_line) = if bare.starts_with("--- ") {
                 (offset + 4, number + 1)
             } else {
                 (offset + line.len(), number + 2)
             };
+            if found.is_some() {
+                return found;
+            }
         }
-        offset += line.len();
+        if self.ended {
+            return None;
+        }
+        self.ended = true;
+        let last = &self.text[self.start..];
+        (self.seen_marker || has_content(last)).then_some((self.start_line, last))
     }
-    let last = &text[start..];
-    if seen_marker || has_content(last) {
-        documents.push((start_line, last));
-    }
-    documents
 }
 
 fn has_content(text: &str) -> bool {

@@ -7,7 +7,7 @@
 //! or `stringData` is empty, as the API server stores it. Errors name the file,
 //! the object and the field, never a value: the values may be Secret data.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -15,13 +15,16 @@ use serde_json::Value;
 use serde_saphyr::Spanned;
 
 mod documents;
+pub(crate) mod object;
 mod yaml;
 
-pub(crate) use self::documents::{describe_before, split as split_documents};
+pub(crate) use self::documents::{
+    describe_before, each as each_document, split as split_documents,
+};
+use self::object::Shape;
 pub(crate) use self::yaml::scan_reason;
 use self::yaml::{Fields, Node, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
-use crate::core::inputs::Encoding;
 use crate::core::workload::WorkloadKind;
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 use crate::registry::{
@@ -128,7 +131,7 @@ impl FileSource {
             let place = Place { document: count(index + 1), item: None, object: String::new() };
             match &document.value {
                 Node::Null => {}
-                Node::Map(fields) => reader.object(&place, document, fields, &mut source)?,
+                Node::Map(_) => reader.object(&place, document, &mut source)?,
                 _ => {
                     return Err(FileSourceError::NotAnObject {
                         path: path.to_owned(),
@@ -150,9 +153,44 @@ impl FileSource {
         self.objects.is_empty()
     }
 
+    /// Every object: its namespace, reference and content, in no order.
+    pub fn objects(&self) -> impl Iterator<Item = (&str, &ObjectRef, &ObjectContent)> {
+        self.objects
+            .iter()
+            .map(|((namespace, object), content)| (namespace.as_str(), object, &**content))
+    }
+
     /// The object, if the file has it.
     pub fn get(&self, namespace: &str, object: &ObjectRef) -> Option<&Arc<ObjectContent>> {
         self.objects.get(&(namespace.to_owned(), object.clone()))
+    }
+
+    /// Adds the ConfigMap or Secret `document` of any YAML tree by the rules
+    /// of [`Self::add_first_wins`] (other kinds are ignored): the first of a
+    /// kind, namespace and name wins, and objects that name no namespace are
+    /// in `namespace`.
+    pub(crate) fn add_tree_first_wins<'n, T: object::Tree<'n>>(
+        &mut self,
+        document: T,
+        namespace: &str,
+    ) -> Result<(), object::FieldError<T>> {
+        let kind = object::kind(document)?;
+        if let Some(object_kind) = ObjectKind::from_api_kind(kind) {
+            self.insert(object::read(document, object_kind, kind, namespace)?, true);
+        }
+        Ok(())
+    }
+
+    /// Adds `object`; unless `first_wins`, it replaces one of the same kind,
+    /// namespace and name.
+    fn insert(&mut self, object: object::Object, first_wins: bool) {
+        let key = (object.namespace, object.reference);
+        let content = Arc::new(object.content);
+        if first_wins {
+            self.objects.entry(key).or_insert(content);
+        } else {
+            self.objects.insert(key, content);
+        }
     }
 
     /// As [`Self::parse`], but the first object of a kind, namespace and name
@@ -303,167 +341,71 @@ struct Reader<'a> {
     block_at_end: Option<u64>,
 }
 
-impl Reader<'_> {
+impl<'r> Reader<'r> {
     /// Adds a ConfigMap or Secret, reads the items of a List, ignores other kinds.
     fn object(
-        &self,
+        &'r self,
         place: &Place,
-        node: &Spanned<Node>,
-        fields: &Fields,
+        node: &'r Spanned<Node>,
         into: &mut FileSource,
     ) -> Result<(), FileSourceError> {
-        let kind = self.text_of(place, fields, "kind", "kind")?;
-        let kind = kind.unwrap_or_default();
+        let document = At { reader: self, node };
+        let kind = object::kind(document).map_err(|e| self.error(place, e))?;
         if kind == "List" {
-            return self.items(&place.named("List".to_owned()), fields, into);
+            return self.items(&place.named("List".to_owned()), document, into);
         }
         let Some(object_kind) = ObjectKind::from_api_kind(kind) else { return Ok(()) };
-        let unnamed = place.named(kind.to_owned());
-        let metadata = self.mapping_of(&unnamed, fields, "metadata", "metadata")?;
-        let name = self.text_of(&unnamed, metadata, "name", "metadata.name")?;
-        let Some(name) = name.filter(|name| !name.is_empty()) else {
-            return Err(self.error(&unnamed, "metadata.name", "is missing", node));
-        };
-        let namespace = self.text_of(&unnamed, metadata, "namespace", "metadata.namespace")?;
-        let namespace =
-            namespace.filter(|namespace| !namespace.is_empty()).unwrap_or(self.namespace);
-        let object =
-            place.named(format!("{kind} {}/{}", namespace.escape_debug(), name.escape_debug()));
-        let mut entries = BTreeMap::new();
-        // In the declared order: a Secret's `stringData` wins over `data`, as
-        // the API server folds it in on write.
-        for data in object_kind.input().data {
-            self.add_entries(&object, fields, data.field, data.encoding, &mut entries)?;
-        }
-        let reference = ObjectRef { kind: object_kind, name: name.to_owned() };
-        let content = Arc::new(ObjectContent::from_entries(entries));
-        let key = (namespace.to_owned(), reference);
-        if self.first_wins {
-            into.objects.entry(key).or_insert(content);
-        } else {
-            into.objects.insert(key, content);
-        }
+        let object = object::read(document, object_kind, kind, self.namespace)
+            .map_err(|e| self.error(place, e))?;
+        into.insert(object, self.first_wins);
         Ok(())
     }
 
     fn items(
-        &self,
+        &'r self,
         list: &Place,
-        fields: &Fields,
+        document: At<'r>,
         into: &mut FileSource,
     ) -> Result<(), FileSourceError> {
+        let Node::Map(fields) = &document.node.value else { return Ok(()) };
         let items = match get(fields, "items") {
             None => return Ok(()),
             Some(items) => match &items.value {
                 Node::Null => return Ok(()),
                 Node::List(items) => items,
-                _ => return Err(self.error(list, "items", "is not a list", items)),
+                _ => return Err(self.error_at(list, "items", "is not a list", items)),
             },
         };
         for (index, item) in items.iter().enumerate() {
             match &item.value {
                 Node::Null => {}
-                Node::Map(fields) => {
+                Node::Map(_) => {
                     let place = Place { item: Some(count(index)), object: String::new(), ..*list };
-                    self.object(&place, item, fields, into)?;
+                    self.object(&place, item, into)?;
                 }
                 _ => {
                     let field = format!("items[{index}]");
-                    return Err(self.error(list, &field, "is not a mapping", item));
+                    return Err(self.error_at(list, &field, object::NOT_A_MAPPING, item));
                 }
             }
         }
         Ok(())
     }
 
-    /// Adds every value of the string map `fields[key]` (`data`, `binaryData`, `stringData`).
-    fn add_entries(
-        &self,
-        object: &Place,
-        fields: &Fields,
-        key: &str,
-        encoding: Encoding,
-        entries: &mut BTreeMap<String, Vec<u8>>,
-    ) -> Result<(), FileSourceError> {
-        for (name, value) in self.mapping_of(object, fields, key, key)? {
-            let field = format!("{key}.{}", name.escape_debug());
-            // A null value is empty, as the API server stores it.
-            let text = self.text(object, &field, value)?.unwrap_or_default();
-            // Go's decoder skips line breaks, so base64 in a block scalar (`|`) decodes too.
-            let text = match encoding {
-                Encoding::Text => text.to_owned(),
-                Encoding::Base64 => text.chars().filter(|c| !matches!(c, '\r' | '\n')).collect(),
-            };
-            let bytes = encoding
-                .decode(text)
-                .ok_or_else(|| self.error(object, &field, "is not valid base64", value))?;
-            entries.insert(name.clone(), bytes);
-        }
-        Ok(())
-    }
-
-    /// The entries of the mapping `fields[key]`; none if it is absent or null.
-    fn mapping_of<'n>(
-        &self,
-        object: &Place,
-        fields: &'n Fields,
-        key: &str,
-        field: &str,
-    ) -> Result<&'n Fields, FileSourceError> {
-        let Some(node) = get(fields, key) else { return Ok(&[]) };
-        match &node.value {
-            Node::Null => Ok(&[]),
-            Node::Map(entries) => Ok(entries),
-            _ => Err(self.error(object, field, "is not a mapping", node)),
-        }
-    }
-
-    /// The text of the scalar `fields[key]`; `None` if it is absent or null.
-    fn text_of<'n>(
-        &'n self,
-        object: &Place,
-        fields: &'n Fields,
-        key: &str,
-        field: &str,
-    ) -> Result<Option<&'n str>, FileSourceError> {
-        get(fields, key).map_or(Ok(None), |node| self.text(object, field, node))
-    }
-
-    /// The text of a scalar as written; `None` for null.
-    fn text<'n>(
-        &'n self,
-        object: &Place,
-        field: &str,
-        node: &'n Spanned<Node>,
-    ) -> Result<Option<&'n str>, FileSourceError> {
-        match &node.value {
-            Node::Null => Ok(None),
-            // The parser gives this block scalar a final line break the text
-            // does not have; YAML, kubectl and the API server keep none.
-            Node::Text(text)
-                if self.block_at_end.is_some()
-                    && node.defined.span().byte_offset() == self.block_at_end =>
-            {
-                Ok(Some(text.strip_suffix('\n').unwrap_or(text)))
-            }
-            Node::Text(text) => Ok(Some(text)),
-            Node::Typed => match self.source_of(node) {
-                Some(text) => Ok(Some(text)),
-                None => Err(self.error(object, field, "cannot be found in the file", node)),
-            },
-            Node::List(_) | Node::Map(_) => Err(self.error(object, field, "is not a string", node)),
-        }
-    }
-
     /// The source text where the node is defined (its anchor, for an alias).
-    fn source_of(&self, node: &Spanned<Node>) -> Option<&str> {
+    fn source_of(&self, node: &Spanned<Node>) -> Option<&'r str> {
         let span = node.defined.span();
         let start = usize::try_from(span.byte_offset()?).ok()?;
         let len = usize::try_from(span.byte_len()?).ok()?;
         self.text.get(start..start.checked_add(len)?)
     }
 
-    fn error(
+    /// A field's error, for the object at `place` (named as far as known).
+    fn error(&self, place: &Place, error: object::FieldError<At<'_>>) -> FileSourceError {
+        self.error_at(&place.named(error.object), &error.field, error.problem, error.node.node)
+    }
+
+    fn error_at(
         &self,
         object: &Place,
         field: &str,
@@ -480,6 +422,53 @@ impl Reader<'_> {
             line: node.referenced.line(),
             column: node.referenced.column(),
         }
+    }
+}
+
+/// A node of serde-saphyr's tree, with the reader that knows its source text.
+#[derive(Clone, Copy)]
+struct At<'r> {
+    reader: &'r Reader<'r>,
+    node: &'r Spanned<Node>,
+}
+
+impl<'r> object::Tree<'r> for At<'r> {
+    type Entries = AtEntries<'r>;
+
+    fn shape(self) -> Shape<'r, AtEntries<'r>> {
+        let (reader, node) = (self.reader, self.node);
+        match &node.value {
+            Node::Null => Shape::Null,
+            // The parser gives this block scalar a final line break the text
+            // does not have; YAML, kubectl and the API server keep none.
+            Node::Text(text)
+                if reader.block_at_end.is_some()
+                    && node.defined.span().byte_offset() == reader.block_at_end =>
+            {
+                Shape::Scalar(Ok(text.strip_suffix('\n').unwrap_or(text)))
+            }
+            Node::Text(text) => Shape::Scalar(Ok(text)),
+            Node::Typed => {
+                Shape::Scalar(reader.source_of(node).ok_or("cannot be found in the file"))
+            }
+            Node::List(_) => Shape::List,
+            Node::Map(fields) => Shape::Map(AtEntries { reader, fields: fields.iter() }),
+        }
+    }
+}
+
+/// The entries of a mapping of serde-saphyr's tree.
+struct AtEntries<'r> {
+    reader: &'r Reader<'r>,
+    fields: std::slice::Iter<'r, (String, Spanned<Node>)>,
+}
+
+impl<'r> Iterator for AtEntries<'r> {
+    type Item = (&'r str, At<'r>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (name, node) = self.fields.next()?;
+        Some((name.as_str(), At { reader: self.reader, node }))
     }
 }
 
