@@ -265,6 +265,34 @@ async fn credentials_come_from_pull_secrets_and_tokens_are_reused() {
 /// A registry over HTTPS whose 401 names a plain-HTTP realm: before, the pull secret's
 /// credentials went to that realm in cleartext. Now the realm is not contacted at all (it is not
 /// an `--insecure-registry`), nothing is recorded, and the warning says why.
+/// Only a review that resolves images logs inside the review (a pull secret it cannot use),
+/// and that line names the review.
+#[tokio::test]
+async fn a_skipped_pull_secret_is_logged_with_the_review_it_belongs_to() {
+    let registry = Registry::anonymous().await;
+    let digest = registry.push_image("app", "1", "app").await;
+    let broken = "apiVersion: v1\nkind: Secret\nmetadata: {name: broken, namespace: team-a}\n\
+        type: kubernetes.io/dockerconfigjson\nstringData: {.dockerconfigjson: not json}\n";
+    let setup = Setup::new("images-span", broken);
+    let server = setup.start(&["--insecure-registry".into(), registry.host()]).await;
+    let spec = json!({"imagePullSecrets": [{"name": "broken"}],
+        "containers": [{"name": "app", "image": registry.image("app", "1"),
+            "imagePullPolicy": "Always"}]});
+    let (_, patched) =
+        admit(&server, "CREATE", &deployment("web", json!({"configsum.dev/images": "*"}), spec))
+            .await;
+    assert_eq!(template_annotations(&patched), &json!({"image.configsum.dev/app": digest}));
+    let skipped = |l: &str| l.contains("not a usable pull secret");
+    assert!(server.logged(skipped).await, "{:?}", server.logs());
+    let line = server.logs().into_iter().find(|l| skipped(l)).expect("the line");
+    let fields = log_fields(&line);
+    assert_eq!(fields["secret"], "broken", "{line}");
+    assert_eq!(fields["span"]["uid"], "images", "{line}");
+    assert_eq!(fields["span"]["object"], "team-a/web", "{line}");
+    assert!(!line.contains("not json"), "no Secret content: {line}");
+    assert_eq!(server.terminate().await, Some(0));
+}
+
 #[tokio::test]
 async fn a_plain_http_realm_behind_an_https_registry_gets_no_request() {
     let registry = Registry::start(RegistryOptions {

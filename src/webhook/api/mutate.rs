@@ -61,8 +61,13 @@ pub async fn mutate<S: ObjectSource>(
         Ok(_) => {
             let planned =
                 cpu_bound(large, || plan(&core_request, read, &body.bytes, &state.settings));
+            if let Plan::Skip(skip) = &planned {
+                tracing::debug!(uid = %LogField(logged.uid), object = %LogField(&logged.object),
+                    reason = skip.as_str(), "skipped");
+            }
+            let span = logged.span_for(&planned);
             let review = Review { state: &state, large, deadline };
-            review.decide(planned).instrument(logged.span()).await
+            review.decide(planned).instrument(span).await
         }
         Err(_) => (Decision::warn(OVERLOADED.to_owned()), "overloaded"),
     };
@@ -99,10 +104,7 @@ impl<S: ObjectSource> Review<'_, S> {
     async fn decide(&self, plan: Plan) -> (Decision, &'static str) {
         let settings = &self.state.settings;
         match plan {
-            Plan::Skip(skip) => {
-                tracing::debug!(reason = skip.as_str(), "skipped");
-                (Decision::default(), "skipped")
-            }
+            Plan::Skip(_) => (Decision::default(), "skipped"),
             Plan::Unparsable(warning) => (Decision::warn(warning), "unparsable"),
             Plan::Mutate(mutation) => {
                 let observed = observe(&mutation, self).await;
@@ -169,10 +171,20 @@ impl<'a> Logged<'a> {
         }
     }
 
-    /// The span the decision's own log lines are written in.
-    fn span(&self) -> Span {
-        info_span!("admission", uid = %LogField(self.uid), kind = %LogField(self.kind_written),
-            object = %LogField(&self.object), operation = %LogField(self.operation_written))
+    /// The span the decision's own log lines are written in. Only resolving images logs
+    /// anything (a pull secret skipped, a registry's failure at debug level), so only a review
+    /// that resolves images gets one: making it costs a few per cent of a review's CPU.
+    fn span_for(&self, plan: &Plan) -> Span {
+        match plan {
+            Plan::Mutate(mutation) if !mutation.images.targets().is_empty() => info_span!(
+                "admission",
+                uid = %LogField(self.uid),
+                kind = %LogField(self.kind_written),
+                object = %LogField(&self.object),
+                operation = %LogField(self.operation_written)
+            ),
+            _ => Span::none(),
+        }
     }
 
     /// One line per answered review. Outside the span, so JSON logs carry
