@@ -12,6 +12,11 @@ pub struct LogField<'a>(pub &'a str);
 
 impl fmt::Display for LogField<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Nearly every field: short and printable, written whole rather than a character at a
+        // time (a bound in bytes is within the bound in characters).
+        if self.0.len() <= MAX_LOGGED_CHARS && !self.0.chars().any(char::is_control) {
+            return f.write_str(self.0);
+        }
         let mut chars = self.0.chars();
         for c in chars.by_ref().take(MAX_LOGGED_CHARS) {
             if c.is_control() {
@@ -43,5 +48,11 @@ mod tests {
         assert!(logged.starts_with("abc\\n{"), "{logged}");
         assert_eq!(LogField("team-a/web").to_string(), "team-a/web");
         assert_eq!(LogField("ünïcödé").to_string(), "ünïcödé");
+        // At the bound in characters, though longer in bytes: whole, not cut.
+        let at_bound = "ü".repeat(MAX_LOGGED_CHARS);
+        assert_eq!(LogField(&at_bound).to_string(), at_bound);
+        let over = "ü".repeat(MAX_LOGGED_CHARS + 1);
+        assert_eq!(LogField(&over).to_string().chars().count(), MAX_LOGGED_CHARS + 1);
+        assert_eq!(LogField("short\ttab").to_string(), "short\\ttab");
     }
 }
