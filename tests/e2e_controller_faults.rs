@@ -222,6 +222,16 @@ async fn a_leader_that_cannot_renew_stops_patching_before_its_lease_expires() {
         "the follower patches nothing"
     );
 
+    // a has renewed its Lease once (the last renewal is measured from), however soon the
+    // first patch came.
+    let renewed = |c: &Cluster| {
+        c.api
+            .log()
+            .iter()
+            .any(|l| l.token == "a" && l.method == "PUT" && l.path == LEASE_PATH && l.status == 200)
+    };
+    cluster.wait_for("a renewed its Lease", Duration::from_secs(5), renewed).await;
+
     // From now on a's Lease calls hang; keep changing the Secret so that
     // there is always something to patch.
     cluster.api.fault_for(Some("a"), None, LEASE_PATH, Some(Fault::Hang));
