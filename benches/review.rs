@@ -20,7 +20,18 @@ fn main() {
 }
 
 fn body(update: bool) -> Vec<u8> {
-    let object = reviews::standard_deployment();
+    body_of(reviews::standard_deployment(), update)
+}
+
+/// The same Deployment tracking the digests behind its images: the image pass reads its
+/// containers too.
+fn tracking_images(update: bool) -> Vec<u8> {
+    let mut object = reviews::standard_deployment();
+    object["metadata"]["annotations"]["configsum.dev/images"] = "*".into();
+    body_of(object, update)
+}
+
+fn body_of(object: serde_json::Value, update: bool) -> Vec<u8> {
     let old = update.then(|| object.clone());
     let operation = if update { "UPDATE" } else { "CREATE" };
     reviews::review(("apps", "v1", "Deployment"), operation, &object, old.as_ref())
@@ -38,7 +49,10 @@ fn objects() -> Objects {
 }
 
 fn run(bencher: Bencher, update: bool) {
-    let body = body(update);
+    run_body(bencher, body(update));
+}
+
+fn run_body(bencher: Bencher, body: Vec<u8>) {
     let objects = objects();
     let settings = Settings::default();
     let digester = keyed_digester();
@@ -61,4 +75,9 @@ fn deployment_20kb_create(bencher: Bencher) {
 #[divan::bench]
 fn deployment_20kb_update_with_old_object(bencher: Bencher) {
     run(bencher, true);
+}
+
+#[divan::bench]
+fn deployment_20kb_update_tracking_images(bencher: Bencher) {
+    run_body(bencher, tracking_images(true));
 }

@@ -354,6 +354,9 @@ pub struct Spec {
     pub optional: u8,
     /// Fields configsum skips: images, ports, resources, probes.
     pub padding: bool,
+    /// Variables in each container named as `image-env` entries name them: a digest, a long
+    /// value, no value, a name given twice, a `valueFrom`, no name.
+    pub plain_env: usize,
 }
 
 impl Spec {
@@ -374,7 +377,19 @@ impl Spec {
     }
 
     fn container(&self, c: usize, counter: &mut usize) -> J {
-        let mut env = Vec::with_capacity(self.env);
+        let mut env = Vec::with_capacity(self.plain_env + self.env);
+        for j in 0..self.plain_env {
+            let digest = format!("sha256:{:064x}", j);
+            let from = obj([("fieldRef", obj([("fieldPath", s("metadata.name"))]))]);
+            env.push(match j % 6 {
+                0 => obj([("name", s(format!("DIGEST_{}", j / 6))), ("value", s(digest))]),
+                1 => obj([("name", s(format!("V{}", j / 6))), ("value", s("v".repeat(200)))]),
+                2 => obj([("name", s("PINNED"))]),
+                3 => obj([("name", s("DIGEST_0")), ("value", s("old"))]),
+                4 => obj([("name", s(format!("V{}", j / 6 + 1))), ("valueFrom", from)]),
+                _ => obj([("value", s("no name"))]),
+            });
+        }
         for _ in 0..self.env {
             let i = *counter;
             *counter += 1;
@@ -1123,13 +1138,16 @@ fn spec() -> impl Strategy<Value = Spec> {
         (20_000usize..150_000).prop_map(|n| (1, 0, 0, 0, 2, 0, n)),
     ];
     let counts = prop_oneof![85 => small, 12 => medium, 3 => large];
-    (counts, names(), keys(), 0u8..4, any::<bool>()).prop_map(
+    // Past 256 a container's `env` is not read whole for image-env.
+    let plain_env = prop_oneof![3 => Just(0usize), 6 => 1usize..12, 1 => 250usize..270];
+    (counts, names(), keys(), 0u8..4, any::<bool>(), plain_env).prop_map(
         |(
             (containers, init_containers, env, env_from, volumes, sources, items),
             names,
             keys,
             optional,
             padding,
+            plain_env,
         )| {
             Spec {
                 containers,
@@ -1143,6 +1161,7 @@ fn spec() -> impl Strategy<Value = Spec> {
                 keys,
                 optional,
                 padding,
+                plain_env,
             }
         },
     )
