@@ -158,7 +158,7 @@ impl WatchedWorkload {
             Plan::Unparsable(_) => return Err(None),
         };
         // Without a readable spec the image annotations are kept as they are.
-        let read = || spec.and_then(|spec| PodImages::of_spec(kind, spec).ok()).map(Ok);
+        let read = |_env| spec.and_then(|spec| PodImages::of_spec(kind, spec).ok()).map(Ok);
         mutation.with_pod_images::<std::convert::Infallible>(settings, read).map_err(|_| None)
     }
 }

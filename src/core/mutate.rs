@@ -275,16 +275,17 @@ impl Mutation {
     }
 
     /// The image pass, for the webhook and the controller alike: when the workload tracks
-    /// images or carries their digests, `read` reads its containers (a second, light pass over
-    /// the text the workload came from). `None` from `read` keeps every image annotation as it
-    /// is; an error is the caller's to report.
+    /// images or carries their digests, `read` gives its containers (read in the pass over the
+    /// review, or in a second, light pass over the text the workload came from); its argument
+    /// says whether their `env` is needed (`<domain>/image-env`). `None` from `read` keeps every
+    /// image annotation as it is; an error is the caller's to report.
     pub fn with_pod_images<E>(
         mut self,
         settings: &Settings,
-        read: impl FnOnce() -> Option<Result<PodImages, E>>,
+        read: impl FnOnce(bool) -> Option<Result<PodImages, E>>,
     ) -> Result<Self, E> {
         if self.wants_pod_images(settings) {
-            if let Some(pod) = read() {
+            if let Some(pod) = read(!self.image_env.is_empty()) {
                 self.read_pod_images(pod?, settings);
             }
         }

@@ -256,7 +256,7 @@ where
     Ok(Option::<SparseList<T>>::deserialize(deserializer)?.map(|l| l.0))
 }
 
-struct SparseList<T>(Vec<T>);
+pub(crate) struct SparseList<T>(pub(crate) Vec<T>);
 
 impl<'de, T: Deserialize<'de> + References> Deserialize<'de> for SparseList<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -39,8 +39,9 @@ pub fn plan_review(request: &Request<'_>, settings: &Settings) -> Plan {
 
 /// [`plan_review`] for a request whose object the wire parser read in its own pass over the
 /// review ([`WorkloadKind::object_seed`], for a kind that [`WorkloadKind::reads_in_one_pass`]).
-/// `text` finds the object's text again, for the image pass: only a workload that tracks
-/// images, or carries their digests, needs it.
+/// `text` finds the object's text again, for an image pass the wire parser did not read in
+/// its pass (see [`super::inputs::image::in_pass`]): only a workload that tracks images, or
+/// carries their digests, may need it.
 pub fn plan_read_review<'t>(
     request: &Request<'_>,
     settings: &Settings,
@@ -103,19 +104,22 @@ fn plan_object<'t>(
             &read
         }
     };
+    // What the pass over a review read for the image pass, if it did (and read `env` when
+    // that is needed); else the object's text is read again.
+    let in_pass = workload.images_in_pass.take();
+    let pod_images = |env: bool| match in_pass {
+        Some(read) if read.env || !env => Some(Ok(read.pod)),
+        _ => text().map(|object| PodImages::of(kind, object)),
+    };
     match plan(workload, old_annotations, settings) {
-        Plan::Mutate(mutation) => {
-            match mutation
-                .with_pod_images(settings, || text().map(|object| PodImages::of(kind, object)))
-            {
-                Ok(mutation) => Plan::Mutate(mutation),
-                Err(e) => unparsable(&format!(
-                    "its containers do not parse (line {}, column {})",
-                    e.line(),
-                    e.column()
-                )),
-            }
-        }
+        Plan::Mutate(mutation) => match mutation.with_pod_images(settings, pod_images) {
+            Ok(mutation) => Plan::Mutate(mutation),
+            Err(e) => unparsable(&format!(
+                "its containers do not parse (line {}, column {})",
+                e.line(),
+                e.column()
+            )),
+        },
         other => other,
     }
 }

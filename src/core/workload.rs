@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field_path::{AtPath, Key, LenientMapAt, Named, OrNull, collect_all, map_at};
+use super::inputs::image::in_pass::{ImageHint, ImagesInPass, PodSpecSeed};
 pub use super::kinds::WorkloadKind;
 use super::kinds::{KindRow, ReferenceDeclaration, Segment};
 use super::pod_spec::{Metadata, PodSpec};
@@ -71,7 +72,10 @@ impl WorkloadKind {
     /// must have their API types.
     pub fn parse(self, object: &str) -> Result<Workload, ParseError> {
         let mut deserializer = serde_json::Deserializer::from_str(object);
-        let read = self.object_seed().deserialize(&mut deserializer)?;
+        // The image pass reads the text on its own: this reading stays the one the pass over
+        // a review is held to.
+        let seed = ObjectSeed { row: self.row(), images: false };
+        let read = seed.deserialize(&mut deserializer)?;
         deserializer.end()?;
         self.workload_of(read, Text::Object(object))
     }
@@ -84,9 +88,11 @@ impl WorkloadKind {
         declaration.annotations.is_none() && declaration.references.is_empty()
     }
 
-    /// What [`Self::parse`] reads of an object, as a seed for a pass over a larger document.
+    /// What [`Self::parse`] reads of an object, as a seed for a pass over a larger document;
+    /// with it, what the image pass reads when the metadata before `spec` says the workload
+    /// tracks images (see [`super::inputs::image::in_pass`]).
     pub fn object_seed(self) -> ObjectSeed<'static> {
-        ObjectSeed { row: self.row() }
+        ObjectSeed { row: self.row(), images: true }
     }
 
     /// The workload from what [`Self::object_seed`] read, for a kind that
@@ -120,7 +126,8 @@ impl WorkloadKind {
         let read = match spec {
             Some(text) => {
                 let mut deserializer = serde_json::Deserializer::from_str(text);
-                let read = SpecSeed { row: self.row() }.deserialize(&mut deserializer)?;
+                let seed = SpecSeed { row: self.row(), images: ImageHint::default() };
+                let read = seed.deserialize(&mut deserializer)?;
                 deserializer.end()?;
                 Some(read)
             }
@@ -142,11 +149,13 @@ impl WorkloadKind {
         // exists: the template's metadata (or, for a Pod, the object's own).
         let template_path_len = declaration.template.map_or(0, <[_]>::len);
         let mut annotations = AnnotationsMap::default();
+        let mut images_in_pass = None;
         let template = match spec {
             None if has_template => return Err(ParseError::NoPodSpec),
             None => Template::None,
             Some(SpecRead::Elsewhere) => Template::WorkloadRef,
-            Some(SpecRead::Pod(pod_spec)) => {
+            Some(SpecRead::Pod(pod_spec, images)) => {
+                images_in_pass = images;
                 annotations = AnnotationsMap {
                     present: usize::from(metadata_present)
                         + usize::from(metadata.annotations.is_some()),
@@ -157,6 +166,7 @@ impl WorkloadKind {
             Some(SpecRead::Template(template)) if has_template => {
                 let template = template.ok_or(ParseError::NoPodSpec)?;
                 let pod_spec = template.spec.ok_or(ParseError::NoPodSpec)?;
+                images_in_pass = template.images;
                 let values = template.metadata.as_ref().and_then(|m| m.annotations.clone());
                 annotations = AnnotationsMap {
                     present: template_path_len
@@ -186,7 +196,15 @@ impl WorkloadKind {
             .map(|(reference, (values, beyond))| NamedAt { reference, values, beyond })
             .collect();
         let namespace = metadata.namespace.clone().filter(|n| !n.is_empty());
-        Ok(Workload { kind: self, namespace, metadata, template, annotations, named })
+        Ok(Workload {
+            kind: self,
+            namespace,
+            metadata,
+            template,
+            annotations,
+            named,
+            images_in_pass,
+        })
     }
 
     /// Only the digest-carrying annotations of an object (for `oldObject`, whose
@@ -219,6 +237,8 @@ pub struct Workload {
     pub annotations: AnnotationsMap,
     /// What the kind's reference paths hold (operators' custom resources).
     pub named: Vec<NamedAt>,
+    /// What the image pass reads, when the pass over a review read it too.
+    pub images_in_pass: Option<ImagesInPass>,
 }
 
 #[derive(Debug)]
@@ -318,6 +338,9 @@ pub enum ParseError {
 struct TemplateView {
     metadata: Option<Metadata>,
     spec: Option<PodSpec>,
+    /// Read by [`TemplateSeed`] alone.
+    #[serde(skip)]
+    images: Option<ImagesInPass>,
 }
 
 /// What the one pass over an object reads ([`WorkloadKind::object_seed`]).
@@ -331,8 +354,9 @@ pub struct ObjectRead {
 
 /// What is read under `spec`, by the kind's row.
 enum SpecRead {
-    /// The object is the pod: `spec` is the pod spec.
-    Pod(PodSpec),
+    /// The object is the pod: `spec` is the pod spec, and what the image pass reads of it
+    /// when that was read too.
+    Pod(PodSpec, Option<ImagesInPass>),
     /// The template at the kind's path, if present.
     Template(Option<TemplateView>),
     /// The kind's `template_elsewhere` field is set: no template of its own.
@@ -343,6 +367,8 @@ enum SpecRead {
 /// every other field.
 pub struct ObjectSeed<'k> {
     row: &'k KindRow,
+    /// Read the image pass's fields too when the metadata, read before `spec`, hints at it.
+    images: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
@@ -370,7 +396,13 @@ impl<'de> Visitor<'de> for ObjectSeed<'_> {
                 "kind" => read.kind = map.next_value::<Option<String>>()?.unwrap_or_default(),
                 "metadata" if read.metadata.is_none() => read.metadata = map.next_value()?,
                 "spec" if read.spec.is_none() => {
-                    read.spec = map.next_value_seed(OrNull(SpecSeed { row: self.row }))?;
+                    let images = match &read.metadata {
+                        Some(metadata) if self.images => {
+                            ImageHint::of(metadata.annotations.as_ref())
+                        }
+                        _ => ImageHint::default(),
+                    };
+                    read.spec = map.next_value_seed(OrNull(SpecSeed { row: self.row, images }))?;
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -385,6 +417,7 @@ impl<'de> Visitor<'de> for ObjectSeed<'_> {
 /// template path and whether the `template_elsewhere` field is set.
 struct SpecSeed<'k> {
     row: &'k KindRow,
+    images: ImageHint,
 }
 
 impl<'de> DeserializeSeed<'de> for SpecSeed<'_> {
@@ -392,11 +425,20 @@ impl<'de> DeserializeSeed<'de> for SpecSeed<'_> {
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<SpecRead, D::Error> {
         let declaration = &self.row.declaration;
+        let images = self.row.pod_spec.as_deref().filter(|_| self.images.images);
+        let images = images.map(|pointer| PodSpecSeed { pointer, env: self.images.env });
         match declaration.template.map(<[_]>::split_first) {
-            Some(None) => PodSpec::deserialize(deserializer).map(SpecRead::Pod),
+            Some(None) => match images {
+                Some(seed) => {
+                    let (spec, images) = seed.deserialize(deserializer)?;
+                    Ok(SpecRead::Pod(spec, Some(images)))
+                }
+                None => PodSpec::deserialize(deserializer).map(|spec| SpecRead::Pod(spec, None)),
+            },
             Some(Some((_spec, rest))) => deserializer.deserialize_map(SpecVisitor {
                 template: rest,
                 elsewhere: declaration.template_elsewhere.and_then(|p| p.get(1..)),
+                images,
             }),
             // No pod template: the spec is read by the reference paths only.
             None => IgnoredAny::deserialize(deserializer).map(|_| SpecRead::Template(None)),
@@ -409,6 +451,8 @@ struct SpecVisitor<'k> {
     template: &'k [&'k str],
     /// The `template_elsewhere` path below `spec`, if the kind has one.
     elsewhere: Option<&'k [&'k str]>,
+    /// Read the template's pod spec for the image pass too.
+    images: Option<PodSpecSeed<'k>>,
 }
 
 impl<'de> Visitor<'de> for SpecVisitor<'_> {
@@ -425,11 +469,12 @@ impl<'de> Visitor<'de> for SpecVisitor<'_> {
         };
         let elsewhere = self.elsewhere.and_then(|p| p.split_first());
         let (mut template, mut template_read, mut delegated) = (None, false, false);
+        let mut images = self.images;
         while let Some(key) = map.next_key::<Key<'de>>()? {
             if !template_read && key.as_str() == *template_field {
                 template_read = true;
-                let seed = AtPath { path: template_rest, seed: PhantomData::<TemplateView> };
-                template = map.next_value_seed(seed)?;
+                let seed = TemplateSeed { images: images.take() };
+                template = map.next_value_seed(AtPath { path: template_rest, seed })?;
             } else if let Some((_, rest)) = elsewhere.filter(|(f, _)| key.as_str() == **f) {
                 let seed = AtPath { path: rest, seed: PhantomData::<Option<IgnoredAny>> };
                 delegated |= map.next_value_seed(seed)?.flatten().is_some();
@@ -438,6 +483,56 @@ impl<'de> Visitor<'de> for SpecVisitor<'_> {
             }
         }
         Ok(if delegated { SpecRead::Elsewhere } else { SpecRead::Template(template) })
+    }
+}
+
+/// A pod template: [`TemplateView`]'s derived reading, or (for the image pass too) a map
+/// whose `spec` is read by [`PodSpecSeed`].
+struct TemplateSeed<'k> {
+    images: Option<PodSpecSeed<'k>>,
+}
+
+impl<'de> DeserializeSeed<'de> for TemplateSeed<'_> {
+    type Value = TemplateView;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<TemplateView, D::Error> {
+        match self.images {
+            None => TemplateView::deserialize(deserializer),
+            Some(_) => deserializer.deserialize_map(self),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for TemplateSeed<'_> {
+    type Value = TemplateView;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a pod template map")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TemplateView, A::Error> {
+        let mut view = TemplateView { metadata: None, spec: None, images: None };
+        let (mut images, mut metadata_read) = (self.images, false);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "metadata" if !metadata_read => {
+                    metadata_read = true;
+                    view.metadata = map.next_value()?;
+                }
+                "spec" => match images.take() {
+                    Some(seed) => {
+                        (view.spec, view.images) = map.next_value_seed(OrNull(seed))?.unzip();
+                    }
+                    // As the derived reading refuses it.
+                    None => return Err(serde::de::Error::duplicate_field("spec")),
+                },
+                "metadata" => return Err(serde::de::Error::duplicate_field("metadata")),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(view)
     }
 }
 

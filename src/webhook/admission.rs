@@ -6,8 +6,9 @@
 //! envelope and `request` are read together; when `request.kind`,
 //! `subResource` and `operation` (which the API server sends first) say the
 //! review is one configsum mutates, `object` is read as its kind in place
-//! (the core's seed) and of `oldObject` only the map the digests are in. Any
-//! other `object` is kept as borrowed text.
+//! (the core's seed, with the image pass when its metadata names images) and
+//! of `oldObject` only the map the digests are in. Any other `object` is kept
+//! as borrowed text.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -154,8 +155,10 @@ fn read_review(body: &str, objects: Objects) -> Result<AdmissionReviewIn<'_>, se
     Ok(review)
 }
 
-/// The core's plan for a parsed review: from the object read in place when it was (its text
-/// found again only for the image pass), else from the object's text.
+/// The core's plan for a parsed review: from the object read in place when it was, else from
+/// the object's text. The image pass is read in place too when the workload's metadata comes
+/// before its `spec` (the API server's order) and names images; otherwise its text is found
+/// again for it.
 pub fn plan(
     request: &Request<'_>,
     read: Option<ObjectRead>,
@@ -168,7 +171,8 @@ pub fn plan(
     }
 }
 
-/// `request.object`'s text in a review body: a second pass, for a workload that tracks images.
+/// `request.object`'s text in a review body: a second pass, for a workload that tracks images
+/// when the pass over the review did not read them (fields in another order).
 fn object_text(body: &[u8]) -> Option<&str> {
     #[derive(Deserialize)]
     struct Review<'a> {
@@ -505,7 +509,7 @@ mod tests {
         kind: Value,
         sub_resource: &str,
         operation: &str,
-        object: &Value,
+        object: impl fmt::Display,
     ) -> Vec<u8> {
         format!(
             r#"{{"kind": "{KIND}", "apiVersion": "{API_VERSION}", "request": {{"uid": "u", "kind": {kind},
@@ -542,7 +546,7 @@ mod tests {
         let spec = json!({"containers": [{"name": "c", "image": "app:1",
             "env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}],
             "volumes": [{"name": "v", "configMap": {"name": "c"}}]});
-        let body = in_api_server_order(gvk.clone(), "", "CREATE", &deployment(spec.clone()));
+        let body = in_api_server_order(gvk.clone(), "", "CREATE", deployment(spec.clone()));
         let (in_place, planned, from_text) = both_plans(&body);
         assert!(in_place, "read in the pass over the review");
         assert_eq!(planned, from_text);
@@ -565,9 +569,67 @@ mod tests {
             assert_eq!(planned, from_text);
         }
         let wrong_type =
-            in_api_server_order(gvk, "", "CREATE", &deployment(json!({"containers": 5})));
+            in_api_server_order(gvk, "", "CREATE", deployment(json!({"containers": 5})));
         let (_, planned, _) = both_plans(&wrong_type);
         assert!(planned.contains("does not parse (line 1, column"), "{planned}");
+    }
+
+    #[test]
+    fn the_image_pass_rides_in_the_pass_over_the_review_when_metadata_comes_first() {
+        let gvk = json!({"group": "apps", "version": "v1", "kind": "Deployment"});
+        let containers = r#"[{"name": "c", "image": "app:1", "imagePullPolicy": "Always", "env": [
+            {"name": "DIGEST", "value": "old"}, {"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}]"#;
+        let pod_spec = format!(
+            r#"{{"serviceAccountName": "web", "imagePullSecrets": [{{"name": "reg"}}], "containers": {containers}}}"#
+        );
+        let template = |annotations: &str| {
+            format!(r#"{{"metadata": {{"annotations": {annotations}}}, "spec": {pod_spec}}}"#)
+        };
+        let plain = template("{}");
+        let metadata =
+            |annotations: &str| format!(r#"{{"name": "web", "annotations": {annotations}}}"#);
+        let first = |annotations: &str, template: &str| {
+            format!(
+                r#"{{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}, "spec": {{"template": {template}}}}}"#,
+                metadata(annotations)
+            )
+        };
+        let images = r#"{"configsum.dev/images": "c"}"#;
+        let image_env = r#"{"configsum.dev/image-env": "c/DIGEST=app:1"}"#;
+        // (object, whether its text is read again for the image pass)
+        let cases = [
+            (first(images, &plain), false),
+            (first(image_env, &plain), false),
+            (first("{}", &plain), false),
+            // `spec` before `metadata`: nothing said to read the images in the pass.
+            (
+                format!(
+                    r#"{{"apiVersion": "apps/v1", "kind": "Deployment", "spec": {{"template": {plain}}}, "metadata": {}}}"#,
+                    metadata(images)
+                ),
+                true,
+            ),
+            // Digests left by an earlier tracking, on the template only.
+            (first("{}", &template(r#"{"image.configsum.dev/c": "sha256:1"}"#)), true),
+        ];
+        let settings = Settings::default();
+        for (object, read_again) in cases {
+            let body = in_api_server_order(gvk.clone(), "", "CREATE", &object);
+            let mut request = parse_review(&body).expect("review");
+            let read = request.take_read().expect("read in place");
+            let again = std::cell::Cell::new(false);
+            let planned =
+                crate::core::plan_read_review(&request.as_core(), &settings, read, || {
+                    again.set(true);
+                    object_text(&body)
+                });
+            let planned = format!("{planned:?}");
+            assert_eq!(again.get(), read_again, "{object}");
+            let from_text = object_text(&body);
+            let from_text =
+                plan_review(&Request { object: from_text, ..request.as_core() }, &settings);
+            assert_eq!(planned, format!("{from_text:?}"), "{object}");
+        }
     }
 
     fn old_annotations(request: &AdmissionRequest<'_>) -> Option<BTreeMap<String, String>> {

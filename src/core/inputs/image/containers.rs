@@ -1,6 +1,8 @@
-//! The image pass: a second, light read of a workload that tracks images, for
-//! its containers' names, images and pull policies, its image pull secrets and
-//! its ServiceAccount. Workloads that track no image never pay for it.
+//! The image pass: a light read of a workload that tracks images, for its
+//! containers' names, images and pull policies, its image pull secrets and its
+//! ServiceAccount. Workloads that track no image never pay for it. This is the
+//! read from an object's text (render, explain, the controller); the webhook
+//! makes the same read inside its pass over a review ([`super::in_pass`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -37,6 +39,24 @@ pub struct ContainerEnv {
 pub struct EnvVar {
     pub name: String,
     pub value: EnvValue,
+}
+
+impl EnvVar {
+    /// The entry as kept, from its `name`, its `value` and whether it has a `valueFrom`;
+    /// `None` without a name.
+    pub(super) fn read(
+        name: Option<Cow<'_, str>>,
+        value: Option<Cow<'_, str>>,
+        value_from: bool,
+    ) -> Option<EnvVar> {
+        let value = match (value, value_from) {
+            (_, true) => EnvValue::From,
+            (Some(v), false) if v.len() <= MAX_ENV_VALUE_KEPT => EnvValue::Short(v.into_owned()),
+            (Some(_), false) => EnvValue::Long,
+            (None, false) => EnvValue::Unset,
+        };
+        Some(EnvVar { name: name?.into_owned(), value })
+    }
 }
 
 /// How a variable gets its value.
@@ -100,12 +120,27 @@ impl PodImages {
     /// each container's image pointer.
     fn at(json: &str, path: &[&str], pointer: &[&str]) -> Result<PodImages, serde_json::Error> {
         let spec: Option<PodSpec> = read_at(json, path)?;
-        let base = format!("/{}", pointer.join("/"));
         let Some(spec) = spec else { return Ok(PodImages::default()) };
+        Ok(PodImages::assemble(
+            pointer,
+            [spec.containers, spec.init_containers],
+            spec.image_pull_secrets,
+            spec.service_account_name,
+        ))
+    }
+
+    /// The image pass's result from what it read of a pod spec at `pointer`: `containers`
+    /// then `initContainers`, at most [`MAX_CONTAINERS_READ`] of them in all.
+    pub(super) fn assemble(
+        pointer: &[&str],
+        lists: [Option<Indexed>; 2],
+        pull_secrets: Option<Names>,
+        service_account: Option<String>,
+    ) -> PodImages {
+        let base = format!("/{}", pointer.join("/"));
         let mut containers = Vec::new();
         let mut unread = 0;
-        let lists = [("containers", spec.containers), ("initContainers", spec.init_containers)];
-        for (list, read) in lists {
+        for (list, read) in ["containers", "initContainers"].into_iter().zip(lists) {
             let Some(read) = read else { continue };
             unread += read.unread;
             for (index, container) in read.kept {
@@ -124,15 +159,15 @@ impl PodImages {
                 });
             }
         }
-        let (pull_secrets, unread_secrets) = spec.image_pull_secrets.map_or((Vec::new(), 0), |s| {
+        let (pull_secrets, unread_secrets) = pull_secrets.map_or((Vec::new(), 0), |s| {
             (s.kept.into_iter().map(|(_, name)| name).collect(), s.unread)
         });
-        Ok(PodImages {
+        PodImages {
             unread: unread + unread_secrets,
             containers,
             pull_secrets,
-            service_account: spec.service_account_name.filter(|s| !s.is_empty()),
-        })
+            service_account: service_account.filter(|s| !s.is_empty()),
+        }
     }
 }
 
@@ -145,13 +180,12 @@ struct PodSpec {
     service_account_name: Option<String>,
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Container {
-    name: String,
-    image: String,
-    image_pull_policy: Option<String>,
-    env: Option<Capped<EnvVar>>,
+/// A container the image pass keeps: it has a name and an image.
+pub(super) struct Container {
+    pub(super) name: String,
+    pub(super) image: String,
+    pub(super) image_pull_policy: Option<String>,
+    pub(super) env: Option<Capped<EnvVar>>,
 }
 
 /// Borrowed while read: only the kept containers' strings are allocated.
@@ -170,12 +204,28 @@ struct MaybeContainer<'a> {
 /// Up to [`MAX_CONTAINERS_READ`] elements of a list that `keep` accepts, with
 /// their index in the list, and how many more it would have accepted. The
 /// rest are dropped as they are read.
-struct Capped<T> {
+pub(super) struct Capped<T> {
     kept: Vec<(usize, T)>,
     unread: usize,
 }
 
 impl<T> Capped<T> {
+    pub(super) fn new() -> Self {
+        Capped { kept: Vec::new(), unread: 0 }
+    }
+
+    /// Element `index` of the list, if it is one to keep: kept while fewer than `cap` are,
+    /// counted after.
+    pub(super) fn offer(&mut self, index: usize, element: Option<T>, cap: usize) {
+        if let Some(kept) = element {
+            if self.kept.len() < cap {
+                self.kept.push((index, kept));
+            } else {
+                self.unread += 1;
+            }
+        }
+    }
+
     fn read<'de, A, E>(
         mut seq: A,
         cap: usize,
@@ -185,16 +235,10 @@ impl<T> Capped<T> {
         A: SeqAccess<'de>,
         E: Deserialize<'de>,
     {
-        let mut capped = Capped { kept: Vec::new(), unread: 0 };
+        let mut capped = Capped::new();
         let mut index = 0;
         while let Some(element) = seq.next_element::<E>()? {
-            if let Some(kept) = keep(element) {
-                if capped.kept.len() < cap {
-                    capped.kept.push((index, kept));
-                } else {
-                    capped.unread += 1;
-                }
-            }
+            capped.offer(index, keep(element), cap);
             index += 1;
         }
         Ok(capped)
@@ -202,7 +246,7 @@ impl<T> Capped<T> {
 }
 
 /// The containers that have a name and an image.
-type Indexed = Capped<Container>;
+pub(super) type Indexed = Capped<Container>;
 
 impl<'de> Deserialize<'de> for Indexed {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -228,7 +272,7 @@ impl<'de> Deserialize<'de> for Indexed {
 }
 
 /// `[{name: …}]`: the entries with a name.
-type Names = Capped<String>;
+pub(super) type Names = Capped<String>;
 
 impl<'de> Deserialize<'de> for Names {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -272,15 +316,7 @@ impl<'de> Deserialize<'de> for Capped<EnvVar> {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
                 Capped::read(seq, MAX_ENV_READ, |var: MaybeVar<'de>| {
-                    let value = match (var.value, var.value_from) {
-                        (_, Some(_)) => EnvValue::From,
-                        (Some(v), None) if v.len() <= MAX_ENV_VALUE_KEPT => {
-                            EnvValue::Short(v.into_owned())
-                        }
-                        (Some(_), None) => EnvValue::Long,
-                        (None, None) => EnvValue::Unset,
-                    };
-                    Some(EnvVar { name: var.name?.into_owned(), value })
+                    EnvVar::read(var.name, var.value, var.value_from.is_some())
                 })
             }
         }

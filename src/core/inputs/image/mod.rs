@@ -6,6 +6,7 @@
 //!
 //! - [`reference`]: an image reference split by the distribution grammar;
 //! - [`containers`]: the image pass, which reads a tracking workload's containers;
+//! - [`in_pass`]: the same reading, made in the pass that reads a review's object;
 //! - [`tracking`]: which containers are tracked, and what the resolutions make
 //!   of the annotations and images (`record` or `pin`);
 //! - [`env`]: `<domain>/image-env`, digests handed on through environment
@@ -16,11 +17,13 @@
 
 pub mod containers;
 pub mod env;
+pub mod in_pass;
 pub mod reference;
 pub mod tracking;
 
 pub use containers::{ContainerImage, PodImages};
 pub use env::ImageEnv;
+pub use in_pass::{ImageHint, ImagesInPass};
 pub use reference::ImageName;
 pub use tracking::{
     ImageObservation, ImageOutcome, ImagePlan, ImagePolicy, ImageTarget, ImageTracking,
