@@ -1,5 +1,6 @@
 //! One admission review through the webhook's pure path: parse the AdmissionReview,
-//! plan, digest four objects from memory, decide, encode the answer.
+//! plan, digest four objects from memory, decide, encode the answer; and the same UPDATE
+//! for a Deployment that tracks its images (no registry here: they stay unresolved).
 //! `make bench` runs it; `cargo test` runs each benchmark once as a smoke test.
 
 #[path = "../tests/support/fixtures.rs"]

@@ -27,7 +27,8 @@ count() {
     --sample-count "$2" --sample-size 1 2>&1 | awk '/Collected/ {print $NF}'
 }
 "$bin" --bench --sample-count 1 2>&1 | grep -i "review bodies" || true
-for bench in deployment_20kb_create deployment_20kb_update_with_old_object; do
+for bench in deployment_20kb_create deployment_20kb_update_with_old_object \
+  deployment_20kb_update_tracking_images; do
   few=$(count "$bench" 50)
   many=$(count "$bench" 150)
   echo "$bench: $(( (many - few) / 100 )) instructions per review"
