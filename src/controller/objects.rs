@@ -62,6 +62,16 @@ pub struct Fresh {
     pub observation: Observation,
 }
 
+impl Fresh {
+    /// The annotation value it stands for.
+    pub fn annotation(&self) -> &str {
+        match &self.observation {
+            Observation::Digest(value) => value,
+            _ => ABSENT,
+        }
+    }
+}
+
 /// The outcome of one read, with the data already digested and dropped.
 #[derive(Clone, Debug)]
 pub struct Reading {
@@ -91,16 +101,12 @@ pub fn judge(
                 }
                 None => Observation::Absent,
             };
-            let value = match &observation {
-                Observation::Digest(value) => value.as_str(),
-                _ => ABSENT,
-            };
+            let fresh = Fresh { keys: t.keys.clone(), observation };
             let verdict = match &t.existing {
                 None => Verdict::NoDigest,
-                Some(existing) if existing == value => Verdict::Current,
+                Some(existing) if existing == fresh.annotation() => Verdict::Current,
                 Some(_) => Verdict::Stale,
             };
-            let fresh = Fresh { keys: t.keys.clone(), observation };
             Judged { workload: t.workload.clone(), verdict, fresh }
         })
         .collect();
@@ -108,10 +114,18 @@ pub fn judge(
 }
 
 /// What a finished read asks of the workloads tracking the object: stale
-/// ones roll; ones without a digest roll only on a change seen while watching.
-pub fn to_roll(reading: Reading, content_changed: bool) -> impl Iterator<Item = Judged> {
-    reading.judged.into_iter().filter(move |j| {
-        j.verdict == Verdict::Stale || (j.verdict == Verdict::NoDigest && content_changed)
+/// ones roll; ones without a digest roll only on a change seen while watching;
+/// a current one rolls when `outdated` says the digest it was judged against
+/// may not be the one the workload records by now.
+pub fn to_roll(
+    reading: Reading,
+    content_changed: bool,
+    outdated: impl Fn(&Judged) -> bool,
+) -> impl Iterator<Item = Judged> {
+    reading.judged.into_iter().filter(move |j| match j.verdict {
+        Verdict::Stale => true,
+        Verdict::NoDigest => content_changed,
+        Verdict::Current => outdated(j),
     })
 }
 
@@ -289,11 +303,17 @@ mod tests {
         let verdicts: Vec<Verdict> = reading.judged.iter().map(|j| j.verdict).collect();
         // Only the password changed: the workload reading just `user` is current.
         assert_eq!(verdicts, [Verdict::Stale, Verdict::Current, Verdict::NoDigest, Verdict::Stale]);
-        let rolled = |changed| -> Vec<WorkloadKey> {
-            to_roll(reading.clone(), changed).map(|j| j.workload).collect()
+        let rolled = |changed, outdated: &str| -> Vec<WorkloadKey> {
+            let outdated = |j: &Judged| j.workload == workload(outdated);
+            to_roll(reading.clone(), changed, outdated).map(|j| j.workload).collect()
         };
-        assert_eq!(rolled(false), vec![workload("all"), workload("absent")]);
-        assert_eq!(rolled(true).len(), 3, "a seen change rolls digest-less ones too");
+        assert_eq!(rolled(false, ""), vec![workload("all"), workload("absent")]);
+        assert_eq!(rolled(true, "").len(), 3, "a seen change rolls digest-less ones too");
+        assert_eq!(
+            rolled(false, "user"),
+            vec![workload("all"), workload("user"), workload("absent")],
+            "a current one judged against an outdated digest rolls too"
+        );
         // Each rolled workload carries the digest of the keys it reads, for its reconciliation.
         let fresh = &reading.judged[1].fresh;
         let expected = d.digest(id, &new, &ConsumedKeys::Keys(["user".to_owned()].into()), None);

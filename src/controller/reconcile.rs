@@ -21,6 +21,7 @@ use super::images::{self, LatestDigests};
 use super::lease::Leadership;
 use super::objects::FreshDigests;
 use super::queue::TokenBucket;
+use super::schedule::Work;
 use super::tracked_workloads::{self, TemplateDigests};
 use super::trigger::Trigger;
 use super::workload::{Snapshot, Snapshots, WorkloadKey};
@@ -32,8 +33,9 @@ use crate::lookup::{Inputs, LookupMetrics, observe, observe_some};
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 const CONFLICT_RETRIES: usize = 5;
 
-/// The workload's snapshot; after a conflict on `stale`, waits (up to 2 s)
-/// for the watch to deliver a newer one.
+/// The workload's snapshot; when `stale` is the version it has (a conflict, or
+/// this replica's own patch not yet watched), waits (up to 2 s) for the watch
+/// to deliver a newer one.
 async fn fresh_snapshot(
     snapshots: &Snapshots,
     key: &WorkloadKey,
@@ -54,7 +56,10 @@ async fn fresh_snapshot(
 /// How a reconciliation ended, short of an error.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reconciled {
-    Patched,
+    /// Patched from the snapshot at this resourceVersion.
+    Patched {
+        from: Option<String>,
+    },
     /// `--dry-run`: it would have been patched; a `WouldRoll` Event says so.
     DryRun,
     Unchanged,
@@ -107,23 +112,20 @@ pub struct Reconciler<A> {
 }
 
 impl<A: ControllerApi> Reconciler<A> {
-    /// Patches `key` if its digests are not current; `changed` names the
-    /// objects that triggered it, for the Event. Works from the watched
+    /// Patches the work's workload if its digests are not current; its
+    /// triggers name what changed, for the Event. Works from the watched
     /// snapshot (the controller needs no `get` on workloads); after a
-    /// conflict it waits for the watch to deliver the newer version. Patches
-    /// only while leading in `term`, through `bucket`.
-    pub async fn reconcile(
-        &self,
-        key: &WorkloadKey,
-        changed: &BTreeSet<Trigger>,
-        term: u64,
-        bucket: &mut TokenBucket,
-    ) -> ReconcileResult {
-        let mut conflicted: Option<Option<String>> = None;
+    /// conflict, or while the watch has not delivered this replica's last
+    /// patch, it waits for the newer version. Patches only while leading in
+    /// the work's term, through `bucket`.
+    pub async fn reconcile(&self, work: &Work, bucket: &mut TokenBucket) -> ReconcileResult {
+        let (key, changed, term) = (&work.key, &work.triggers, work.term);
+        let mut older_than = work.unseen_patch.clone();
+        let mut conflicted = false;
         for _ in 0..CONFLICT_RETRIES {
-            let Some(snapshot) = fresh_snapshot(&self.snapshots, key, conflicted.as_ref()).await
+            let Some(snapshot) = fresh_snapshot(&self.snapshots, key, older_than.as_ref()).await
             else {
-                return if conflicted.is_some() {
+                return if conflicted {
                     Err(ReconcileError::Conflict)
                 } else {
                     Ok(Reconciled::Gone)
@@ -176,9 +178,12 @@ impl<A: ControllerApi> Reconciler<A> {
                     named.extend(decision.changed_workloads.into_iter().map(Trigger::Workload));
                     let event = event::rolled(key, snapshot.uid, &named);
                     self.api.record(event, CALL_TIMEOUT).await;
-                    return Ok(Reconciled::Patched);
+                    return Ok(Reconciled::Patched { from: snapshot.resource_version });
                 }
-                Ok(Err(PatchError::Conflict)) => conflicted = Some(snapshot.resource_version),
+                Ok(Err(PatchError::Conflict)) => {
+                    conflicted = true;
+                    older_than = Some(snapshot.resource_version);
+                }
                 Ok(Err(PatchError::NotFound)) => return Ok(Reconciled::Gone),
                 Ok(Err(PatchError::Failed(e))) => return Err(ReconcileError::Api(e)),
             }
@@ -360,9 +365,19 @@ mod tests {
         (reconciler, leadership_tx)
     }
 
+    fn work() -> Work {
+        let (triggers, opened) = (BTreeSet::new(), Instant::now());
+        Work { key: web(), triggers, opened, term: 1, unseen_patch: None }
+    }
+
+    /// Patched from the watched version, "5".
+    fn patched() -> Reconciled {
+        Reconciled::Patched { from: Some("5".into()) }
+    }
+
     async fn reconcile(r: &Reconciler<FakeApi>) -> ReconcileResult {
         let mut bucket = TokenBucket::new(100.0, 10, Instant::now());
-        r.reconcile(&web(), &BTreeSet::new(), 1, &mut bucket).await
+        r.reconcile(&work(), &mut bucket).await
     }
 
     fn hand_fresh(r: &Reconciler<FakeApi>, keys: ConsumedKeys, password: &str) {
@@ -374,7 +389,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stale_digest_is_patched_with_the_watched_version_and_an_event() {
         let (r, _leading) = reconciler();
-        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Patched);
+        assert_eq!(reconcile(&r).await.expect("reconciled"), patched());
         let calls = r.api.calls();
         assert!(
             matches!(&calls[0], Call::Read(object) if object.object == ObjectRef::secret("db"))
@@ -392,21 +407,38 @@ mod tests {
     async fn a_digest_handed_on_by_the_event_loops_read_is_not_read_again() {
         let (r, _leading) = reconciler();
         hand_fresh(&r, ConsumedKeys::All, "two");
-        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Patched);
+        assert_eq!(reconcile(&r).await.expect("reconciled"), patched());
         assert_eq!(r.api.reads(), 0, "one change, one read: the event loop's");
         assert!(r.fresh_digests.lock().expect("fresh").is_empty(), "taken, so a retry reads");
         // Handed on for other keys than the workload reads now: read afresh.
         let (r, _leading) = reconciler();
         hand_fresh(&r, ConsumedKeys::Keys(["user".to_owned()].into()), "two");
-        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Patched);
+        assert_eq!(reconcile(&r).await.expect("reconciled"), patched());
         assert_eq!(r.api.reads(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_workload_this_replica_patched_is_judged_on_the_version_the_watch_delivers() {
+        let (r, _leading) = reconciler();
+        let snapshots = r.snapshots.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let mut snapshots = snapshots.lock().expect("snapshots");
+            let snapshot = snapshots.get_mut(&web()).expect("web");
+            snapshot.resource_version = Some("6".into());
+        });
+        let mut bucket = TokenBucket::new(100.0, 10, Instant::now());
+        let work = Work { unseen_patch: Some(Some("5".into())), ..work() };
+        let result = r.reconcile(&work, &mut bucket).await.expect("reconciled");
+        assert_eq!(result, Reconciled::Patched { from: Some("6".into()) });
+        assert_eq!(r.api.patches()[0]["metadata"]["resourceVersion"], "6", "not the outdated 5");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_conflict_is_retried_and_five_give_up() {
         let (r, _leading) = reconciler();
         r.api.answer(&[Answer::Conflict]);
-        assert_eq!(reconcile(&r).await.expect("reconciled"), Reconciled::Patched);
+        assert_eq!(reconcile(&r).await.expect("reconciled"), patched());
         assert_eq!(r.api.patches().len(), 2);
         let (r, _leading) = reconciler();
         r.api.answer(&[Answer::Conflict; 5]);

@@ -24,6 +24,10 @@ pub struct Work {
     /// When its coalescing window opened (for the reaction-time metric).
     pub opened: Instant,
     pub term: u64,
+    /// This replica patched the workload from this resourceVersion and the watch has not
+    /// delivered the result yet: the reconciliation waits for a newer snapshot rather than
+    /// judge the one its own patch replaced.
+    pub unseen_patch: Option<Option<String>>,
 }
 
 #[derive(Debug)]
@@ -100,6 +104,11 @@ impl Schedule {
             || self.later.iter().any(|(_, work)| work.key == *workload)
     }
 
+    /// Whether `workload` is being reconciled now.
+    pub fn in_worker(&self, workload: &WorkloadKey) -> bool {
+        self.in_worker.contains(workload)
+    }
+
     /// The workload is gone, or out of scope.
     pub fn forget(&mut self, workload: &WorkloadKey) {
         self.coalescer.remove(workload);
@@ -129,7 +138,7 @@ impl Schedule {
             .into_iter()
             .map(|(key, opened)| {
                 let triggers = self.triggers.remove(&key).unwrap_or_default();
-                Work { key, triggers, opened, term }
+                Work { key, triggers, opened, term, unseen_patch: None }
             })
             .collect();
         for work in retries.chain(windows) {
@@ -173,7 +182,7 @@ impl Schedule {
         self.in_worker.remove(&work.key);
         let key = work.key.clone();
         let retry_in = match result {
-            Ok(Reconciled::Patched | Reconciled::DryRun) => {
+            Ok(Reconciled::Patched { .. } | Reconciled::DryRun) => {
                 self.min_interval.patched(key.clone(), now);
                 self.failures.remove(&key);
                 None
@@ -196,7 +205,7 @@ impl Schedule {
         let next = match (self.after_worker.remove(&key), self.term) {
             (Some(opened), Some(term)) => {
                 let triggers = self.triggers.remove(&key).unwrap_or_default();
-                self.admit(Work { key, triggers, opened, term }, now)
+                self.admit(Work { key, triggers, opened, term, unseen_patch: None }, now)
             }
             _ => None,
         };
@@ -288,7 +297,7 @@ mod tests {
         }
         let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
         assert_eq!(secs, [1, 2, 4, 8]);
-        let (retry_in, _) = s.done(work, &Ok(Reconciled::Patched), now, 1.0);
+        let (retry_in, _) = s.done(work, &Ok(Reconciled::Patched { from: None }), now, 1.0);
         assert_eq!(retry_in, None);
         s.changed(web(), &ObjectRef::secret("db"), now);
         let work = s.take_due(now).pop().expect("due");
@@ -305,7 +314,7 @@ mod tests {
         let first = s.take_due(t0).pop().expect("due");
         s.changed(web(), &ObjectRef::config_map("app"), t0 + MS);
         assert!(s.take_due(t0 + MS).is_empty(), "one reconciliation of a workload at a time");
-        let (_, next) = s.done(first, &Ok(Reconciled::Patched), t0 + 2 * MS, 0.0);
+        let (_, next) = s.done(first, &Ok(Reconciled::Patched { from: None }), t0 + 2 * MS, 0.0);
         let next = next.expect("due again");
         assert_eq!(next.opened, t0 + MS);
         assert!(next.triggers.contains(&Trigger::Object(ObjectRef::config_map("app"))));
@@ -318,7 +327,7 @@ mod tests {
         s.lead(Some(1));
         s.changed(web(), &ObjectRef::secret("db"), t0);
         let work = s.take_due(t0).pop().expect("due");
-        s.done(work, &Ok(Reconciled::Patched), t0, 0.0);
+        s.done(work, &Ok(Reconciled::Patched { from: None }), t0, 0.0);
         s.changed(web(), &ObjectRef::secret("db"), t0 + MS);
         assert!(s.take_due(t0 + MS).is_empty());
         assert_eq!(s.next_due(), Some(t0 + Duration::from_secs(60)));

@@ -22,7 +22,7 @@ pub async fn run<A: ControllerApi>(
     while let Some(item) = work.recv().await {
         let leading = reconciler.leadership.borrow().remaining(item.term, Instant::now()).is_some();
         let result = if leading {
-            reconciler.reconcile(&item.key, &item.triggers, item.term, &mut bucket).await
+            reconciler.reconcile(&item, &mut bucket).await
         } else {
             Ok(Reconciled::NotLeading)
         };

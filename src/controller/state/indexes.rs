@@ -98,6 +98,7 @@ impl WatchIndex<WatchedWorkload> for Workloads<'_> {
         if let Ok(mut snapshots) = view.shared.snapshots.lock() {
             snapshots.insert(key.clone(), Snapshot { mutation, resource_version, uid });
         }
+        view.workload_seen(&key);
         let change = view.index.upsert(key, tracked);
         view.tracked_objects_changed(change);
     }

@@ -25,17 +25,19 @@ use super::index::{Change, ReferenceIndex};
 use super::lease::Leadership;
 use super::message::Message;
 use super::metrics::ControllerMetrics;
-use super::objects::{FreshDigests, ReadRequest, Reading, TrackedObjects, Tracker, to_roll};
+use super::objects::{
+    FreshDigests, Judged, ReadRequest, Reading, TrackedObjects, Tracker, to_roll,
+};
 use super::reconcile::{ReconcileResult, Reconciled};
 use super::schedule::{Schedule, Work};
 use super::tracked_workloads::{TemplateDigests, TrackedWorkloads, stale};
 use super::trigger::Trigger;
 use super::watch::Watch;
-use super::workload::{Snapshots, WorkloadKey};
+use super::workload::{Snapshot, Snapshots, WorkloadKey};
 use crate::core::inputs::workload_template::template_digest;
 use crate::core::verdict::Verdict;
 use crate::core::workload::WorkloadKind;
-use crate::core::{ObjectKey, ObjectKind, Settings};
+use crate::core::{ObjectKey, ObjectKind, ObjectRef, Settings};
 use crate::registry::Resolution;
 use k8s_openapi::api::core::v1::Event;
 
@@ -153,6 +155,9 @@ struct ClusterView {
     /// Tracked workloads whose template must be read, and failed reads' retries.
     template_reads: Vec<WorkloadKey>,
     template_retries: Vec<(Instant, WorkloadKey)>,
+    /// Workloads this replica patched from a resourceVersion that is still their snapshot's:
+    /// until the watch delivers the patched version, what the snapshot records is outdated.
+    unseen_patches: HashMap<WorkloadKey, Option<String>>,
 }
 
 impl State {
@@ -184,6 +189,7 @@ impl State {
             events: Vec::new(),
             template_reads: Vec::new(),
             template_retries: Vec::new(),
+            unseen_patches: HashMap::new(),
         };
         State { watches: WatchHandles::default(), view }
     }
@@ -361,6 +367,9 @@ impl State {
         }
         let mut work = std::mem::take(&mut view.work);
         work.extend(view.schedule.take_due(now));
+        for work in &mut work {
+            work.unseen_patch = view.unseen_patches.get(&work.key).cloned();
+        }
         let poll = view.poll_due(now);
         let mut reads = Vec::new();
         while let Some(object) = view.objects.start_next(READS_IN_FLIGHT) {
@@ -574,7 +583,13 @@ impl ClusterView {
         }
     }
 
+    /// A new snapshot of `key` was stored: it includes any patch of this replica's.
+    fn workload_seen(&mut self, key: &WorkloadKey) {
+        self.unseen_patches.remove(key);
+    }
+
     fn forget_workload(&mut self, key: &WorkloadKey) {
+        self.unseen_patches.remove(key);
         if let Ok(mut snapshots) = self.shared.snapshots.lock() {
             snapshots.remove(key);
         }
@@ -629,7 +644,13 @@ impl ClusterView {
                     // A follower rolls nothing; its next term reads everything again.
                     return;
                 }
-                let due: Vec<_> = to_roll(reading, changed).collect();
+                let due: Vec<_> = {
+                    let snapshots = self.shared.snapshots.lock().ok();
+                    let outdated = |judged: &Judged| {
+                        self.judged_on_outdated(&object.object, judged, snapshots.as_deref())
+                    };
+                    to_roll(reading, changed, outdated).collect()
+                };
                 // Handed to the reconciliations, so they need not read the object again.
                 if let Ok(mut fresh) = self.shared.fresh_digests.lock() {
                     for judged in &due {
@@ -649,6 +670,28 @@ impl ClusterView {
                 self.read_retries.push((now + wait, object));
             }
         }
+    }
+
+    /// Whether a read may have judged `judged` against a digest its workload no longer
+    /// records: its snapshot moved during the read, or is about to (the workload is being
+    /// reconciled, or this replica patched it and the watch has not delivered that yet).
+    /// Otherwise content that went back to what the old snapshot recorded (a Secret created
+    /// and deleted again) would look current and roll nothing, ever.
+    fn judged_on_outdated(
+        &self,
+        object: &ObjectRef,
+        judged: &Judged,
+        snapshots: Option<&HashMap<WorkloadKey, Snapshot>>,
+    ) -> bool {
+        let workload = &judged.workload;
+        if self.schedule.in_worker(workload) || self.unseen_patches.contains_key(workload) {
+            return true;
+        }
+        let Some(mutation) = snapshots.and_then(|s| s.get(workload)).map(|s| &s.mutation) else {
+            return false;
+        };
+        let recorded = mutation.targets.iter().find(|t| t.object == *object);
+        recorded.is_some_and(|target| mutation.existing(target) != Some(judged.fresh.annotation()))
     }
 
     /// A tag resolved: each tracking workload whose recorded digest differs
@@ -698,13 +741,21 @@ impl ClusterView {
     fn reconciled(&mut self, work: Work, result: ReconcileResult, now: Instant) {
         let key = work.key.clone();
         let opened = work.opened;
-        if matches!(result, Ok(Reconciled::Patched | Reconciled::DryRun)) {
+        if matches!(result, Ok(Reconciled::Patched { .. } | Reconciled::DryRun)) {
             self.guard.rolled(&key, &work.triggers, now);
+        }
+        if let Ok(Reconciled::Patched { from }) = &result {
+            let unseen = self.shared.snapshots.lock().is_ok_and(|s| {
+                s.get(&key).is_some_and(|snapshot| snapshot.resource_version == *from)
+            });
+            if unseen {
+                self.unseen_patches.insert(key.clone(), from.clone());
+            }
         }
         let (retry_in, next) = self.schedule.done(work, &result, now, backoff::random());
         match &result {
             Ok(Reconciled::DryRun) => self.metrics.count("dry_run"),
-            Ok(Reconciled::Patched) => {
+            Ok(Reconciled::Patched { .. }) => {
                 self.metrics.count("patched");
                 self.metrics.reacted(now.saturating_duration_since(opened).as_secs_f64());
                 info!(workload = %key, "patched the pod template's digests");

@@ -288,6 +288,54 @@ fn a_secret_change_is_read_once_and_rolls_its_workload_when_the_window_closes() 
     assert!(work.triggers.contains(&Trigger::Object(ObjectRef::secret("db"))));
 }
 
+/// `web` as the watch delivers it: recording `password`, at `resource_version`.
+fn watched(h: &mut Harness, password: &str, resource_version: &str) {
+    let web = h.deployment("ns", password, resource_version);
+    let event = Box::new(Event::Apply(web));
+    h.send(Message::Workload { kind: WorkloadKind::Deployment, epoch: 1, event });
+}
+
+fn patched_from(h: &mut Harness, work: Work, resource_version: &str) {
+    let result = Ok(Reconciled::Patched { from: Some(resource_version.into()) });
+    h.send(Message::Reconciled(Box::new((work, result))));
+}
+
+#[test]
+fn content_back_to_what_an_outdated_snapshot_records_still_rolls() {
+    // web records "one". The Secret becomes "two"; web is being patched to record it when
+    // the Secret goes back to "one". Judged against the snapshot the patch replaces, the
+    // read finds web current: it must roll all the same, or web would record "two" forever.
+    let mut h = Harness::started();
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    let work = h.work.pop().expect("due");
+    assert_eq!(work.unseen_patch, None);
+    h.secret_changed("one", "12");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "web is in the worker");
+    patched_from(&mut h, work, "5");
+    let work = h.work.pop().expect("came due while in the worker: due again when done");
+    assert_eq!(h.fresh(), Some(Observation::Digest(h.digest_of("one"))), "handed on");
+    assert_eq!(work.unseen_patch, Some(Some("5".into())), "waits for the patched version");
+
+    // The watch delivers the first patch (recording "two"); the second, from it, records
+    // "one", and is not watched yet when the Secret becomes "two" again: due all the same.
+    watched(&mut h, "two", "6");
+    patched_from(&mut h, work, "6");
+    h.secret_changed("two", "13");
+    h.wait(WINDOW);
+    let work = h.work.pop().expect("this replica's own patch is not watched yet: due");
+    assert_eq!(work.unseen_patch, Some(Some("6".into())));
+
+    // Once the watch delivers the patched version, a current digest is current again.
+    watched(&mut h, "one", "7");
+    patched_from(&mut h, work, "7");
+    watched(&mut h, "two", "8");
+    h.secret_changed("two", "14");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "a metadata-only change rolls nothing: {:?}", h.work);
+}
+
 #[test]
 fn a_relist_finds_a_secret_deleted_while_the_watch_was_down() {
     let mut h = Harness::started();
@@ -489,7 +537,7 @@ fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
     let mut h = Harness::started_with(Harness::with_flap_limits(FlapLimits { limit: 2, period }));
     let patched = |h: &mut Harness| {
         let work = h.work.pop().expect("due");
-        h.send(Message::Reconciled(Box::new((work, Ok(Reconciled::Patched)))));
+        h.send(Message::Reconciled(Box::new((work, Ok(Reconciled::Patched { from: None })))));
     };
     for (i, password) in ["two", "three"].iter().enumerate() {
         h.secret_changed(password, &format!("{}", 11 + i));
