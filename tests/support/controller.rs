@@ -72,11 +72,13 @@ impl Controller {
             "configsum-system",
             "--identity",
             identity,
-            "--lease-duration",
-            "3s",
             "--log-format",
             "json",
         ];
+        // Short, so that take-overs are quick to test; a test may ask for longer.
+        if !extra.contains(&"--lease-duration") {
+            args.extend(["--lease-duration", "3s"]);
+        }
         args.extend_from_slice(extra);
         let mut env = env.to_vec();
         env.push(("KUBECONFIG", &kubeconfig));
