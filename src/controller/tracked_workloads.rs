@@ -123,12 +123,16 @@ pub fn stale(
     tracked: &WorkloadKey,
     digests: &HashMap<WorkloadKey, Option<String>>,
 ) -> bool {
-    let target = mutation.workloads.iter().find(|t| key_of(mutation, t) == *tracked);
-    let recorded = target.and_then(|t| mutation.existing_annotation(&t.key));
-    match (recorded, current(tracked, digests)) {
+    match (recorded(mutation, tracked), current(tracked, digests)) {
         (Some(recorded), Some(current)) => recorded != current,
         _ => false,
     }
+}
+
+/// The digest of `tracked` that `mutation` records, if any.
+pub fn recorded<'a>(mutation: &'a Mutation, tracked: &WorkloadKey) -> Option<&'a str> {
+    let target = mutation.workloads.iter().find(|t| key_of(mutation, t) == *tracked)?;
+    mutation.existing_annotation(&target.key)
 }
 
 /// What a reconciliation observes for `mutation`'s tracked workloads: the digest the watches

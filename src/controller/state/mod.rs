@@ -30,7 +30,7 @@ use super::objects::{
 };
 use super::reconcile::{ReconcileResult, Reconciled};
 use super::schedule::{Schedule, Work};
-use super::tracked_workloads::{TemplateDigests, TrackedWorkloads, stale};
+use super::tracked_workloads::{TemplateDigests, TrackedWorkloads, recorded, stale};
 use super::trigger::Trigger;
 use super::watch::Watch;
 use super::workload::{Snapshot, Snapshots, WorkloadKey};
@@ -548,7 +548,11 @@ impl ClusterView {
             for tracked in &moved {
                 for tracker in self.tracked_workloads.trackers_of(tracked) {
                     let Some(snapshot) = snapshots.get(tracker) else { continue };
-                    if stale(&snapshot.mutation, tracked, &digests) {
+                    let mutation = &snapshot.mutation;
+                    // A tracker whose snapshot may be outdated is judged by its reconciliation.
+                    let outdated =
+                        self.snapshot_outdated(tracker) && recorded(mutation, tracked).is_some();
+                    if outdated || stale(mutation, tracked, &digests) {
                         due.push((tracker.clone(), tracked));
                     }
                 }
@@ -672,11 +676,16 @@ impl ClusterView {
         }
     }
 
+    /// Whether `workload`'s snapshot may be older than the workload: it is being reconciled,
+    /// or this replica patched it and the watch has not delivered that yet.
+    fn snapshot_outdated(&self, workload: &WorkloadKey) -> bool {
+        self.schedule.in_worker(workload) || self.unseen_patches.contains_key(workload)
+    }
+
     /// Whether a read may have judged `judged` against a digest its workload no longer
-    /// records: its snapshot moved during the read, or is about to (the workload is being
-    /// reconciled, or this replica patched it and the watch has not delivered that yet).
-    /// Otherwise content that went back to what the old snapshot recorded (a Secret created
-    /// and deleted again) would look current and roll nothing, ever.
+    /// records: its snapshot moved during the read, or may be outdated. Otherwise content
+    /// that went back to what the old snapshot recorded (a Secret created and deleted again)
+    /// would look current and roll nothing, ever.
     fn judged_on_outdated(
         &self,
         object: &ObjectRef,
@@ -684,7 +693,7 @@ impl ClusterView {
         snapshots: Option<&HashMap<WorkloadKey, Snapshot>>,
     ) -> bool {
         let workload = &judged.workload;
-        if self.schedule.in_worker(workload) || self.unseen_patches.contains_key(workload) {
+        if self.snapshot_outdated(workload) {
             return true;
         }
         let Some(mutation) = snapshots.and_then(|s| s.get(workload)).map(|s| &s.mutation) else {

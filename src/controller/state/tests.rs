@@ -291,7 +291,12 @@ fn a_secret_change_is_read_once_and_rolls_its_workload_when_the_window_closes() 
 /// `web` as the watch delivers it: recording `password`, at `resource_version`.
 fn watched(h: &mut Harness, password: &str, resource_version: &str) {
     let web = h.deployment("ns", password, resource_version);
-    let event = Box::new(Event::Apply(web));
+    apply(h, web);
+}
+
+/// A Deployment as the watch of epoch 1 delivers it.
+fn apply(h: &mut Harness, workload: WatchedWorkload) {
+    let event = Box::new(Event::Apply(workload));
     h.send(Message::Workload { kind: WorkloadKind::Deployment, epoch: 1, event });
 }
 
@@ -495,6 +500,34 @@ fn a_tracked_template_change_rolls_its_trackers_once_and_never_a_first_observati
         &std::sync::Arc::new(std::sync::Mutex::new(digests.clone())),
     );
     assert_eq!(observed, [Some(Observation::Digest(digests[&key("db")].clone().expect("exists")))]);
+}
+
+#[test]
+fn a_tracked_template_back_to_what_an_outdated_tracker_records_still_rolls_it() {
+    let mut h = Harness::new();
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    let db = workload("db", "postgres:16", &[], "1");
+    let recorded = template_digest_of(&db);
+    let keycloak = workload("keycloak", "keycloak:26", &[("db", Some(&recorded))], "2");
+    h.list_workloads(1, vec![db, keycloak]);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    h.wait(WINDOW);
+    assert!(h.work.is_empty());
+    // db is upgraded: keycloak goes to the worker to record the new digest...
+    apply(&mut h, workload("db", "postgres:17", &[], "3"));
+    h.wait(WINDOW);
+    let work = h.work.pop().expect("keycloak is due");
+    // ...and db is rolled back meanwhile, to what keycloak's snapshot still records.
+    apply(&mut h, workload("db", "postgres:16", &[], "4"));
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "keycloak is in the worker");
+    patched_from(&mut h, work, "2");
+    let work = h.work.pop().expect("due again, not judged current on the old snapshot");
+    assert_eq!(work.key, key("keycloak"));
+    assert_eq!(work.unseen_patch, Some(Some("2".into())));
 }
 
 #[test]
