@@ -464,20 +464,26 @@ fn key(name: &str) -> WorkloadKey {
     WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: name.into() }
 }
 
-#[test]
-fn a_tracked_template_change_rolls_its_trackers_once_and_never_a_first_observation() {
+/// Everything listed, `workloads` the only ones: ready.
+fn listed(workloads: Vec<WatchedWorkload>) -> Harness {
     let mut h = Harness::new();
     h.list_namespaces(&["ns"]);
     h.start_workload_watches();
-    let db = workload("db", "postgres:16", &[], "1");
-    let recorded = template_digest_of(&db);
-    let keycloak = workload("keycloak", "keycloak:26", &[("db", Some(&recorded))], "2");
-    let fresh = workload("fresh", "app:1", &[("db", None)], "3");
-    h.list_workloads(1, vec![db, keycloak, fresh]);
+    h.list_workloads(1, workloads);
     for kind in ObjectKind::all() {
         h.list_objects(kind);
     }
     assert!(h.state.ready());
+    h
+}
+
+#[test]
+fn a_tracked_template_change_rolls_its_trackers_once_and_never_a_first_observation() {
+    let db = workload("db", "postgres:16", &[], "1");
+    let recorded = template_digest_of(&db);
+    let keycloak = workload("keycloak", "keycloak:26", &[("db", Some(&recorded))], "2");
+    let fresh = workload("fresh", "app:1", &[("db", None)], "3");
+    let mut h = listed(vec![db, keycloak, fresh]);
     h.wait(WINDOW);
     assert!(h.work.is_empty(), "every recorded digest is current");
 
@@ -504,16 +510,10 @@ fn a_tracked_template_change_rolls_its_trackers_once_and_never_a_first_observati
 
 #[test]
 fn a_tracked_template_back_to_what_an_outdated_tracker_records_still_rolls_it() {
-    let mut h = Harness::new();
-    h.list_namespaces(&["ns"]);
-    h.start_workload_watches();
     let db = workload("db", "postgres:16", &[], "1");
     let recorded = template_digest_of(&db);
     let keycloak = workload("keycloak", "keycloak:26", &[("db", Some(&recorded))], "2");
-    h.list_workloads(1, vec![db, keycloak]);
-    for kind in ObjectKind::all() {
-        h.list_objects(kind);
-    }
+    let mut h = listed(vec![db, keycloak]);
     h.wait(WINDOW);
     assert!(h.work.is_empty());
     // db is upgraded: keycloak goes to the worker to record the new digest...
@@ -532,18 +532,12 @@ fn a_tracked_template_back_to_what_an_outdated_tracker_records_still_rolls_it() 
 
 #[test]
 fn two_workloads_tracking_each_other_settle_after_one_round() {
-    let mut h = Harness::new();
-    h.list_namespaces(&["ns"]);
-    h.start_workload_watches();
     let (a, b) = (workload("a", "a:1", &[], "0"), workload("b", "b:1", &[], "0"));
     let (da, db) = (template_digest_of(&a), template_digest_of(&b));
     let a = workload("a", "a:1", &[("b", Some(&db))], "1");
     let b = workload("b", "b:1", &[("a", Some(&da))], "2");
     assert_eq!(template_digest_of(&a), da, "the tracking annotations are left out");
-    h.list_workloads(1, vec![a, b]);
-    for kind in ObjectKind::all() {
-        h.list_objects(kind);
-    }
+    let mut h = listed(vec![a, b]);
     h.wait(WINDOW);
     assert!(h.work.is_empty());
 
@@ -551,15 +545,11 @@ fn two_workloads_tracking_each_other_settle_after_one_round() {
     // tracking annotation: a is not due in turn.
     let a2 = workload("a", "a:2", &[("b", Some(&db))], "3");
     let da2 = template_digest_of(&a2);
-    let send = |h: &mut Harness, w: WatchedWorkload| {
-        let event = Box::new(Event::Apply(w));
-        h.send(Message::Workload { kind: WorkloadKind::Deployment, epoch: 1, event });
-    };
-    send(&mut h, a2);
+    apply(&mut h, a2);
     h.wait(WINDOW);
     let due: Vec<WorkloadKey> = h.work.drain(..).map(|w| w.key).collect();
     assert_eq!(due, [key("b")]);
-    send(&mut h, workload("b", "b:1", &[("a", Some(&da2))], "4"));
+    apply(&mut h, workload("b", "b:1", &[("a", Some(&da2))], "4"));
     h.wait(WINDOW * 10);
     assert!(h.work.is_empty(), "settled: {:?}", h.work);
 }
