@@ -251,12 +251,14 @@ async fn two_hundred_concurrent_reviews_are_all_correct() {
     let server = std::sync::Arc::new(cluster.start(&[], &[]).await);
     let (_, expected) = admit(&server, "expected", &web(None), "10s").await;
     let expected = annotations(&expected);
-    // Slow lookups, so that the server-wide cap is what bounds concurrency.
+    // Slow lookups, so that the server-wide cap is what bounds concurrency: 400 lookups
+    // through 16 at a time take at least 0.5 s, within the default budget of 1.9 s.
     for path in
         [FakeApiServer::config_map_path(NS, "app-config"), FakeApiServer::secret_path(NS, "db")]
     {
-        cluster.api.fault(&path, Some(Fault::Delay(Duration::from_millis(50))));
+        cluster.api.fault(&path, Some(Fault::Delay(Duration::from_millis(20))));
     }
+    let started = std::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..200 {
         let server = server.clone();
@@ -274,8 +276,9 @@ async fn two_hundred_concurrent_reviews_are_all_correct() {
     }
     assert_eq!(answered, 200);
     eprintln!(
-        "200 concurrent reviews: most API requests in flight {}",
-        cluster.api.most_in_flight()
+        "200 concurrent reviews: most API requests in flight {}, all answered in {:?}",
+        cluster.api.most_in_flight(),
+        started.elapsed()
     );
     assert_eq!(cluster.api.most_in_flight(), SERVER_WIDE_LOOKUPS, "lookups are capped server-wide");
     let server = std::sync::Arc::into_inner(server).expect("only owner");
