@@ -1,7 +1,9 @@
 //! One admission review through the webhook's pure path: parse the AdmissionReview,
 //! plan, digest four objects from memory, decide, encode the answer; and the same UPDATE
 //! for a Deployment that tracks its images (no registry here: they stay unresolved).
-//! `make bench` runs it; `cargo test` runs each benchmark once as a smoke test.
+//! Beside them, the pass over the body alone, and serde_json skipping the whole body (a
+//! lower bound for any pass that checks the JSON). `make bench` runs it; `cargo test` runs
+//! each benchmark once as a smoke test.
 
 #[path = "../tests/support/fixtures.rs"]
 mod fixtures;
@@ -81,4 +83,42 @@ fn deployment_20kb_update_with_old_object(bencher: Bencher) {
 #[divan::bench]
 fn deployment_20kb_update_tracking_images(bencher: Bencher) {
     run_body(bencher, tracking_images(true));
+}
+
+/// The pass over the body alone: what parsing costs of a review.
+fn parse_only(bencher: Bencher, update: bool) {
+    let body = body(update);
+    bencher.bench_local(|| {
+        let mut request = parse_review(black_box(&body)).unwrap_or_else(|e| panic!("{e}"));
+        request.take_read().is_some()
+    });
+}
+
+#[divan::bench]
+fn parse_only_create(bencher: Bencher) {
+    parse_only(bencher, false);
+}
+
+#[divan::bench]
+fn parse_only_update(bencher: Bencher) {
+    parse_only(bencher, true);
+}
+
+/// A lower bound for any pass that checks the body is JSON: serde_json skipping all of it,
+/// building nothing. The webhook must check the fields it skips, or it would answer a
+/// malformed body as if it were a review.
+fn skip_only(bencher: Bencher, update: bool) {
+    let body = body(update);
+    bencher
+        .bench_local(|| serde_json::from_slice::<serde::de::IgnoredAny>(black_box(&body)).is_ok());
+}
+
+#[divan::bench]
+fn skip_whole_body_create(bencher: Bencher) {
+    skip_only(bencher, false);
+}
+
+#[divan::bench]
+fn skip_whole_body_update(bencher: Bencher) {
+    skip_only(bencher, true);
 }
