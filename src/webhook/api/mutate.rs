@@ -197,7 +197,7 @@ impl<'a> Logged<'a> {
     }
 }
 
-/// Milliseconds to the microsecond: `6.716`, not the float noise of `6.7157420000000005`.
+/// Milliseconds to the microsecond: `6.715`, not the float noise of `6.7157420000000005`.
 fn millis(took: Duration) -> f64 {
     took.as_micros() as f64 / 1000.0
 }
