@@ -159,7 +159,7 @@ async fn a_rollout_that_has_not_reached_the_pods_and_the_same_answer_offline() {
     db["spec"]["replicas"] = json!(2);
     db["spec"]["updateStrategy"] = json!({"type": "OnDelete"});
     db["status"] = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 0,
-        "currentRevision": "db-5d4f", "updateRevision": "db-7c9b"});
+        "readyReplicas": 2, "currentRevision": "db-5d4f", "updateRevision": "db-7c9b"});
     cluster.api.put(&workload_path("StatefulSet", NS, "db"), db);
     // Then the ConfigMap changes: web is stale as well.
     cluster.config_map("app", &[("level", "debug")]);
@@ -181,6 +181,7 @@ async fn a_rollout_that_has_not_reached_the_pods_and_the_same_answer_offline() {
     );
     assert_eq!(web["rollout"]["state"], "progressing");
     assert_eq!(web["rollout"]["updatedReplicas"], 1);
+    assert_eq!(web["rollout"]["readyReplicas"], 3);
 
     let run = cluster.explain("oncall", &["sts/db", "-n", NS]).await;
     assert_eq!(run.code, Some(0), "{}", run.stderr);
@@ -190,7 +191,10 @@ async fn a_rollout_that_has_not_reached_the_pods_and_the_same_answer_offline() {
         run.stdout
     );
     assert!(
-        run.stdout.contains("pods: 0 of 2 pods run the current template; the others are replaced only when deleted (OnDelete)"),
+        run.stdout.contains(
+            "pods: 0 of 2 pods run the current template, 2 ready; the others are replaced only \
+             when deleted (OnDelete)"
+        ),
         "{}",
         run.stdout
     );

@@ -138,7 +138,15 @@ fn explain_reads_the_real_api_server_as_it_reads_the_same_objects_offline() {
         );
         let web = explain(Some(&oncall), &["deployment/web", "-n", ns]);
         assert_eq!(web["verdict"], "stale");
-        assert_eq!(web["rollout"]["state"], "complete", "its pods run its template: {web}");
+        // Its pod was created from its template but never runs it (no node here): the rollout
+        // is not complete until the pod is ready.
+        assert_eq!(web["rollout"]["state"], "progressing", "no pod of it is ready: {web}");
+        assert_eq!(web["rollout"]["updatedReplicas"], 1, "{web}");
+        assert_eq!(web["rollout"]["readyReplicas"], 0, "{web}");
+        assert_eq!(
+            web["rollout"]["message"],
+            "rolling out: 1 of 1 pods run the current template, 0 ready"
+        );
 
         // Only reads reached the API server from explain.
         let verbs: Vec<String> = cp

@@ -1,6 +1,8 @@
 //! Whether a workload's pods run its current pod template, from the workload's own status:
 //! "the Secret changed but the pods still run the old value" is, as often as not, a rollout
-//! that is paused, still going, or waiting for pods to be deleted (`OnDelete`).
+//! that is paused, still going, failed, or waiting for pods to be deleted (`OnDelete`). Pods
+//! created from the current template are not pods that run it: a rollout completes only when
+//! they are ready, by the kind's own rule (SPEC 16's completion rules, which waves will share).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -11,10 +13,14 @@ use crate::core::workload::WorkloadKind;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RolloutState {
-    /// Every pod runs the current template.
+    /// Every pod runs the current template and is ready.
     Complete,
-    /// Pods of an older template remain; the workload's controller is replacing them.
+    /// Pods of an older template remain, or new ones are not ready yet; the workload's
+    /// controller is replacing them.
     Progressing,
+    /// The workload's controller gave up: a Deployment past its `progressDeadlineSeconds`
+    /// (`ProgressDeadlineExceeded`), an Argo Rollout `Degraded`. Old pods keep running.
+    Failed,
     /// `spec.paused`: nothing is replaced until it is resumed.
     Paused,
     /// `updateStrategy: OnDelete` (or a ReplicaSet, which never replaces pods): pods of an
@@ -32,11 +38,67 @@ pub struct Rollout {
     pub state: RolloutState,
     pub generation: Option<i64>,
     pub observed_generation: Option<i64>,
-    /// Desired pods, and those running the current template.
+    /// Desired pods, those running the current template, and those ready (available, for
+    /// the kinds that count availability: Deployments, DaemonSets, Argo Rollouts).
     pub replicas: Option<i64>,
     pub updated_replicas: Option<i64>,
+    pub ready_replicas: Option<i64>,
     /// One line for people.
     pub message: String,
+}
+
+/// Where a kind's status keeps its counts: desired pods (None: `spec.replicas`), pods of the
+/// current template, all its pods, and ready ones.
+struct StatusFields {
+    desired: Option<&'static str>,
+    updated: &'static str,
+    existing: &'static str,
+    ready: &'static str,
+}
+
+fn status_fields(kind: WorkloadKind) -> StatusFields {
+    match kind {
+        WorkloadKind::DaemonSet => StatusFields {
+            desired: Some("desiredNumberScheduled"),
+            updated: "updatedNumberScheduled",
+            existing: "currentNumberScheduled",
+            ready: "numberAvailable",
+        },
+        WorkloadKind::StatefulSet | WorkloadKind::ReplicaSet => StatusFields {
+            desired: None,
+            updated: "updatedReplicas",
+            existing: "replicas",
+            ready: "readyReplicas",
+        },
+        _ => StatusFields {
+            desired: None,
+            updated: "updatedReplicas",
+            existing: "replicas",
+            ready: "availableReplicas",
+        },
+    }
+}
+
+/// The reason a workload's controller reports for a failed rollout, if it reports one.
+fn failure(kind: WorkloadKind, object: &Value) -> Option<String> {
+    if kind == WorkloadKind::Rollout {
+        let phase = object.pointer("/status/phase").and_then(Value::as_str)?;
+        return (phase == "Degraded").then(|| {
+            let message = object.pointer("/status/message").and_then(Value::as_str);
+            match message {
+                Some(message) if !message.is_empty() => format!("Degraded ({message})"),
+                _ => "Degraded".to_owned(),
+            }
+        });
+    }
+    let conditions = object.pointer("/status/conditions")?.as_array()?;
+    conditions.iter().find_map(|condition| {
+        let field = |name: &str| condition.get(name).and_then(Value::as_str);
+        (field("type") == Some("Progressing")
+            && field("status") == Some("False")
+            && field("reason") == Some("ProgressDeadlineExceeded"))
+        .then(|| "ProgressDeadlineExceeded".to_owned())
+    })
 }
 
 /// The rollout of `object` (a workload's JSON, with its status).
@@ -56,50 +118,54 @@ pub fn rollout(kind: WorkloadKind, object: &Value) -> Rollout {
         }
         at.as_str().map(str::to_owned)
     };
+    let fields = status_fields(kind);
+    let has_status =
+        object.get("status").is_some_and(|s| s.as_object().is_some_and(|s| !s.is_empty()));
+    // The API server leaves zero counts out of a status: once there is a status, a missing
+    // count is 0.
+    let count = |field: &str| int(&["status", field]).or(has_status.then_some(0));
     let generation = int(&["metadata", "generation"]);
     let observed_generation = int(&["status", "observedGeneration"]);
-    let (replicas, updated, existing) = match kind {
-        WorkloadKind::DaemonSet => (
-            int(&["status", "desiredNumberScheduled"]),
-            int(&["status", "updatedNumberScheduled"]),
-            int(&["status", "currentNumberScheduled"]),
-        ),
-        // A missing spec.replicas is 1, as the API server defaults it.
-        _ => (
-            int(&["spec", "replicas"]).or(Some(1)),
-            int(&["status", "updatedReplicas"]),
-            int(&["status", "replicas"]),
-        ),
-    };
+    let (replicas, updated, existing, ready) = (
+        match fields.desired {
+            Some(field) => count(field),
+            // A missing spec.replicas is 1, as the API server defaults it.
+            None => int(&["spec", "replicas"]).or(Some(1)),
+        },
+        count(fields.updated),
+        count(fields.existing),
+        count(fields.ready),
+    );
     let mut rollout = Rollout {
         state: RolloutState::Unknown,
         generation,
         observed_generation,
         replicas,
         updated_replicas: updated,
+        ready_replicas: ready,
         message: String::new(),
     };
     let on_delete = text(&["spec", "updateStrategy", "type"]).as_deref() == Some("OnDelete")
         || kind == WorkloadKind::ReplicaSet;
-    let has_status =
-        object.get("status").is_some_and(|s| s.as_object().is_some_and(|s| !s.is_empty()));
     if kind == WorkloadKind::Job || kind == WorkloadKind::Pod || !has_status {
         rollout.message = "no rollout status to tell from".into();
         return rollout;
     }
-    let counts = match (updated, replicas) {
-        (Some(updated), Some(replicas)) => format!("{updated} of {replicas} pods"),
-        (None, Some(replicas)) => format!("0 of {replicas} pods"),
-        _ => "its pods".to_owned(),
-    };
+    let (updated, existing, ready) =
+        (updated.unwrap_or(0), existing.unwrap_or(0), ready.unwrap_or(0));
+    let desired = replicas.unwrap_or(1);
+    let counts = format!("{updated} of {desired} pods run the current template, {ready} ready");
     // A StatefulSet tells its template revisions apart; the others by counts.
     let revisions_differ = matches!(
         (text(&["status", "currentRevision"]), text(&["status", "updateRevision"])),
         (Some(current), Some(update)) if current != update
     );
-    let all_updated = updated.unwrap_or(0) >= replicas.unwrap_or(1)
-        && existing.is_none_or(|existing| existing <= updated.unwrap_or(0))
-        && !revisions_differ;
+    let all_updated = updated >= desired && existing <= updated && !revisions_differ;
+    let all_ready = match (kind, text(&["status", "phase"])) {
+        // An Argo Rollout says itself when it is done.
+        (WorkloadKind::Rollout, Some(phase)) => phase == "Healthy",
+        _ => ready >= desired,
+    };
     let paused = object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
     (rollout.state, rollout.message) = if matches!((generation, observed_generation), (Some(g), Some(o)) if o < g)
     {
@@ -111,19 +177,19 @@ pub fn rollout(kind: WorkloadKind, object: &Value) -> Rollout {
                 observed_generation.unwrap_or_default()
             ),
         )
-    } else if all_updated {
-        (RolloutState::Complete, format!("{counts} run the current template"))
+    } else if let Some(reason) = failure(kind, object) {
+        (RolloutState::Failed, format!("the rollout failed: {reason}; {counts}"))
+    } else if all_updated && all_ready {
+        (RolloutState::Complete, counts)
     } else if paused {
-        (RolloutState::Paused, format!("paused: {counts} run the current template"))
-    } else if on_delete {
+        (RolloutState::Paused, format!("paused: {counts}"))
+    } else if on_delete && !all_updated {
         (
             RolloutState::OnDelete,
-            format!(
-                "{counts} run the current template; the others are replaced only when deleted (OnDelete)"
-            ),
+            format!("{counts}; the others are replaced only when deleted (OnDelete)"),
         )
     } else {
-        (RolloutState::Progressing, format!("rolling out: {counts} run the current template"))
+        (RolloutState::Progressing, format!("rolling out: {counts}"))
     };
     rollout
 }
@@ -136,27 +202,85 @@ mod tests {
     #[test]
     fn a_deployment_mid_rollout_paused_or_done() {
         let mid = json!({"metadata": {"generation": 4}, "spec": {"replicas": 3},
-            "status": {"observedGeneration": 4, "replicas": 4, "updatedReplicas": 1}});
+            "status": {"observedGeneration": 4, "replicas": 4, "updatedReplicas": 1,
+                "availableReplicas": 3}});
         let r = rollout(WorkloadKind::Deployment, &mid);
         assert_eq!(r.state, RolloutState::Progressing);
-        assert_eq!(r.message, "rolling out: 1 of 3 pods run the current template");
+        assert_eq!(r.message, "rolling out: 1 of 3 pods run the current template, 3 ready");
 
         let mut paused = mid.clone();
         paused["spec"]["paused"] = json!(true);
         assert_eq!(rollout(WorkloadKind::Deployment, &paused).state, RolloutState::Paused);
 
         let unobserved = json!({"metadata": {"generation": 5}, "spec": {"replicas": 3},
-            "status": {"observedGeneration": 4, "replicas": 3, "updatedReplicas": 3}});
+            "status": {"observedGeneration": 4, "replicas": 3, "updatedReplicas": 3,
+                "availableReplicas": 3}});
         assert_eq!(rollout(WorkloadKind::Deployment, &unobserved).state, RolloutState::NotObserved);
 
         // Surge pods of the old template still terminating: not complete yet.
         let surge = json!({"metadata": {"generation": 4}, "spec": {"replicas": 3},
-            "status": {"observedGeneration": 4, "replicas": 4, "updatedReplicas": 3}});
+            "status": {"observedGeneration": 4, "replicas": 4, "updatedReplicas": 3,
+                "availableReplicas": 3}});
         assert_eq!(rollout(WorkloadKind::Deployment, &surge).state, RolloutState::Progressing);
 
         let done = json!({"metadata": {"generation": 4}, "spec": {"replicas": 3},
-            "status": {"observedGeneration": 4, "replicas": 3, "updatedReplicas": 3}});
-        assert_eq!(rollout(WorkloadKind::Deployment, &done).state, RolloutState::Complete);
+            "status": {"observedGeneration": 4, "replicas": 3, "updatedReplicas": 3,
+                "availableReplicas": 3}});
+        let r = rollout(WorkloadKind::Deployment, &done);
+        assert_eq!((r.state, r.ready_replicas), (RolloutState::Complete, Some(3)));
+        assert_eq!(r.message, "3 of 3 pods run the current template, 3 ready");
+    }
+
+    /// On a control plane without nodes, a pod created from the template is Pending forever:
+    /// it is not a pod that runs it. The API server leaves the zero availableReplicas out.
+    #[test]
+    fn pods_of_the_current_template_that_are_not_ready_are_still_rolling_out() {
+        let pending = json!({"metadata": {"generation": 1}, "spec": {"replicas": 1},
+            "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                "unavailableReplicas": 1}});
+        let r = rollout(WorkloadKind::Deployment, &pending);
+        assert_eq!((r.state, r.ready_replicas), (RolloutState::Progressing, Some(0)));
+        assert_eq!(r.message, "rolling out: 1 of 1 pods run the current template, 0 ready");
+
+        let sts = json!({"metadata": {"generation": 2}, "spec": {"replicas": 2},
+            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
+                "readyReplicas": 1, "currentRevision": "db-2", "updateRevision": "db-2"}});
+        assert_eq!(rollout(WorkloadKind::StatefulSet, &sts).state, RolloutState::Progressing);
+    }
+
+    #[test]
+    fn a_deployment_past_its_progress_deadline_has_failed() {
+        let stalled = json!({"metadata": {"generation": 2}, "spec": {"replicas": 2},
+            "status": {"observedGeneration": 2, "replicas": 3, "updatedReplicas": 1,
+                "availableReplicas": 2, "unavailableReplicas": 1,
+                "conditions": [
+                    {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+                    {"type": "Progressing", "status": "False",
+                     "reason": "ProgressDeadlineExceeded",
+                     "message": "ReplicaSet \"web-5d9\" has timed out progressing."}]}});
+        let r = rollout(WorkloadKind::Deployment, &stalled);
+        assert_eq!(r.state, RolloutState::Failed);
+        assert_eq!(
+            r.message,
+            "the rollout failed: ProgressDeadlineExceeded; 1 of 2 pods run the current template, \
+             2 ready"
+        );
+        // Still progressing within the deadline.
+        let mut progressing = stalled.clone();
+        progressing["status"]["conditions"][1] = json!({"type": "Progressing",
+            "status": "True", "reason": "ReplicaSetUpdated"});
+        assert_eq!(
+            rollout(WorkloadKind::Deployment, &progressing).state,
+            RolloutState::Progressing
+        );
+
+        let degraded = json!({"metadata": {"generation": 3}, "spec": {"replicas": 2},
+            "status": {"observedGeneration": "3", "phase": "Degraded",
+                "message": "ProgressDeadlineExceeded: timed out", "replicas": 3,
+                "updatedReplicas": 1, "availableReplicas": 2}});
+        let r = rollout(WorkloadKind::Rollout, &degraded);
+        assert_eq!(r.state, RolloutState::Failed);
+        assert!(r.message.starts_with("the rollout failed: Degraded (ProgressDeadlineExceeded"));
     }
 
     #[test]
@@ -164,27 +288,36 @@ mod tests {
         let stale = json!({"metadata": {"generation": 2},
             "spec": {"replicas": 2, "updateStrategy": {"type": "OnDelete"}},
             "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 0,
-                "currentRevision": "db-1", "updateRevision": "db-2"}});
+                "readyReplicas": 2, "currentRevision": "db-1", "updateRevision": "db-2"}});
         let r = rollout(WorkloadKind::StatefulSet, &stale);
         assert_eq!(r.state, RolloutState::OnDelete);
         assert!(r.message.contains("0 of 2 pods"), "{}", r.message);
 
         let rolling = json!({"metadata": {"generation": 2}, "spec": {"replicas": 2},
             "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2,
-                "currentRevision": "db-1", "updateRevision": "db-2"}});
+                "readyReplicas": 2, "currentRevision": "db-1", "updateRevision": "db-2"}});
         assert_eq!(rollout(WorkloadKind::StatefulSet, &rolling).state, RolloutState::Progressing);
     }
 
     #[test]
     fn daemonsets_count_nodes_and_files_have_no_status() {
         let ds = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1,
-            "desiredNumberScheduled": 5, "updatedNumberScheduled": 5, "currentNumberScheduled": 5}});
+            "desiredNumberScheduled": 5, "updatedNumberScheduled": 5, "currentNumberScheduled": 5,
+            "numberAvailable": 5}});
         assert_eq!(rollout(WorkloadKind::DaemonSet, &ds).state, RolloutState::Complete);
+        let mut unavailable = ds.clone();
+        unavailable["status"]["numberAvailable"] = json!(4);
+        assert_eq!(rollout(WorkloadKind::DaemonSet, &unavailable).state, RolloutState::Progressing);
         let rendered = json!({"metadata": {"name": "web"}, "spec": {"replicas": 2}});
-        assert_eq!(rollout(WorkloadKind::Deployment, &rendered).state, RolloutState::Unknown);
+        let r = rollout(WorkloadKind::Deployment, &rendered);
+        assert_eq!((r.state, r.ready_replicas), (RolloutState::Unknown, None));
         let argo = json!({"metadata": {"generation": 3}, "spec": {"replicas": 2},
-            "status": {"observedGeneration": "3", "replicas": 2, "updatedReplicas": 2}});
+            "status": {"observedGeneration": "3", "phase": "Healthy", "replicas": 2,
+                "updatedReplicas": 2, "availableReplicas": 2}});
         let r = rollout(WorkloadKind::Rollout, &argo);
         assert_eq!((r.state, r.observed_generation), (RolloutState::Complete, Some(3)));
+        let mut progressing = argo.clone();
+        progressing["status"]["phase"] = json!("Progressing");
+        assert_eq!(rollout(WorkloadKind::Rollout, &progressing).state, RolloutState::Progressing);
     }
 }
