@@ -12,9 +12,21 @@
 # configsum:<version>. Layer and config times are fixed (SOURCE_DATE_EPOCH, default the last
 # commit's), so the same binary gives the same image digest.
 #
-#   scripts/build-image.sh [OUT_DIR]      (default target/image)
+# `make node-images` (--node-images): the two images of the test node (docs/testing.md), each
+# one static program of tools/node-images FROM scratch, the same way:
+#   configsum-pause-<version>.tar   configsum-pause:<version>, the pod sandbox (containerd's
+#                                   sandbox_image): holds the pod's namespaces, reaps orphans
+#   config-echo-<version>.tar       config-echo:<version>, the test application: serves the
+#                                   values it read at start, exits when configured to
+#
+#   scripts/build-image.sh [--node-images] [OUT_DIR]      (default target/image)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
+node_images=""
+if [ "${1:-}" = --node-images ]; then
+  node_images=1
+  shift
+fi
 out=${1:-$here/target/image}
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/Cargo.toml" | head -n 1)
 # The build machine's architecture (x86_64 or aarch64): the release workflow builds each
@@ -31,9 +43,14 @@ ca=/etc/ssl/certs/ca-certificates.crt
 # Static: no dynamic loader or libc in the image. The explicit --target keeps build scripts and
 # proc macros, which run on the build machine, dynamically linked.
 started=$SECONDS
-(cd "$here" && RUSTFLAGS="-C target-feature=+crt-static" \
-  cargo build --release --locked --bin configsum --target "$triple")
-log "binary built in $((SECONDS - started)) s"
+if [ -n "$node_images" ]; then
+  (cd "$here" && RUSTFLAGS="-C target-feature=+crt-static" \
+    cargo build --release --locked -p configsum-node-images --target "$triple")
+else
+  (cd "$here" && RUSTFLAGS="-C target-feature=+crt-static" \
+    cargo build --release --locked --bin configsum --target "$triple")
+fi
+log "binaries built in $((SECONDS - started)) s"
 
 stage=$(mktemp -d)
 container=""
@@ -46,9 +63,40 @@ cleanup() {
 }
 trap cleanup EXIT
 
+epoch=${SOURCE_DATE_EPOCH:-$(git -C "$here" log -1 --format=%ct 2>/dev/null || echo 0)}
+mkdir -p "$out"
+
+# One static program FROM scratch as image NAME:VERSION in OUT/NAME-VERSION.tar. Arguments:
+# name, program, then buildah config options.
+node_image() {
+  local name=$1 program=$2
+  shift 2
+  install -m 0755 "$here/target/$triple/release/$program" "$stage/$program"
+  strip --strip-all "$stage/$program"
+  container=$(bah from --pull=never scratch)
+  bah copy --quiet --chmod 0755 --chown 0:0 "$container" "$stage/$program" "/$program"
+  bah config --entrypoint "[\"/$program\"]" --cmd '' --workingdir / \
+    --created-by "scripts/build-image.sh: /$program from tools/node-images, FROM scratch" \
+    --label "org.opencontainers.image.title=$name" \
+    --label "org.opencontainers.image.version=$version" "$@" "$container"
+  local archive="$out/$name-$version.tar"
+  rm -f "$archive"
+  bah commit --quiet --format oci --timestamp "$epoch" --rm "$container" \
+    "oci-archive:$archive:$name:$version" >/dev/null
+  container=""
+  log "$archive: $(du -h "$archive" | cut -f1)"
+  echo "$archive"
+}
+
+if [ -n "$node_images" ]; then
+  # The sandbox runs as the kubelet's pods ask; 65535 is the usual pause user.
+  node_image configsum-pause pause --user 65535:65535
+  node_image config-echo config-echo --user 65532:65532 --port 8080/tcp
+  exit 0
+fi
+
 install -m 0755 "$here/target/$triple/release/configsum" "$stage/configsum"
 strip --strip-all "$stage/configsum"
-epoch=${SOURCE_DATE_EPOCH:-$(git -C "$here" log -1 --format=%ct 2>/dev/null || echo 0)}
 
 container=$(bah from --pull=never scratch)
 bah copy --quiet --chmod 0755 --chown 0:0 "$container" "$stage/configsum" /configsum
@@ -68,7 +116,6 @@ bah config \
   --label "org.opencontainers.image.licenses=Apache-2.0" \
   --label "org.opencontainers.image.source=https://github.com/configsum/configsum" \
   "$container"
-mkdir -p "$out"
 archive="$out/configsum-$version.tar"
 rm -f "$archive"
 bah commit --quiet --format oci --timestamp "$epoch" --rm "$container" \
