@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools krew control-plane control-plane-down fmt demo certs certs-overlay bench bench-controller bench-instructions bench-render fuzz image image-docker image-push deploy undeploy e2e clean
+.PHONY: help all build test lint tools krew control-plane control-plane-down cluster cluster-down fmt demo certs certs-overlay bench bench-controller bench-instructions bench-render fuzz image node-images image-docker image-push deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -16,10 +16,10 @@ help:
 build:
 	$(CARGO) build --release --bin configsum
 
-## test: formatting, clippy, every unit, property and end-to-end test (the image's among them),
-## and the manifests' schemas.
-test: lint tools image
-	$(CARGO) test --all-targets
+## test: formatting, clippy, every unit, property and end-to-end test (the image's among them, and
+## those on a real node, which run the images), and the manifests' schemas.
+test: lint tools image node-images
+	$(CARGO) test --workspace --all-targets
 	scripts/validate-manifests.sh
 
 ## tools: Helm 3, Helm 4 and kubectl in target/tools, for the chart and render tests,
@@ -53,10 +53,20 @@ control-plane:
 control-plane-down:
 	scripts/control-plane.sh down target/control-plane
 
+## cluster: a one-node cluster in target/cluster (the control plane, kube-scheduler, containerd
+## and a kubelet: scripts/node.sh), configsum installed by its chart from the image `make image`
+## built, and a demo application in namespace demo (scripts/cluster.sh); prints how to try it.
+## Needs root. `make cluster-down` stops it and undoes what it changed on the machine.
+cluster: image node-images
+	scripts/cluster.sh up target/cluster
+
+cluster-down:
+	scripts/control-plane.sh down target/cluster
+
 ## lint: cargo fmt --check and clippy with warnings as errors (part of test).
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## fmt: format the code.
 fmt:
@@ -119,6 +129,11 @@ fuzz:
 ## (scripts/build-image.sh; docs/image.md). Part of test: tests/image.rs runs it.
 image:
 	scripts/build-image.sh
+
+## node-images: the test node's two images, FROM scratch, in target/image: configsum-pause (the pod
+## sandbox) and config-echo (the test application), from tools/node-images. Part of test.
+node-images:
+	scripts/build-image.sh --node-images
 
 ## image-docker: the same image from the Dockerfile, as $(IMAGE) (needs Docker and network).
 image-docker:
