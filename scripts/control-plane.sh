@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # A real Kubernetes control plane on loopback, for tests and by hand: etcd, kube-apiserver and
-# kube-controller-manager built from Go modules (tools/control-plane/go.mod pins the versions),
-# no kubelet, no nodes (pods are created by their controllers and never run).
+# kube-controller-manager built from Go modules (tools/control-plane/go.mod pins the versions);
+# with --node also kube-scheduler and a node where pods run (scripts/node.sh: containerd, runc,
+# CNI and the kubelet built from the same module).
 #
-#   scripts/control-plane.sh build      build the binaries, kubectl of the same version included
-#                                       (cached; prints their directory)
+#   scripts/control-plane.sh build      build the binaries, kubectl, kubelet and kube-scheduler of
+#                                       the same version included (cached; prints their directory)
 #   scripts/control-plane.sh up DIR     start all three on 127.0.0.1, write DIR/kubeconfig (an
-#                                       admin), wait for /readyz, print how to use it
-#   scripts/control-plane.sh down DIR   stop exactly the processes `up DIR` started
+#                                       admin), wait for /readyz, print how to use it; no nodes
+#                                       (pods are created by their controllers and never run)
+#   scripts/control-plane.sh up DIR --node
+#                                       the same with kube-scheduler and node `configsum-node`,
+#                                       Ready; kube-apiserver then listens on the kubernetes
+#                                       Service's address on the node's bridge (scripts/node.sh
+#                                       says why), not on 127.0.0.1
+#   scripts/control-plane.sh down DIR   stop exactly the processes `up DIR` started, and the node
+#                                       with everything it changed on the machine
 #   scripts/control-plane.sh restart-apiserver DIR
 #                                       stop kube-apiserver and start it again (tests: every
 #                                       watch ends, resumed ones may get 410)
@@ -41,12 +49,12 @@ build() {
   dir=$(cache_dir)
   bin="$dir/bin"
   if [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-controller-manager" ] && [ -x "$bin/etcd" ] &&
-    [ -x "$bin/kubectl" ]; then
+    [ -x "$bin/kubectl" ] && [ -x "$bin/kubelet" ] && [ -x "$bin/kube-scheduler" ]; then
     echo "$bin"
     return
   fi
   command -v go >/dev/null || { log "needs Go (go.mod: $(sed -n 's/^go //p' "$module/go.mod"))"; exit 1; }
-  log "building kube-apiserver, kube-controller-manager, kubectl and etcd into $bin (minutes when cold)"
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl and etcd into $bin (minutes when cold)"
   local started=$SECONDS tmp="$dir/bin.tmp"
   rm -rf "$tmp"
   mkdir -p "$tmp"
@@ -61,6 +69,7 @@ build() {
   done
   (cd "$module" && go build -trimpath -ldflags="-s -w $stamp" -o "$tmp/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
     k8s.io/kubernetes/cmd/kubectl ./etcd)
   rm -rf "$bin"
   mv "$tmp" "$bin"
@@ -95,10 +104,11 @@ for _ in range(1000):
 '
 }
 
-# A CA, the API server's serving certificate, the service-account key pair, and client
-# certificates for the admin (system:masters) and the controller manager.
+# A CA, the API server's serving certificate (for API_IP too, with a node), the service-account
+# key pair, and client certificates for the admin (system:masters), the controller manager, the
+# scheduler, and the API server's own to the kubelet.
 make_certs() {
-  local dir=$1
+  local dir=$1 api_ip=${2:-10.0.0.1}
   mkdir -p "$dir"
   (
     cd "$dir"
@@ -114,10 +124,12 @@ make_certs() {
         -extfile "$1.ext" -out "$1.crt" 2>/dev/null
       rm -f "$1.csr" "$1.ext"
     }
-    leaf apiserver "/CN=kube-apiserver" "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1
+    leaf apiserver "/CN=kube-apiserver" "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:$api_ip
 extendedKeyUsage=serverAuth"
     leaf admin "/O=system:masters/CN=configsum-test-admin" "extendedKeyUsage=clientAuth"
     leaf controller-manager "/CN=system:kube-controller-manager" "extendedKeyUsage=clientAuth"
+    leaf scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
+    leaf apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
     openssl ecparam -name prime256v1 -genkey -noout -out sa.key 2>/dev/null
     openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
     rm -f ca.srl
@@ -208,11 +220,36 @@ up() {
     exit 1
   fi
   : > "$dir/pids"
-  make_certs "$dir/pki"
-  local etcd_port peer_port api_port
+  # Without a node: everything on 127.0.0.1. With one: kube-apiserver on the kubernetes Service's
+  # ClusterIP, port 443, an address on the node's bridge, where pods reach it as in any cluster.
+  local api_ip=127.0.0.1 api_port="" service_cidr=10.0.0.0/24 node_flags=() controllers=""
+  local authorization=RBAC admission=MutatingAdmissionWebhook,ValidatingAdmissionWebhook
+  if [ -n "$with_node" ]; then
+    "$here/scripts/node.sh" network "$dir"
+    # shellcheck source=/dev/null
+    . "$dir/node/network"
+    api_ip=$API_IP
+    api_port=443
+    service_cidr=$SERVICE_CIDR
+    # The kubelet's identity is authorised by the Node authorizer and limited by NodeRestriction;
+    # the API server calls the kubelet (logs, exec) with a client certificate, and reaches
+    # webhooks' Services at their endpoints (pods' addresses on the bridge), which needs no
+    # kube-proxy.
+    authorization=Node,RBAC
+    admission=NodeRestriction,$admission
+    node_flags=(--kubelet-client-certificate "$dir/pki/apiserver-kubelet-client.crt"
+      --kubelet-client-key "$dir/pki/apiserver-kubelet-client.key"
+      --kubelet-preferred-address-types InternalIP
+      --enable-aggregator-routing)
+    # Endpoints for Services, the not-ready taint lifted from a Ready node, kube-root-ca.crt
+    # for every pod's token volume, PodDisruptionBudgets' status, and finished pods collected.
+    controllers=",endpointslice,nodelifecycle,taint-eviction-controller,root-ca-cert-publisher,disruption,podgc,ttl-after-finished"
+  fi
+  make_certs "$dir/pki" "$api_ip"
+  local etcd_port peer_port
   etcd_port=$(free_port)
   peer_port=$(free_port)
-  api_port=$(free_port)
+  [ -n "$api_port" ] || api_port=$(free_port)
   start etcd "$dir/logs/etcd.log" "$bin/etcd" --data-dir "$dir/etcd" --name control-plane \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
@@ -226,21 +263,22 @@ up() {
     "rules:" "- level: Metadata" > "$dir/audit-policy.yaml"
   printf '%s\0' "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --bind-address "$api_ip" --advertise-address "$api_ip" --secure-port "$api_port" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
     --service-account-issuer https://kubernetes.default.svc \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
-    --service-cluster-ip-range 10.0.0.0/24 \
-    --authorization-mode RBAC \
-    --enable-admission-plugins MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
+    --service-cluster-ip-range "$service_cidr" \
+    --authorization-mode "$authorization" \
+    --enable-admission-plugins "$admission" \
+    "${node_flags[@]}" \
     --etcd-compaction-interval "${CONTROL_PLANE_COMPACTION:-5m}" \
     --endpoint-reconciler-type none \
     --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/logs/audit.log" \
     --audit-log-format json --audit-log-mode blocking \
     --v 1 > "$dir/kube-apiserver.args"
   start_apiserver
-  local server="https://127.0.0.1:$api_port"
+  local server="https://$api_ip:$api_port"
   kubeconfig "$dir/kubeconfig" "$server" "$pki/admin.crt" "$pki/admin.key"
   kubeconfig "$dir/controller-manager.kubeconfig" "$server" "$pki/controller-manager.crt" "$pki/controller-manager.key"
   wait_apiserver
@@ -250,7 +288,7 @@ up() {
     --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port 0 --leader-elect=false \
-    --controllers deployment,replicaset,statefulset,daemonset,job,garbage-collector-controller,namespace,serviceaccount,serviceaccount-token \
+    --controllers "deployment,replicaset,statefulset,daemonset,job,garbage-collector-controller,namespace,serviceaccount,serviceaccount-token$controllers" \
     --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
     --use-service-account-credentials=true \
     --v 1
@@ -258,6 +296,13 @@ up() {
   wait_for kube-controller-manager 60 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" \
     --key "$pki/admin.key" "$server/api/v1/namespaces/default/serviceaccounts/default"
 
+  if [ -n "$with_node" ]; then
+    kubeconfig "$dir/scheduler.kubeconfig" "$server" "$pki/scheduler.crt" "$pki/scheduler.key"
+    start kube-scheduler "$dir/logs/kube-scheduler.log" "$bin/kube-scheduler" \
+      --kubeconfig "$dir/scheduler.kubeconfig" --leader-elect=false \
+      --bind-address 127.0.0.1 --secure-port 0 --v 1
+    "$here/scripts/node.sh" up "$dir" "$bin" || { down; exit 1; }
+  fi
   echo "$server" > "$dir/server"
   ln -sf "$bin/kubectl" "$dir/kubectl"
   if [ -n "${CONTROL_PLANE_OWNER:-}" ]; then
@@ -276,6 +321,8 @@ EOF
 }
 
 down() {
+  # The node first: its pods' processes, containerd, the kubelet, its bridge and cgroups.
+  [ ! -f "$dir/node/network" ] || "$here/scripts/node.sh" down "$dir" || true
   [ -f "$dir/pids" ] || return 0
   local pid name
   # Controller manager first, etcd last.
@@ -297,8 +344,16 @@ down() {
 
 case "${1:-}" in
   build) build ;;
-  up) dir=$(mkdir -p "${2:?usage: control-plane.sh up DIR}" && cd "$2" && pwd); up ;;
+  up)
+    dir=$(mkdir -p "${2:?usage: control-plane.sh up DIR [--node]}" && cd "$2" && pwd)
+    with_node=""
+    case "${3:-}" in
+      --node) with_node=1 ;;
+      "") ;;
+      *) echo "usage: $0 up DIR [--node]" >&2; exit 2 ;;
+    esac
+    up ;;
   down) dir=$(cd "${2:?usage: control-plane.sh down DIR}" && pwd); down ;;
   restart-apiserver) dir=$(cd "${2:?usage: control-plane.sh restart-apiserver DIR}" && pwd); restart_apiserver ;;
-  *) echo "usage: $0 build | up DIR | down DIR | restart-apiserver DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 build | up DIR [--node] | down DIR | restart-apiserver DIR" >&2; exit 2 ;;
 esac

@@ -17,7 +17,9 @@
 # tests/kubectl_plugin.rs (scripts/install-krew.sh, from its Go module, cached);
 # strip (binutils) makes the plugin's archive small; buildah builds the image
 # (`make image`), and skopeo, umoci and readelf (binutils) take it apart in
-# tests/image.rs.
+# tests/image.rs; and for the node of tests/node (scripts/node.sh) Debian's containerd
+# (1.6, with its CRI plugin), runc and containernetworking-plugins (bridge, host-local,
+# loopback), and util-linux's unshare and nsenter (essential in Debian; checked all the same).
 #
 # The tests start their own registries on ephemeral loopback ports; the Debian
 # package's service is never used, so it is kept from starting and disabled.
@@ -34,6 +36,10 @@ command -v strip >/dev/null || missing+=(binutils)
 command -v buildah >/dev/null || missing+=(buildah)
 command -v skopeo >/dev/null || missing+=(skopeo)
 command -v umoci >/dev/null || missing+=(umoci)
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v unshare >/dev/null || missing+=(util-linux)
 sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
 if ((${#missing[@]})); then
   # policy-rc.d answering 101 tells invoke-rc.d and deb-systemd-invoke not to
@@ -52,7 +58,8 @@ if ((${#missing[@]})); then
   [ "$status" = 0 ] || exit "$status"
 fi
 # Whether or not it was installed just now: the package's service must not hold
-# port 5000 or start at boot.
+# port 5000 or start at boot. (containerd's package has a systemd unit only; the node starts
+# its own containerd with its own configuration, and a machine-wide one is never needed.)
 if [ -e /etc/init.d/docker-registry ] || [ -e /lib/systemd/system/docker-registry.service ]; then
   if [ -d /run/systemd/system ]; then
     $sudo systemctl disable --now docker-registry >/dev/null 2>&1 || true

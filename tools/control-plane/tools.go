@@ -1,10 +1,12 @@
 //go:build tools
 
-// Package tools pins the control plane's commands in go.mod.
+// Package tools pins the control plane's and the node's commands in go.mod.
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

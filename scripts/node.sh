@@ -1,0 +1,409 @@
+#!/usr/bin/env bash
+# The node of scripts/control-plane.sh's control plane (`control-plane.sh up DIR --node` runs
+# this; docs/testing.md): Debian's containerd 1.6 with runc and its CNI plugins, and the kubelet
+# built beside kube-apiserver, registered as node `configsum-node`. Pods really run.
+#
+#   scripts/node.sh network DIR   choose the node's addresses and make its bridge; writes
+#                                 DIR/node/network (sourced by control-plane.sh, which binds
+#                                 kube-apiserver to the kubernetes Service's address there)
+#   scripts/node.sh up DIR BIN    start containerd, import the images under target/image/,
+#                                 start the kubelet (BIN holds it), wait for the node to be Ready
+#   scripts/node.sh down DIR      stop all of it and undo everything `network` and `up` did
+#
+# What it changes on the machine, each undone by `down`:
+#   - a bridge csnodeN (N from 1 to 250, the first free) holding 10.244.N.1/24, the node's
+#     address and the pods' subnet, and 10.96.N.1/32, the kubernetes Service's ClusterIP, where
+#     kube-apiserver listens on 443 so that pods reach it with no kube-proxy and no iptables
+#     rule. Pods get one route, to the Service range through the node; there is no default
+#     route and no NAT: nothing leaves the machine.
+#   - cgroups /configsum-node-N in each of the machine's cgroup hierarchies, the pods' root
+#     (the kubelet's cgroupRoot). Nothing else of the hierarchies is touched.
+# Everything else stays in a mount namespace of the node's own (unshare): containerd, its shims
+# and the kubelet run inside it, with a private /run (containerd's state, shim sockets, network
+# namespaces' mounts), /var/log and /var/lib (paths the kubelet and libcni fix); their mounts (volumes, container root
+# filesystems) are never seen by the machine and vanish with the namespace. The kubelet would
+# set six kernel sysctls (vm.overcommit_memory, kernel.panic, ...) machine-wide; inside the
+# namespace it reads files that already hold its values, so the machine's stay as they are.
+# Its iptables chains are turned off (makeIPTablesUtilChains: false).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+NODE_NAME=configsum-node
+
+log() { echo "node: $*" >&2; }
+
+alive() {
+  [ -n "$(ls "/proc/$1/task" 2>/dev/null)" ]
+}
+
+# The sysctls the kubelet insists on (pkg/kubelet/cm: setupKernelTunables), as it wants them.
+KUBELET_SYSCTLS="vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
+kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000"
+
+# Chooses N and makes the bridge. A bridge named csnodeN is the claim on N: `ip link add`
+# fails for a name that exists, so two nodes starting at once never share one.
+network() {
+  mkdir -p "$node"
+  clean_stale
+  local n bridge
+  for n in $(seq 1 250); do
+    bridge=csnode$n
+    # Addresses or routes of the machine already in either range, or cgroups still in use.
+    if ip -4 addr show | grep -qE "inet (10\.244|10\.96)\.$n\." ||
+      ip -4 route show | grep -qE "^(10\.244|10\.96)\.$n\." ||
+      [ -e "/sys/fs/cgroup/pids/configsum-node-$n" ]; then
+      continue
+    fi
+    # A MAC of its own: a bridge without one takes its lowest port's, and changes it as pods
+    # come and go, which leaves every pod's ARP entry for the node stale for a while.
+    ip link add "$bridge" address "$(printf '02:63:73:6e:00:%02x' "$n")" type bridge 2>/dev/null ||
+      continue
+    ip link set "$bridge" alias "$dir"
+    ip addr add "10.244.$n.1/24" dev "$bridge"
+    ip addr add "10.96.$n.1/32" dev "$bridge"
+    ip link set "$bridge" up
+    cat > "$node/network" <<EOF
+NODE_INDEX=$n
+BRIDGE=$bridge
+NODE_IP=10.244.$n.1
+POD_SUBNET=10.244.$n.0/24
+SERVICE_CIDR=10.96.$n.0/24
+API_IP=10.96.$n.1
+CGROUP_ROOT=/configsum-node-$n
+EOF
+    log "bridge $bridge: node 10.244.$n.1, pods 10.244.$n.0/24, Services 10.96.$n.0/24"
+    return
+  done
+  log "no free node network (10.244.N.0/24 and 10.96.N.0/24, N from 1 to 250)"
+  exit 1
+}
+
+# Bridges whose node is gone (its run was killed before `down`): their DIR is the alias.
+clean_stale() {
+  local bridge owner
+  for bridge in $(ip -o link show type bridge | sed -n 's/^[0-9]*: \(csnode[0-9]*\)[:@].*/\1/p'); do
+    owner=$(cat "/sys/class/net/$bridge/ifalias" 2>/dev/null || true)
+    if [ -n "$owner" ] && [ -f "$owner/node/holder.pid" ] && alive "$(cat "$owner/node/holder.pid")"; then
+      continue
+    fi
+    if [ -n "$owner" ] && [ -f "$owner/node/network" ]; then
+      log "cleaning up the node of $owner, which was not stopped"
+      (dir=$owner node=$owner/node down) || true
+    else
+      ip link del "$bridge" 2>/dev/null || true
+    fi
+  done
+}
+
+# Runs a command inside the node's mount namespace.
+inside() {
+  nsenter --target "$(cat "$node/holder.pid")" --mount -- "$@"
+}
+
+start() { # name log command...
+  local name=$1 logfile=$2
+  shift 2
+  setsid nsenter --target "$(cat "$node/holder.pid")" --mount -- "$@" >"$logfile" 2>&1 < /dev/null &
+  echo "$! $name" >> "$node/pids"
+}
+
+wait_for() { # what seconds command...
+  local what=$1 seconds=$2
+  shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then
+      log "$what did not become ready in ${seconds} s; logs in $dir/logs"
+      tail -n 30 "$dir/logs/$what.log" >&2 || true
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# The kubelet's client certificate (system:node:<name>, group system:nodes, which the Node
+# authorizer knows) and its serving certificate for the node's address, from the control
+# plane's CA.
+node_certs() {
+  local pki=$dir/pki
+  (
+    cd "$pki"
+    leaf() { # name subject extensions
+      openssl ecparam -name prime256v1 -genkey -noout -out "$1.key" 2>/dev/null
+      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
+      printf '%s\n' "$3" > "$1.ext"
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -sha256 \
+        -extfile "$1.ext" -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr" "$1.ext" ca.srl
+      chmod 600 "$1.key"
+    }
+    leaf kubelet-client "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=clientAuth"
+    leaf kubelet "/CN=$NODE_NAME" "subjectAltName=IP:$NODE_IP,DNS:$NODE_NAME
+extendedKeyUsage=serverAuth"
+  )
+}
+
+write_configs() {
+  local pki=$dir/pki
+  mkdir -p "$node/cni/net.d" "$node/sysctl" "$node/kubelet" "$node/pod-logs"
+  cat > "$node/containerd.toml" <<EOF
+version = 2
+root = "$node/containerd"
+# State, shim sockets and runc's own state stay under the namespace's private /run.
+state = "/run/containerd"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = "$node/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$node/containerd-opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/library/configsum-pause:$version"
+  disable_apparmor = true
+  # Never below containerd's own oom_score_adj: lowering it takes CAP_SYS_RESOURCE, which a
+  # sandboxed machine may not grant (the pod sandbox asks for -998).
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$node/cni/net.d"
+EOF
+  # The bridge exists already, with the node's address: the plugin only attaches pods to it.
+  # No gateway (which would turn on the machine's IP forwarding), no masquerade: one route, to
+  # the Service range through the node.
+  cat > "$node/cni/net.d/10-configsum-node.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "configsum-node",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": false,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$POD_SUBNET", "gateway": "$NODE_IP"}]],
+        "routes": [{"dst": "$SERVICE_CIDR", "gw": "$NODE_IP"}],
+        "dataDir": "$node/cni/ipam"
+      }
+    }
+  ]
+}
+EOF
+  cat > "$node/kubelet.kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: configsum-test
+  cluster:
+    server: https://$API_IP:443
+    certificate-authority: $dir/pki/ca.crt
+users:
+- name: kubelet
+  user:
+    client-certificate: $dir/pki/kubelet-client.crt
+    client-key: $dir/pki/kubelet-client.key
+contexts:
+- name: kubelet
+  context: {cluster: configsum-test, user: kubelet}
+current-context: kubelet
+EOF
+  # Image garbage collection off: the images cannot be pulled again here. Eviction only near
+  # the real limits, not at the kubelet's defaults of 10-15 % free disk.
+  cat > "$node/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: $NODE_IP
+healthzPort: 10248
+tlsCertFile: $dir/pki/kubelet.crt
+tlsPrivateKeyFile: $dir/pki/kubelet.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $dir/pki/ca.crt}
+authorization: {mode: Webhook}
+containerRuntimeEndpoint: unix://$node/containerd.sock
+cgroupDriver: cgroupfs
+cgroupRoot: $CGROUP_ROOT
+failCgroupV1: false
+makeIPTablesUtilChains: false
+failSwapOn: false
+resolvConf: ""
+podLogsDir: $node/pod-logs
+clusterDomain: cluster.local
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 1%
+  imagefs.available: 1%
+  nodefs.inodesFree: 1%
+serializeImagePulls: false
+EOF
+  local setting name
+  for setting in $KUBELET_SYSCTLS; do
+    name=${setting%%=*}
+    echo "${setting#*=}" > "$node/sysctl/${name//\//.}"
+  done
+}
+
+# The mount namespace every node process runs in, held open by a sleeping process.
+make_namespace() {
+  unshare --mount --propagation private sleep infinity < /dev/null > /dev/null 2>&1 &
+  echo $! > "$node/holder.pid"
+  local holder=$!
+  for _ in $(seq 50); do
+    [ "$(readlink "/proc/$holder/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] && break
+    sleep 0.05
+  done
+  inside mount -t tmpfs -o mode=755 configsum-node-run /run
+  inside mount -t tmpfs -o mode=755 configsum-node-log /var/log
+  # The kubelet's device-plugin socket (/var/lib/kubelet/device-plugins) and libcni's cache
+  # (/var/lib/cni) have fixed paths; nothing of the node reads anything else there.
+  inside mount -t tmpfs -o mode=755 configsum-node-lib /var/lib
+  local setting name
+  for setting in $KUBELET_SYSCTLS; do
+    name=${setting%%=*}
+    inside mount --bind "$node/sysctl/${name//\//.}" "/proc/sys/$name"
+  done
+}
+
+make_cgroups() {
+  local hierarchy
+  for hierarchy in /sys/fs/cgroup/*/; do
+    mkdir -p "$hierarchy${CGROUP_ROOT#/}"
+  done
+}
+
+import_images() {
+  local archive names name
+  for archive in "$here"/target/image/*.tar; do
+    [ -e "$archive" ] || continue
+    names=$(ctr --address "$node/containerd.sock" -n k8s.io images import "$archive" 2>&1 |
+      sed -n 's/^unpacking \([^ ]*\) (sha256:.*/\1/p')
+    # The archives are tagged as `make image` names them (configsum:0.1.0); the kubelet asks
+    # for the name as a reference normalises it (docker.io/library/configsum:0.1.0).
+    for name in $names; do
+      # A name whose first part is a registry (has a dot or a port, or is localhost) is kept.
+      case "$name" in
+        */*) local first=${name%%/*}
+          case "$first" in *.*|*:*|localhost) log "image $name"; continue ;; esac
+          ctr --address "$node/containerd.sock" -n k8s.io images tag --force "$name" \
+            "docker.io/$name" >/dev/null ;;
+        *) ctr --address "$node/containerd.sock" -n k8s.io images tag --force "$name" \
+             "docker.io/library/$name" >/dev/null ;;
+      esac
+      log "image $name"
+    done
+  done
+}
+
+up() {
+  local bin=$1 started=$SECONDS
+  # shellcheck source=/dev/null
+  . "$node/network"
+  version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/Cargo.toml" | head -n 1)
+  [ -e "$here/target/image/configsum-pause-$version.tar" ] ||
+    { log "needs target/image/configsum-pause-$version.tar: run 'make node-images'"; exit 1; }
+  for tool in containerd runc ctr unshare nsenter; do
+    command -v "$tool" >/dev/null || { log "needs $tool (scripts/install-test-deps.sh installs it)"; exit 1; }
+  done
+  [ -x /usr/lib/cni/bridge ] || { log "needs the CNI plugins in /usr/lib/cni (containernetworking-plugins)"; exit 1; }
+  : > "$node/pids"
+  node_certs
+  write_configs
+  make_namespace
+  make_cgroups
+  start containerd "$dir/logs/containerd.log" containerd --config "$node/containerd.toml"
+  wait_for containerd 30 ctr --address "$node/containerd.sock" version || { down; exit 1; }
+  import_images
+  start kubelet "$dir/logs/kubelet.log" "$bin/kubelet" \
+    --config "$node/kubelet.yaml" --kubeconfig "$node/kubelet.kubeconfig" \
+    --root-dir "$node/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v 1
+  local kubectl=("$bin/kubectl" --kubeconfig "$dir/kubeconfig")
+  wait_for kubelet 120 "${kubectl[@]}" wait --for=condition=Ready --timeout=1s "node/$NODE_NAME" ||
+    { down; exit 1; }
+  log "node $NODE_NAME Ready in $((SECONDS - started)) s"
+}
+
+# Stops every process of the node and removes what it made. Safe to run twice, and on a node
+# that only half started.
+down() {
+  [ -f "$node/network" ] || return 0
+  # shellcheck source=/dev/null
+  . "$node/network"
+  local pid name
+  # The kubelet first, so that it restarts nothing.
+  if [ -f "$node/pids" ]; then
+    while read -r pid name; do
+      [ "$name" = kubelet ] || continue
+      kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
+      kill -KILL "$pid" 2>/dev/null || true
+    done < "$node/pids"
+  fi
+  # The pods' processes: everything in the node's cgroups.
+  local round procs
+  for round in $(seq 50); do
+    procs=$(cat /sys/fs/cgroup/pids/"${CGROUP_ROOT#/}"/cgroup.procs \
+      $(find "/sys/fs/cgroup/pids/${CGROUP_ROOT#/}" -mindepth 2 -name cgroup.procs 2>/dev/null) 2>/dev/null || true)
+    [ -n "$procs" ] || break
+    # shellcheck disable=SC2086
+    kill -KILL $procs 2>/dev/null || true
+    sleep 0.1
+  done
+  # containerd, its shims and the namespace's holder: every process in the node's namespace.
+  if [ -f "$node/holder.pid" ]; then
+    local holder namespace
+    holder=$(cat "$node/holder.pid")
+    namespace=$(readlink "/proc/$holder/ns/mnt" 2>/dev/null || true)
+    if [ -n "$namespace" ] && [ "$namespace" != "$(readlink /proc/self/ns/mnt)" ]; then
+      for round in $(seq 50); do
+        procs=""
+        for pid in /proc/[0-9]*; do
+          [ "$(readlink "$pid/ns/mnt" 2>/dev/null)" = "$namespace" ] && procs="$procs ${pid#/proc/}"
+        done
+        [ -n "$procs" ] || break
+        # shellcheck disable=SC2086
+        kill -KILL $procs 2>/dev/null || true
+        sleep 0.1
+      done
+    fi
+    rm -f "$node/holder.pid"
+  fi
+  # Empty cgroups, deepest first; the kernel frees a cgroup a moment after its last process.
+  local hierarchy
+  for round in $(seq 50); do
+    local left=""
+    for hierarchy in /sys/fs/cgroup/*/; do
+      [ -d "$hierarchy${CGROUP_ROOT#/}" ] || continue
+      find "$hierarchy${CGROUP_ROOT#/}" -depth -type d -exec rmdir {} + 2>/dev/null || true
+      [ -d "$hierarchy${CGROUP_ROOT#/}" ] && left=1
+    done
+    [ -n "$left" ] || break
+    sleep 0.1
+  done
+  ip link del "$BRIDGE" 2>/dev/null || true
+  # The images and snapshots: hundreds of MB that no later run reads.
+  rm -rf "$node/containerd" "$node/kubelet"
+  rm -f "$node/pids" "$node/network"
+}
+
+case "${1:-}" in
+  network) dir=$(cd "${2:?usage: node.sh network DIR}" && pwd); node=$dir/node; network ;;
+  up) dir=$(cd "${2:?usage: node.sh up DIR BIN}" && pwd); node=$dir/node; up "${3:?usage: node.sh up DIR BIN}" ;;
+  down) dir=$(cd "${2:?usage: node.sh down DIR}" && pwd); node=$dir/node; down ;;
+  *) echo "usage: $0 network DIR | up DIR BIN | down DIR" >&2; exit 2 ;;
+esac
