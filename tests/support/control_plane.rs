@@ -33,21 +33,40 @@ impl ControlPlane {
     /// Runs `scripts/control-plane.sh up` in a directory under target/, with `env` (such as
     /// `CONTROL_PLANE_COMPACTION`). Panics with the script's output if it fails.
     pub fn start(env: &[(&str, &str)]) -> ControlPlane {
+        ControlPlane::up("scripts/control-plane.sh", &[], env)
+    }
+
+    /// The same with kube-scheduler and a node where pods run (`up DIR --node`): kube-apiserver
+    /// listens on the kubernetes Service's address on the node's bridge.
+    pub fn start_with_node() -> ControlPlane {
+        ControlPlane::up("scripts/control-plane.sh", &["--node"], &[])
+    }
+
+    /// `make cluster`'s cluster (scripts/cluster.sh): the node, configsum installed by its
+    /// chart from the image `make image` built, and the demo application.
+    pub fn start_cluster() -> ControlPlane {
+        ControlPlane::up("scripts/cluster.sh", &[], &[])
+    }
+
+    /// Runs `script up DIR args` in a directory under target/. Panics with the script's
+    /// output if it fails.
+    fn up(script: &str, args: &[&str], env: &[(&str, &str)]) -> ControlPlane {
         let runs = repository().join("target/control-plane-runs");
         remove_stale_runs(&runs);
         let dir = runs.join(format!("run-{}-{}", std::process::id(), unique()));
         std::fs::create_dir_all(&dir).expect("control plane directory");
-        let output = Command::new(repository().join("scripts/control-plane.sh"))
+        let output = Command::new(repository().join(script))
             .arg("up")
             .arg(&dir)
+            .args(args)
             .env("CONTROL_PLANE_OWNER", std::process::id().to_string())
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .output()
-            .expect("run scripts/control-plane.sh");
+            .unwrap_or_else(|e| panic!("run {script}: {e}"));
         assert!(
             output.status.success(),
-            "scripts/control-plane.sh up failed:\n{}{}",
+            "{script} up failed:\n{}{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
