@@ -322,7 +322,7 @@ EOF
 
 down() {
   # The node first: its pods' processes, containerd, the kubelet, its bridge and cgroups.
-  [ ! -f "$dir/node/network" ] || "$here/scripts/node.sh" down "$dir" || true
+  [ ! -d "$dir/node" ] || "$here/scripts/node.sh" down "$dir" || true
   [ -f "$dir/pids" ] || return 0
   local pid name
   # Controller manager first, etcd last.

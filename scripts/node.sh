@@ -39,11 +39,13 @@ alive() {
 KUBELET_SYSCTLS="vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
 kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000"
 
-# Chooses N and makes the bridge. A bridge named csnodeN is the claim on N: `ip link add`
-# fails for a name that exists, so two nodes starting at once never share one.
+# Makes the node's namespace, chooses N and makes the bridge. A bridge named csnodeN is the
+# claim on N: `ip link add` fails for a name that exists, so two nodes starting at once never
+# share one. The namespace comes first: a bridge whose namespace holder is gone is stale.
 network() {
   mkdir -p "$node"
   clean_stale
+  make_namespace
   local n bridge
   for n in $(seq 1 250); do
     bridge=csnode$n
@@ -74,6 +76,7 @@ EOF
     return
   done
   log "no free node network (10.244.N.0/24 and 10.96.N.0/24, N from 1 to 250)"
+  kill "$(cat "$node/holder.pid")"
   exit 1
 }
 
@@ -82,7 +85,10 @@ clean_stale() {
   local bridge owner
   for bridge in $(ip -o link show type bridge | sed -n 's/^[0-9]*: \(csnode[0-9]*\)[:@].*/\1/p'); do
     owner=$(cat "/sys/class/net/$bridge/ifalias" 2>/dev/null || true)
-    if [ -n "$owner" ] && [ -f "$owner/node/holder.pid" ] && alive "$(cat "$owner/node/holder.pid")"; then
+    # Running: its holder still holds the namespace it recorded (a pid alone may be reused).
+    if [ -n "$owner" ] && [ -f "$owner/node/holder.pid" ] && [ -f "$owner/node/namespace" ] &&
+      [ "$(readlink "/proc/$(cat "$owner/node/holder.pid")/ns/mnt" 2>/dev/null)" = \
+        "$(cat "$owner/node/namespace")" ]; then
       continue
     fi
     if [ -n "$owner" ] && [ -f "$owner/node/network" ]; then
@@ -144,7 +150,7 @@ extendedKeyUsage=serverAuth"
 
 write_configs() {
   local pki=$dir/pki
-  mkdir -p "$node/cni/net.d" "$node/sysctl" "$node/kubelet" "$node/pod-logs"
+  mkdir -p "$node/cni/net.d" "$node/kubelet" "$node/pod-logs"
   cat > "$node/containerd.toml" <<EOF
 version = 2
 root = "$node/containerd"
@@ -252,21 +258,25 @@ evictionHard:
   nodefs.inodesFree: 1%
 serializeImagePulls: false
 EOF
+}
+
+# The mount namespace every node process runs in, held open by a sleeping process; its
+# identity (mnt:[inode]) is recorded, for `down` to find its processes even without the holder.
+make_namespace() {
+  unshare --mount --propagation private sleep infinity < /dev/null > /dev/null 2>&1 &
+  echo $! > "$node/holder.pid"
+  local holder=$! namespace=""
+  for _ in $(seq 50); do
+    namespace=$(readlink "/proc/$holder/ns/mnt" || true)
+    [ "$namespace" != "$(readlink /proc/self/ns/mnt)" ] && break
+    sleep 0.05
+  done
+  echo "$namespace" > "$node/namespace"
+  mkdir -p "$node/sysctl"
   local setting name
   for setting in $KUBELET_SYSCTLS; do
     name=${setting%%=*}
     echo "${setting#*=}" > "$node/sysctl/${name//\//.}"
-  done
-}
-
-# The mount namespace every node process runs in, held open by a sleeping process.
-make_namespace() {
-  unshare --mount --propagation private sleep infinity < /dev/null > /dev/null 2>&1 &
-  echo $! > "$node/holder.pid"
-  local holder=$!
-  for _ in $(seq 50); do
-    [ "$(readlink "/proc/$holder/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] && break
-    sleep 0.05
   done
   inside mount -t tmpfs -o mode=755 configsum-node-run /run
   inside mount -t tmpfs -o mode=755 configsum-node-log /var/log
@@ -324,7 +334,6 @@ up() {
   : > "$node/pids"
   node_certs
   write_configs
-  make_namespace
   make_cgroups
   start containerd "$dir/logs/containerd.log" containerd --config "$node/containerd.toml"
   wait_for containerd 30 ctr --address "$node/containerd.sock" version || { down; exit 1; }
@@ -341,9 +350,12 @@ up() {
 # Stops every process of the node and removes what it made. Safe to run twice, and on a node
 # that only half started.
 down() {
-  [ -f "$node/network" ] || return 0
-  # shellcheck source=/dev/null
-  . "$node/network"
+  local network=""
+  if [ -f "$node/network" ]; then
+    # shellcheck source=/dev/null
+    . "$node/network"
+    network=1
+  fi
   local pid name
   # The kubelet first, so that it restarts nothing.
   if [ -f "$node/pids" ]; then
@@ -357,18 +369,18 @@ down() {
   # The pods' processes: everything in the node's cgroups.
   local round procs
   for round in $(seq 50); do
-    procs=$(cat /sys/fs/cgroup/pids/"${CGROUP_ROOT#/}"/cgroup.procs \
-      $(find "/sys/fs/cgroup/pids/${CGROUP_ROOT#/}" -mindepth 2 -name cgroup.procs 2>/dev/null) 2>/dev/null || true)
+    [ -n "$network" ] || break
+    procs=$(find /sys/fs/cgroup/*/"${CGROUP_ROOT#/}" -name cgroup.procs -exec cat {} + 2>/dev/null |
+      sort -u || true)
     [ -n "$procs" ] || break
     # shellcheck disable=SC2086
     kill -KILL $procs 2>/dev/null || true
     sleep 0.1
   done
   # containerd, its shims and the namespace's holder: every process in the node's namespace.
-  if [ -f "$node/holder.pid" ]; then
-    local holder namespace
-    holder=$(cat "$node/holder.pid")
-    namespace=$(readlink "/proc/$holder/ns/mnt" 2>/dev/null || true)
+  if [ -f "$node/namespace" ]; then
+    local namespace
+    namespace=$(cat "$node/namespace")
     if [ -n "$namespace" ] && [ "$namespace" != "$(readlink /proc/self/ns/mnt)" ]; then
       for round in $(seq 50); do
         procs=""
@@ -381,11 +393,12 @@ down() {
         sleep 0.1
       done
     fi
-    rm -f "$node/holder.pid"
+    rm -f "$node/holder.pid" "$node/namespace"
   fi
   # Empty cgroups, deepest first; the kernel frees a cgroup a moment after its last process.
   local hierarchy
   for round in $(seq 50); do
+    [ -n "$network" ] || break
     local left=""
     for hierarchy in /sys/fs/cgroup/*/; do
       [ -d "$hierarchy${CGROUP_ROOT#/}" ] || continue
@@ -395,7 +408,7 @@ down() {
     [ -n "$left" ] || break
     sleep 0.1
   done
-  ip link del "$BRIDGE" 2>/dev/null || true
+  [ -z "$network" ] || ip link del "$BRIDGE" 2>/dev/null || true
   # The images and snapshots: hundreds of MB that no later run reads.
   rm -rf "$node/containerd" "$node/kubelet"
   rm -f "$node/pids" "$node/network"

@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use control_plane::ControlPlane;
 
+/// The tests compare the whole machine: one at a time.
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The kernel settings the kubelet sets unless they already have its values
 /// (pkg/kubelet/cm/container_manager_linux.go, setupKernelTunables).
 const KUBELET_SYSCTLS: [&str; 6] = [
@@ -155,11 +158,8 @@ fn kubelet_sysctls() -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn down_leaves_the_machine_as_the_node_found_it() {
-    let before = machine();
-    let sysctls = kubelet_sysctls();
-    let cp = ControlPlane::start_with_node();
+/// A pod of config-echo with a Secret volume, Ready.
+fn run_a_pod(cp: &ControlPlane) {
     let ns = "machine";
     cp.namespace(ns, false);
     cp.apply(&format!(
@@ -188,6 +188,15 @@ fn down_leaves_the_machine_as_the_node_found_it() {
         assert!(Instant::now() < deadline, "the pod never turned ready: {}", pod["status"]);
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+#[test]
+fn down_leaves_the_machine_as_the_node_found_it() {
+    let _alone = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let before = machine();
+    let sysctls = kubelet_sysctls();
+    let cp = ControlPlane::start_with_node();
+    run_a_pod(&cp);
     let during = machine();
     assert_ne!(
         before["network devices"], during["network devices"],
@@ -203,5 +212,38 @@ fn down_leaves_the_machine_as_the_node_found_it() {
     let after = machine();
     for (aspect, was) in &before {
         assert_eq!(was, &after[aspect], "{aspect}: not as before the node");
+    }
+}
+
+/// A run killed before its `down` (as when a session's processes are killed): its pods live on
+/// in their cgroups, its bridge stays. The next `up --node` cleans it up, and that node's
+/// `down` leaves the machine as it was before either.
+#[test]
+fn the_next_node_cleans_up_after_a_node_that_was_killed() {
+    let _alone = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    let before = machine();
+    let killed = ControlPlane::start_with_node();
+    run_a_pod(&killed);
+    // Everything of the run but the pods, killed at once: its watchdog, the control plane,
+    // containerd, the kubelet and the namespace's holder.
+    let mut pids = Vec::new();
+    for list in ["pids", "node/pids", "node/holder.pid", "watchdog.pid"] {
+        let text = std::fs::read_to_string(killed.dir.join(list)).unwrap_or_default();
+        pids.extend(text.lines().filter_map(|line| line.split(' ').next()).map(str::to_owned));
+    }
+    assert!(pids.len() >= 6, "{pids:?}");
+    run("kill", &[&["-KILL"][..], &pids.iter().map(String::as_str).collect::<Vec<_>>()].concat());
+    std::thread::sleep(Duration::from_millis(500));
+    let orphaned = machine();
+    assert!(orphaned["node processes"].contains("config-echo"), "the pod outlives its node");
+    assert_ne!(before["network devices"], orphaned["network devices"]);
+
+    let next = ControlPlane::start_with_node();
+    let cleaned = machine();
+    assert!(!cleaned["node processes"].contains("config-echo"), "the orphaned pod was killed");
+    next.stop();
+    let after = machine();
+    for (aspect, was) in &before {
+        assert_eq!(was, &after[aspect], "{aspect}: not as before either node");
     }
 }
