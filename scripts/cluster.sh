@@ -52,7 +52,7 @@ curl -s http://\$(kubectl -n demo get pod -l app=demo -o jsonpath='{.items[0].st
 # Change the Secret; configsum's controller rolls the Deployment, new pods serve the new value:
 kubectl -n demo create secret generic demo-secret --from-literal=password=v2 --dry-run=client -o yaml | kubectl apply -f -
 kubectl -n demo rollout status deployment/demo
-target/release/configsum explain deployment/demo -n demo
+$here/target/$(uname -m)-unknown-linux-gnu/release/configsum explain deployment/demo -n demo
 # Then: make cluster-down
 EOF
 }
