@@ -66,6 +66,17 @@ trap cleanup EXIT
 epoch=${SOURCE_DATE_EPOCH:-$(git -C "$here" log -1 --format=%ct 2>/dev/null || echo 0)}
 mkdir -p "$out"
 
+# The working container as image NAME:VERSION, in the archive OUT/NAME-VERSION.tar.
+commit() {
+  local archive="$out/$1-$version.tar"
+  rm -f "$archive"
+  bah commit --quiet --format oci --timestamp "$epoch" --rm "$container" \
+    "oci-archive:$archive:$1:$version" >/dev/null
+  container=""
+  log "$archive: $(du -h "$archive" | cut -f1)"
+  echo "$archive"
+}
+
 # One static program FROM scratch as image NAME:VERSION in OUT/NAME-VERSION.tar. Arguments:
 # name, program, then buildah config options.
 node_image() {
@@ -79,13 +90,7 @@ node_image() {
     --created-by "scripts/build-image.sh: /$program from tools/node-images, FROM scratch" \
     --label "org.opencontainers.image.title=$name" \
     --label "org.opencontainers.image.version=$version" "$@" "$container"
-  local archive="$out/$name-$version.tar"
-  rm -f "$archive"
-  bah commit --quiet --format oci --timestamp "$epoch" --rm "$container" \
-    "oci-archive:$archive:$name:$version" >/dev/null
-  container=""
-  log "$archive: $(du -h "$archive" | cut -f1)"
-  echo "$archive"
+  commit "$name"
 }
 
 if [ -n "$node_images" ]; then
@@ -116,10 +121,4 @@ bah config \
   --label "org.opencontainers.image.licenses=Apache-2.0" \
   --label "org.opencontainers.image.source=https://github.com/configsum/configsum" \
   "$container"
-archive="$out/configsum-$version.tar"
-rm -f "$archive"
-bah commit --quiet --format oci --timestamp "$epoch" --rm "$container" \
-  "oci-archive:$archive:configsum:$version" >/dev/null
-container=""
-log "$archive: $(du -h "$archive" | cut -f1)"
-echo "$archive"
+commit configsum

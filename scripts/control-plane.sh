@@ -106,9 +106,11 @@ for _ in range(1000):
 
 # A CA, the API server's serving certificate (for API_IP too, with a node), the service-account
 # key pair, and client certificates for the admin (system:masters), the controller manager, the
-# scheduler, and the API server's own to the kubelet.
+# scheduler, and the API server's own to the kubelet. With a node (NODE_IP and NODE_NAME), the
+# kubelet's client certificate (system:node:<name> in system:nodes, which the Node authorizer
+# knows) and its serving certificate for the node's address.
 make_certs() {
-  local dir=$1 api_ip=${2:-10.0.0.1}
+  local dir=$1 api_ip=${2:-10.0.0.1} node_ip=${3:-} node_name=${4:-}
   mkdir -p "$dir"
   (
     cd "$dir"
@@ -130,6 +132,11 @@ extendedKeyUsage=serverAuth"
     leaf controller-manager "/CN=system:kube-controller-manager" "extendedKeyUsage=clientAuth"
     leaf scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
     leaf apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
+    if [ -n "$node_ip" ]; then
+      leaf kubelet-client "/O=system:nodes/CN=system:node:$node_name" "extendedKeyUsage=clientAuth"
+      leaf kubelet "/CN=$node_name" "subjectAltName=IP:$node_ip,DNS:$node_name
+extendedKeyUsage=serverAuth"
+    fi
     openssl ecparam -name prime256v1 -genkey -noout -out sa.key 2>/dev/null
     openssl ec -in sa.key -pubout -out sa.pub 2>/dev/null
     rm -f ca.srl
@@ -245,7 +252,7 @@ up() {
     # for every pod's token volume, PodDisruptionBudgets' status, and finished pods collected.
     controllers=",endpointslice,nodelifecycle,taint-eviction-controller,root-ca-cert-publisher,disruption,podgc,ttl-after-finished"
   fi
-  make_certs "$dir/pki" "$api_ip"
+  make_certs "$dir/pki" "$api_ip" "${NODE_IP:-}" "${NODE_NAME:-}"
   local etcd_port peer_port
   etcd_port=$(free_port)
   peer_port=$(free_port)

@@ -65,6 +65,7 @@ network() {
     ip link set "$bridge" up
     cat > "$node/network" <<EOF
 NODE_INDEX=$n
+NODE_NAME=$NODE_NAME
 BRIDGE=$bridge
 NODE_IP=10.244.$n.1
 POD_SUBNET=10.244.$n.0/24
@@ -126,30 +127,9 @@ wait_for() { # what seconds command...
   done
 }
 
-# The kubelet's client certificate (system:node:<name>, group system:nodes, which the Node
-# authorizer knows) and its serving certificate for the node's address, from the control
-# plane's CA.
-node_certs() {
-  local pki=$dir/pki
-  (
-    cd "$pki"
-    leaf() { # name subject extensions
-      openssl ecparam -name prime256v1 -genkey -noout -out "$1.key" 2>/dev/null
-      openssl req -new -key "$1.key" -subj "$2" -out "$1.csr" 2>/dev/null
-      printf '%s\n' "$3" > "$1.ext"
-      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 365 -sha256 \
-        -extfile "$1.ext" -out "$1.crt" 2>/dev/null
-      rm -f "$1.csr" "$1.ext" ca.srl
-      chmod 600 "$1.key"
-    }
-    leaf kubelet-client "/O=system:nodes/CN=system:node:$NODE_NAME" "extendedKeyUsage=clientAuth"
-    leaf kubelet "/CN=$NODE_NAME" "subjectAltName=IP:$NODE_IP,DNS:$NODE_NAME
-extendedKeyUsage=serverAuth"
-  )
-}
-
+# containerd's, CNI's and the kubelet's configuration; the kubelet's certificates are the control
+# plane's (scripts/control-plane.sh, make_certs).
 write_configs() {
-  local pki=$dir/pki
   mkdir -p "$node/cni/net.d" "$node/kubelet" "$node/pod-logs"
   cat > "$node/containerd.toml" <<EOF
 version = 2
@@ -332,7 +312,6 @@ up() {
   done
   [ -x /usr/lib/cni/bridge ] || { log "needs the CNI plugins in /usr/lib/cni (containernetworking-plugins)"; exit 1; }
   : > "$node/pids"
-  node_certs
   write_configs
   make_cgroups
   start containerd "$dir/logs/containerd.log" containerd --config "$node/containerd.toml"
