@@ -328,8 +328,14 @@ EOF
 }
 
 down() {
-  # The node first: its pods' processes, containerd, the kubelet, its bridge and cgroups.
+  # The node first (its pods' processes, containerd, the kubelet, its cgroups), then the control
+  # plane, then the node's bridge, which holds the API server's address.
+  [ ! -d "$dir/node" ] || "$here/scripts/node.sh" stop "$dir" || true
+  stop_processes
   [ ! -d "$dir/node" ] || "$here/scripts/node.sh" down "$dir" || true
+}
+
+stop_processes() {
   [ -f "$dir/pids" ] || return 0
   local pid name
   # Controller manager first, etcd last.

@@ -8,7 +8,10 @@
 #                                 kube-apiserver to the kubernetes Service's address there)
 #   scripts/node.sh up DIR BIN    start containerd, import the images under target/image/,
 #                                 start the kubelet (BIN holds it), wait for the node to be Ready
-#   scripts/node.sh down DIR      stop all of it and undo everything `network` and `up` did
+#   scripts/node.sh stop DIR      stop the kubelet, the pods and containerd; remove the cgroups
+#   scripts/node.sh down DIR      stop, and undo everything `network` and `up` did (the bridge
+#                                 goes last: control-plane.sh stops its API server in between,
+#                                 so that no connection to the address is left half closed)
 #
 # What it changes on the machine, each undone by `down`:
 #   - a bridge csnodeN (N from 1 to 250, the first free) holding 10.244.N.1/24, the node's
@@ -49,10 +52,12 @@ network() {
   local n bridge
   for n in $(seq 1 250); do
     bridge=csnode$n
-    # Addresses or routes of the machine already in either range, or cgroups still in use.
+    # Addresses or routes of the machine already in either range, cgroups still in use, or a
+    # socket still bound to the Service address (a killed API server's, while it dies).
     if ip -4 addr show | grep -qE "inet (10\.244|10\.96)\.$n\." ||
       ip -4 route show | grep -qE "^(10\.244|10\.96)\.$n\." ||
-      [ -e "/sys/fs/cgroup/pids/configsum-node-$n" ]; then
+      [ -e "/sys/fs/cgroup/pids/configsum-node-$n" ] ||
+      [ -n "$(ss -Htan exclude time-wait "( src 10.96.$n.1 or src 10.244.$n.1 )" 2>/dev/null)" ]; then
       continue
     fi
     # A MAC of its own: a bridge without one takes its lowest port's, and changes it as pods
@@ -94,7 +99,7 @@ clean_stale() {
     fi
     if [ -n "$owner" ] && [ -f "$owner/node/network" ]; then
       log "cleaning up the node of $owner, which was not stopped"
-      (dir=$owner node=$owner/node down) || true
+      "$here/scripts/control-plane.sh" down "$owner" || true
     else
       ip link del "$bridge" 2>/dev/null || true
     fi
@@ -326,9 +331,9 @@ up() {
   log "node $NODE_NAME Ready in $((SECONDS - started)) s"
 }
 
-# Stops every process of the node and removes what it made. Safe to run twice, and on a node
-# that only half started.
-down() {
+# Stops every process of the node and removes its cgroups and directories. Safe to run twice,
+# and on a node that only half started.
+stop() {
   local network=""
   if [ -f "$node/network" ]; then
     # shellcheck source=/dev/null
@@ -387,15 +392,26 @@ down() {
     [ -n "$left" ] || break
     sleep 0.1
   done
-  [ -z "$network" ] || ip link del "$BRIDGE" 2>/dev/null || true
   # The images and snapshots: hundreds of MB that no later run reads.
   rm -rf "$node/containerd" "$node/kubelet"
-  rm -f "$node/pids" "$node/network"
+  rm -f "$node/pids"
+}
+
+# stop, then the bridge with its addresses.
+down() {
+  stop
+  if [ -f "$node/network" ]; then
+    # shellcheck source=/dev/null
+    . "$node/network"
+    ip link del "$BRIDGE" 2>/dev/null || true
+    rm -f "$node/network"
+  fi
 }
 
 case "${1:-}" in
   network) dir=$(cd "${2:?usage: node.sh network DIR}" && pwd); node=$dir/node; network ;;
   up) dir=$(cd "${2:?usage: node.sh up DIR BIN}" && pwd); node=$dir/node; up "${3:?usage: node.sh up DIR BIN}" ;;
+  stop) dir=$(cd "${2:?usage: node.sh stop DIR}" && pwd); node=$dir/node; stop ;;
   down) dir=$(cd "${2:?usage: node.sh down DIR}" && pwd); node=$dir/node; down ;;
-  *) echo "usage: $0 network DIR | up DIR BIN | down DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 network DIR | up DIR BIN | stop DIR | down DIR" >&2; exit 2 ;;
 esac
