@@ -151,6 +151,38 @@ fn machine() -> BTreeMap<&'static str, String> {
     out
 }
 
+/// Waits until no node runs on the machine: the test binary before this one (tests/node) leaves
+/// its cluster to its watchdog, which takes some seconds to stop it; a `make cluster` left
+/// running would never go, and is named.
+fn no_other_node() {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let bridges: Vec<String> = run("ip", &["-o", "link", "show", "type", "bridge"])
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .filter(|name| name.starts_with("csnode"))
+            .map(|name| {
+                let alias = std::fs::read_to_string(format!("/sys/class/net/{name}/ifalias"));
+                format!("{name} ({})", alias.unwrap_or_default().trim())
+            })
+            .collect();
+        let cgroups = std::fs::read_dir("/sys/fs/cgroup/pids")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("configsum-node-"));
+        if bridges.is_empty() && !cgroups {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "another node runs on this machine: {bridges:?}; stop it (scripts/control-plane.sh \
+             down DIR, `make cluster-down`) before this test"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn kubelet_sysctls() -> Vec<String> {
     KUBELET_SYSCTLS
         .iter()
@@ -193,6 +225,7 @@ fn run_a_pod(cp: &ControlPlane) {
 #[test]
 fn down_leaves_the_machine_as_the_node_found_it() {
     let _alone = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    no_other_node();
     let before = machine();
     let sysctls = kubelet_sysctls();
     let cp = ControlPlane::start_with_node();
@@ -221,6 +254,7 @@ fn down_leaves_the_machine_as_the_node_found_it() {
 #[test]
 fn the_next_node_cleans_up_after_a_node_that_was_killed() {
     let _alone = MACHINE.lock().unwrap_or_else(|e| e.into_inner());
+    no_other_node();
     let before = machine();
     let killed = ControlPlane::start_with_node();
     run_a_pod(&killed);
