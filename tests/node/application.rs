@@ -65,10 +65,10 @@ fn a_changed_secret_restarts_every_pod_with_the_new_value() {
         assert!(written.elapsed() < Duration::from_secs(120), "no rollout: {pods:?}");
         std::thread::sleep(Duration::from_millis(100));
     };
-    println!(
+    report(&format!(
         "node: Secret write -> every new pod Ready: {:.1} s (2 replicas, controller window 2 s)",
         ready_after.as_secs_f64()
-    );
+    ));
 
     let after = served_by_every_pod(cp, ns, "web");
     assert_eq!(after.len(), 2);

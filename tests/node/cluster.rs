@@ -36,6 +36,13 @@ pub fn disrupting() -> RwLockWriteGuard<'static, ()> {
     CONFIGSUM_PODS.write().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// A measurement for the run's output, written to stderr itself: the test harness captures
+/// `println!`, and `make test` should show these (benchmark output, never asserted).
+pub fn report(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// Polls `check` every 200 ms until it holds; panics naming `what` after `timeout`.
 pub fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;

@@ -159,11 +159,11 @@ fn deleting_the_leading_controller_pod_hands_the_lease_over() {
             .collect();
         holder != leader && live.contains(&holder)
     });
-    println!(
+    report(&format!(
         "node: leader pod deleted -> {} leads: {:.1} s",
         if holder == standby[0] { "the standby" } else { "its replacement" },
         deleted.elapsed().as_secs_f64()
-    );
+    ));
 
     cp.apply(&secret(ns, "api-secret", &[("password", "p2")]).to_string());
     wait_until("the new leader rolled api", Duration::from_secs(60), || {
@@ -242,7 +242,7 @@ fn with_every_webhook_pod_deleted_writes_are_admitted_and_the_controller_catches
         cp.kubectl_ok(&["delete", "deployment", &name, "-n", ns, "--wait=false"]);
         assert!(Instant::now() < deadline, "every write found a webhook pod ready");
     };
-    println!("node: webhook pods deleted -> write {attempt} admitted unchanged");
+    report(&format!("node: webhook pods deleted -> write {attempt} admitted unchanged"));
     assert!(failed_open(cp) > before, "the API server called the webhook and failed open");
     back_to_full_strength(cp);
 
