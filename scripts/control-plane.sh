@@ -34,6 +34,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 module="$here/tools/control-plane"
 
 log() { echo "control-plane: $*" >&2; }
+# shellcheck source=scripts/lib.sh
+. "$here/scripts/lib.sh"
 
 cache_dir() {
   local base=${CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/configsum}
@@ -79,13 +81,6 @@ build() {
   echo "$bin"
 }
 
-# Whether any thread of a process runs. A zombie has none (a PID 1 that does not reap leaves
-# zombies behind), but a killed multi-threaded process shows as a zombie for a second or two
-# while its last threads exit and still hold its sockets.
-alive() {
-  [ -n "$(ls "/proc/$1/task" 2>/dev/null)" ]
-}
-
 # A free port below Linux's ephemeral range (32768-60999): while kube-apiserver restarts, its
 # clients retry connecting to its port, and a retry whose own ephemeral port happens to be that
 # port connects to itself (TCP simultaneous open) and holds it.
@@ -105,10 +100,10 @@ for _ in range(1000):
 }
 
 # A CA, the API server's serving certificate (for API_IP too, with a node), the service-account
-# key pair, and client certificates for the admin (system:masters), the controller manager, the
-# scheduler, and the API server's own to the kubelet. With a node (NODE_IP and NODE_NAME), the
-# kubelet's client certificate (system:node:<name> in system:nodes, which the Node authorizer
-# knows) and its serving certificate for the node's address.
+# key pair, and client certificates for the admin (system:masters) and the controller manager.
+# With a node (NODE_IP and NODE_NAME), client certificates for the scheduler, the API server's
+# own to the kubelet, and the kubelet's (system:node:<name> in system:nodes, which the Node
+# authorizer knows), and the kubelet's serving certificate for the node's address.
 make_certs() {
   local dir=$1 api_ip=${2:-10.0.0.1} node_ip=${3:-} node_name=${4:-}
   mkdir -p "$dir"
@@ -130,9 +125,9 @@ make_certs() {
 extendedKeyUsage=serverAuth"
     leaf admin "/O=system:masters/CN=configsum-test-admin" "extendedKeyUsage=clientAuth"
     leaf controller-manager "/CN=system:kube-controller-manager" "extendedKeyUsage=clientAuth"
-    leaf scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
-    leaf apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
     if [ -n "$node_ip" ]; then
+      leaf scheduler "/CN=system:kube-scheduler" "extendedKeyUsage=clientAuth"
+      leaf apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" "extendedKeyUsage=clientAuth"
       leaf kubelet-client "/O=system:nodes/CN=system:node:$node_name" "extendedKeyUsage=clientAuth"
       leaf kubelet "/CN=$node_name" "subjectAltName=IP:$node_ip,DNS:$node_name
 extendedKeyUsage=serverAuth"
@@ -173,21 +168,6 @@ start() { # name log command...
   echo "$! $name" >> "$dir/pids"
 }
 
-wait_for() { # what seconds command...
-  local what=$1 seconds=$2
-  shift 2
-  local deadline=$((SECONDS + seconds))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
-      log "$what did not become ready in ${seconds} s; logs in $dir/logs"
-      tail -n 20 "$dir/logs/"*.log >&2 || true
-      down
-      exit 1
-    fi
-    sleep 0.2
-  done
-}
-
 # kube-apiserver from the arguments `up` wrote, so that `restart-apiserver` runs the same.
 start_apiserver() {
   local args=()
@@ -199,7 +179,7 @@ wait_apiserver() {
   local pki="$dir/pki" server
   server=$(sed -n 's/^    server: //p' "$dir/kubeconfig")
   wait_for kube-apiserver 90 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" \
-    --key "$pki/admin.key" "$server/readyz"
+    --key "$pki/admin.key" "$server/readyz" || { down; exit 1; }
 }
 
 # Kills kube-apiserver and starts it again with the same arguments: every watch ends, and a
@@ -261,7 +241,7 @@ up() {
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
     --initial-cluster "control-plane=http://127.0.0.1:$peer_port" --unsafe-no-fsync --log-level warn
-  wait_for etcd 30 curl -fsS "http://127.0.0.1:$etcd_port/health"
+  wait_for etcd 30 curl -fsS "http://127.0.0.1:$etcd_port/health" || { down; exit 1; }
 
   local pki="$dir/pki"
   # Every request's metadata (never bodies) in logs/audit.log, for tests that assert which
@@ -301,10 +281,12 @@ up() {
     --v 1
   # Ready when the service-account controller has made the default ServiceAccount.
   wait_for kube-controller-manager 60 curl -fsS --cacert "$pki/ca.crt" --cert "$pki/admin.crt" \
-    --key "$pki/admin.key" "$server/api/v1/namespaces/default/serviceaccounts/default"
+    --key "$pki/admin.key" "$server/api/v1/namespaces/default/serviceaccounts/default" ||
+    { down; exit 1; }
 
   if [ -n "$with_node" ]; then
     kubeconfig "$dir/scheduler.kubeconfig" "$server" "$pki/scheduler.crt" "$pki/scheduler.key"
+    kubeconfig "$dir/kubelet.kubeconfig" "$server" "$pki/kubelet-client.crt" "$pki/kubelet-client.key"
     start kube-scheduler "$dir/logs/kube-scheduler.log" "$bin/kube-scheduler" \
       --kubeconfig "$dir/scheduler.kubeconfig" --leader-elect=false \
       --bind-address 127.0.0.1 --secure-port 0 --v 1

@@ -33,10 +33,8 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 NODE_NAME=configsum-node
 
 log() { echo "node: $*" >&2; }
-
-alive() {
-  [ -n "$(ls "/proc/$1/task" 2>/dev/null)" ]
-}
+# shellcheck source=scripts/lib.sh
+. "$here/scripts/lib.sh"
 
 # The sysctls the kubelet insists on (pkg/kubelet/cm: setupKernelTunables), as it wants them.
 KUBELET_SYSCTLS="vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
@@ -118,22 +116,8 @@ start() { # name log command...
   echo "$! $name" >> "$node/pids"
 }
 
-wait_for() { # what seconds command...
-  local what=$1 seconds=$2
-  shift 2
-  local deadline=$((SECONDS + seconds))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= deadline)); then
-      log "$what did not become ready in ${seconds} s; logs in $dir/logs"
-      tail -n 30 "$dir/logs/$what.log" >&2 || true
-      return 1
-    fi
-    sleep 0.2
-  done
-}
-
-# containerd's, CNI's and the kubelet's configuration; the kubelet's certificates are the control
-# plane's (scripts/control-plane.sh, make_certs).
+# containerd's, CNI's and the kubelet's configuration; the kubelet's certificates and kubeconfig
+# are the control plane's (scripts/control-plane.sh).
 write_configs() {
   mkdir -p "$node/cni/net.d" "$node/kubelet" "$node/pod-logs"
   cat > "$node/containerd.toml" <<EOF
@@ -189,24 +173,6 @@ EOF
     }
   ]
 }
-EOF
-  cat > "$node/kubelet.kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: configsum-test
-  cluster:
-    server: https://$API_IP:443
-    certificate-authority: $dir/pki/ca.crt
-users:
-- name: kubelet
-  user:
-    client-certificate: $dir/pki/kubelet-client.crt
-    client-key: $dir/pki/kubelet-client.key
-contexts:
-- name: kubelet
-  context: {cluster: configsum-test, user: kubelet}
-current-context: kubelet
 EOF
   # Image garbage collection off: the images cannot be pulled again here. Eviction only near
   # the real limits, not at the kubelet's defaults of 10-15 % free disk.
@@ -323,7 +289,7 @@ up() {
   wait_for containerd 30 ctr --address "$node/containerd.sock" version || { down; exit 1; }
   import_images
   start kubelet "$dir/logs/kubelet.log" "$bin/kubelet" \
-    --config "$node/kubelet.yaml" --kubeconfig "$node/kubelet.kubeconfig" \
+    --config "$node/kubelet.yaml" --kubeconfig "$dir/kubelet.kubeconfig" \
     --root-dir "$node/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --v 1
   local kubectl=("$bin/kubectl" --kubeconfig "$dir/kubeconfig")
   wait_for kubelet 120 "${kubectl[@]}" wait --for=condition=Ready --timeout=1s "node/$NODE_NAME" ||

@@ -17,6 +17,7 @@ use tokio::sync::OnceCell;
 
 use crate::chart::{CHART, Helm, RELEASE};
 use crate::control_plane::{ControlPlane, shared};
+pub use crate::control_plane::{config_map, secret};
 use crate::server::{Server, TempDir, install_crypto_provider, make_certs};
 
 pub const SYSTEM: &str = "configsum-system";
@@ -219,23 +220,5 @@ pub fn deployment_with_image(
             "template": {"metadata": {"labels": {"app": name}},
                 "spec": {"containers": [{"name": "app", "image": image,
                     "envFrom": env_from}]}}}})
-    .to_string()
-}
-
-/// A ConfigMap as YAML (JSON is YAML).
-pub fn config_map(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
-    let data: serde_json::Map<String, Value> =
-        data.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace}, "data": data})
-    .to_string()
-}
-
-/// A Secret as YAML, with `stringData`.
-pub fn secret(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
-    let data: serde_json::Map<String, Value> =
-        data.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
-    json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace}, "stringData": data})
     .to_string()
 }

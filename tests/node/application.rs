@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::cluster::*;
 
@@ -35,7 +35,7 @@ fn a_changed_secret_restarts_every_pod_with_the_new_value() {
         &[
             config_map(ns, "web-config", &[("value", "v1")]),
             secret(ns, "web-secret", &[("password", "p1")]),
-            app(ns, "web", 2),
+            app(ns, "web", 2).to_string(),
         ],
     );
     let before = served_by_every_pod(cp, ns, "web");
@@ -54,7 +54,7 @@ fn a_changed_secret_restarts_every_pod_with_the_new_value() {
         cp.get_json(&["deployment", "web", "-n", ns])["metadata"]["generation"].clone();
 
     let written = Instant::now();
-    cp.apply(&secret(ns, "web-secret", &[("password", "p2")]).to_string());
+    cp.apply(&secret(ns, "web-secret", &[("password", "p2")]));
     // The last new pod Ready, measured here every 100 ms.
     let ready_after = loop {
         let pods = pods(cp, ns, "web");
@@ -116,11 +116,8 @@ fn one_apply_of_a_changed_config_map_and_its_deployment_rolls_once() {
         [
             config_map(ns, "api-config", &[("value", value)]),
             secret(ns, "api-secret", &[("password", "p1")]),
-            deployment,
+            deployment.to_string(),
         ]
-        .iter()
-        .map(Value::to_string)
-        .collect::<Vec<_>>()
         .join("\n---\n")
     };
     cp.namespace(ns, true);
@@ -165,13 +162,13 @@ fn a_bad_value_stalls_the_rollout_at_its_progress_deadline() {
         &[
             config_map(ns, "shop-config", &[("value", "v1"), ("exit-code", "0")]),
             secret(ns, "shop-secret", &[("password", "p1")]),
-            deployment,
+            deployment.to_string(),
         ],
     );
     assert_eq!(served_by_every_pod(cp, ns, "shop").len(), 2);
     let old_pods: Vec<String> = pods(cp, ns, "shop").into_iter().map(|p| p.name).collect();
 
-    cp.apply(&config_map(ns, "shop-config", &[("value", "v2"), ("exit-code", "3")]).to_string());
+    cp.apply(&config_map(ns, "shop-config", &[("value", "v2"), ("exit-code", "3")]));
     wait_until("ProgressDeadlineExceeded", Duration::from_secs(90), || {
         let deployment = cp.get_json(&["deployment", "shop", "-n", ns]);
         deployment["status"]["conditions"].as_array().is_some_and(|conditions| {

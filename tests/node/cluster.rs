@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::control_plane::ControlPlane;
+pub use crate::control_plane::{ControlPlane, config_map, secret};
 
 pub const SYSTEM: &str = "configsum-system";
 
@@ -53,25 +53,11 @@ pub fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool
 }
 
 /// A namespace opted in to configsum, with `objects` (YAML or JSON documents) applied in it.
-pub fn namespace_with(cp: &ControlPlane, namespace: &str, objects: &[Value]) {
+pub fn namespace_with(cp: &ControlPlane, namespace: &str, objects: &[String]) {
     cp.namespace(namespace, true);
     for object in objects {
-        cp.apply(&object.to_string());
+        cp.apply(object);
     }
-}
-
-pub fn config_map(namespace: &str, name: &str, data: &[(&str, &str)]) -> Value {
-    let data: serde_json::Map<String, Value> =
-        data.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace}, "data": data})
-}
-
-pub fn secret(namespace: &str, name: &str, data: &[(&str, &str)]) -> Value {
-    let data: serde_json::Map<String, Value> =
-        data.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
-    json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace}, "stringData": data})
 }
 
 /// A Deployment of config-echo, `app=<name>`: `VALUE` from key `value` of ConfigMap

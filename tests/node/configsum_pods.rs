@@ -134,7 +134,7 @@ fn deleting_the_leading_controller_pod_hands_the_lease_over() {
         &[
             config_map(ns, "api-config", &[("value", "v1")]),
             secret(ns, "api-secret", &[("password", "p1")]),
-            app(ns, "api", 1),
+            app(ns, "api", 1).to_string(),
         ],
     );
     served_by_every_pod(cp, ns, "api");
@@ -165,7 +165,7 @@ fn deleting_the_leading_controller_pod_hands_the_lease_over() {
         deleted.elapsed().as_secs_f64()
     ));
 
-    cp.apply(&secret(ns, "api-secret", &[("password", "p2")]).to_string());
+    cp.apply(&secret(ns, "api-secret", &[("password", "p2")]));
     wait_until("the new leader rolled api", Duration::from_secs(60), || {
         let pods = pods(cp, ns, "api");
         pods.len() == 1
@@ -248,7 +248,7 @@ fn with_every_webhook_pod_deleted_writes_are_admitted_and_the_controller_catches
 
     // The controller catches up: the next change gives it its digests and restarts its pod.
     served_by_every_pod(cp, ns, &admitted_unchanged);
-    cp.apply(&config_map(ns, "late-config", &[("value", "v2")]).to_string());
+    cp.apply(&config_map(ns, "late-config", &[("value", "v2")]));
     wait_until(
         "the controller rolled the workload admitted unchanged",
         Duration::from_secs(60),

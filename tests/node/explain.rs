@@ -22,7 +22,7 @@ fn explain_reads_a_rollout_as_progressing_during_it_and_complete_after() {
         &[
             config_map(ns, "slow-config", &[("value", "v1")]),
             secret(ns, "slow-secret", &[("password", "p1")]),
-            slow,
+            slow.to_string(),
         ],
     );
     served_by_every_pod(cp, ns, "slow");
@@ -33,7 +33,7 @@ fn explain_reads_a_rollout_as_progressing_during_it_and_complete_after() {
         "{answer}"
     );
 
-    cp.apply(&secret(ns, "slow-secret", &[("password", "p2")]).to_string());
+    cp.apply(&secret(ns, "slow-secret", &[("password", "p2")]));
     let deadline = Instant::now() + Duration::from_secs(60);
     let during = loop {
         let answer = explain(cp, &["deployment/slow", "-n", ns]);

@@ -244,3 +244,21 @@ fn remove_stale_runs(runs: &Path) {
         }
     }
 }
+
+/// A ConfigMap as YAML (JSON is YAML).
+pub fn config_map(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
+    let data: serde_json::Map<String, serde_json::Value> =
+        data.iter().map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect();
+    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace}, "data": data})
+    .to_string()
+}
+
+/// A Secret as YAML, with `stringData`.
+pub fn secret(namespace: &str, name: &str, data: &[(&str, &str)]) -> String {
+    let data: serde_json::Map<String, serde_json::Value> =
+        data.iter().map(|(k, v)| ((*k).to_owned(), serde_json::json!(v))).collect();
+    serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace}, "stringData": data})
+    .to_string()
+}
