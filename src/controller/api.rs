@@ -13,7 +13,7 @@ use kube::api::{DynamicObject, Patch};
 use kube::{Api, Client};
 use serde_json::Value;
 
-use super::workload::{WorkloadKey, api_resource};
+use super::model::workload::{WorkloadKey, api_resource};
 use crate::core::{ObjectContent, ObjectKey, ObjectRef};
 use crate::lookup::{KubeSource, LookupError, ObjectSource};
 
@@ -81,7 +81,13 @@ impl ControllerApi for KubeApi {
     }
 
     async fn record(&self, event: Event, timeout: Duration) {
-        super::event::record(&self.client, event, timeout).await
+        let namespace = event.involved_object.namespace.clone().unwrap_or_default();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        match tokio::time::timeout(timeout, api.create(&super::post_params(), &event)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot record an Event"),
+            Err(_) => tracing::warn!("recording an Event timed out"),
+        }
     }
 
     async fn read_template(&self, workload: &WorkloadKey) -> Result<Option<Value>, LookupError> {

@@ -11,7 +11,7 @@ use kube::api::Patch;
 use serde_json::Value;
 
 use super::api::{ControllerApi, PatchError, ReadResult};
-use super::workload::WorkloadKey;
+use super::model::workload::WorkloadKey;
 use crate::core::{ObjectContent, ObjectKey};
 use crate::lookup::LookupError;
 

@@ -17,26 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-/// Whether this replica leads, in which term, and until when.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Leadership {
-    /// Counts up each time this replica becomes the leader.
-    pub term: u64,
-    /// When leadership lapses unless renewed; `None` when following.
-    pub until: Option<Instant>,
-}
-
-impl Leadership {
-    pub fn is_leading(&self, now: Instant) -> bool {
-        self.until.is_some_and(|until| now < until)
-    }
-
-    /// How long this replica may still act for `term`, if it leads in it.
-    pub fn remaining(&self, term: u64, now: Instant) -> Option<Duration> {
-        let until = self.until.filter(|_| self.term == term)?;
-        (now < until).then(|| until - now)
-    }
-}
+pub use super::model::leadership::Leadership;
 
 pub struct LeaderElector {
     api: Api<Lease>,

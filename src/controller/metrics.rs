@@ -8,6 +8,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
+use tokio::time::Instant;
+
+use super::model::work::{Due, ReconcileResult, Reconciled};
 use crate::core::verdict::Verdict;
 use crate::lookup::LookupMetrics;
 use crate::process::MetricsRegistry;
@@ -104,6 +107,21 @@ impl ControllerMetrics {
 
     pub fn reacted(&self, seconds: f64) {
         self.reaction.observe(seconds);
+    }
+
+    /// Counts a reconciliation's outcome, and for a patch the time since its window opened.
+    pub fn reconciled(&self, due: &Due, result: &ReconcileResult, now: Instant) {
+        match result {
+            Ok(Reconciled::DryRun) => self.count("dry_run"),
+            Ok(Reconciled::Patched { .. }) => {
+                self.count("patched");
+                self.reacted(now.saturating_duration_since(due.opened).as_secs_f64());
+            }
+            Ok(Reconciled::Unchanged | Reconciled::Gone) => self.count("unchanged"),
+            // Not an outcome yet: reconciled again on the newer snapshot.
+            Ok(Reconciled::NotLeading | Reconciled::Conflicted { .. }) => {}
+            Err(e) => self.count(e.metric_label()),
+        }
     }
 }
 

@@ -1,16 +1,17 @@
 //! `configsum controller`: rolls workloads when only their ConfigMaps or
 //! Secrets change, with the webhook's own rules and digests.
 //!
-//! The spine is one event loop over a sans-I/O `state`. Everything reports
-//! to it through one inbox (`message`): the `watches` (each applied to an
-//! index by a `watch` handle, which owns the relist protocol), the object
-//! `reads`, the `worker` and the image `poller`. The state keeps the
-//! reference `index`, the tracked `objects`, the `images` index, the
-//! `tracked_workloads` (workloads that roll together) and the `schedule` (the window and minimum interval of `queue`, retries with
-//! `backoff`, the leadership term); its `tick` hands out reads, work and poll
-//! rounds. The worker `reconcile`s through the token bucket and records an
-//! `event`, through the `api` seam; only the holder of the `lease` patches.
-//! `run` wires it together.
+//! Three floors, each importing only the ones below it:
+//!
+//! - `model`: the vocabulary — the inbox's message, a workload's key and snapshot, a read's
+//!   result, a reconciliation's work and outcome, triggers, Events, leadership.
+//! - `state`: the sans-I/O event-loop state — a router over indexes that each own one
+//!   concern (namespaces in scope, workloads, what they track, tracked objects, images,
+//!   workloads that roll together, the work queue, the flap guard), driven by the caller's
+//!   clock.
+//! - the shell, here: the `watches`, the object `reads`, the `worker` that `reconcile`s, the
+//!   image `poller` and the `lease` elector each report to the one inbox; the `api` seam
+//!   talks to the API server; `run` wires it together. Only the Lease holder patches.
 
 /// `kube::Resource` for a type the controller decodes from its own light wire form, with
 /// its `ObjectMeta` in a `meta` field and its API resource known at run time; `metadata`
@@ -52,29 +53,18 @@ macro_rules! dynamic_resource {
 }
 
 pub mod api;
-pub mod backoff;
-pub mod event;
 #[cfg(test)]
 mod fake_api;
-pub mod flap_guard;
-pub mod images;
-pub mod index;
 pub mod lease;
-pub mod message;
 pub mod metrics;
-pub mod objects;
-pub mod queue;
+pub mod model;
+pub mod poller;
 pub mod reads;
 pub mod reconcile;
 mod run;
-pub mod schedule;
 pub mod state;
-pub mod tracked_workloads;
-pub mod trigger;
-pub mod watch;
 pub mod watches;
 pub mod worker;
-pub mod workload;
 
 pub use run::run;
 

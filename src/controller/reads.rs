@@ -8,10 +8,10 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::api::ControllerApi;
-use super::message::Message;
-use super::objects::{ReadRequest, judge};
-use super::reconcile::CALL_TIMEOUT;
-use super::workload::WorkloadKey;
+use super::model::message::Message;
+use super::model::work::CALL_TIMEOUT;
+use super::model::workload::WorkloadKey;
+use super::state::objects::{ReadRequest, judge};
 use crate::core::Digester;
 
 pub async fn read<A: ControllerApi>(

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use json_patch::PatchOperation;
 use kube::api::Patch;
@@ -16,179 +15,98 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::api::{ControllerApi, PatchError, Reads};
-use super::event;
-use super::images::{self, LatestDigests};
-use super::lease::Leadership;
-use super::objects::FreshDigests;
-use super::queue::TokenBucket;
-use super::schedule::Work;
-use super::tracked_workloads::{self, TemplateDigests};
-use super::trigger::Trigger;
-use super::workload::{Snapshot, Snapshots, WorkloadKey};
+use super::model::event;
+use super::model::leadership::Leadership;
+use super::model::trigger::Trigger;
+use super::model::work::{
+    CALL_TIMEOUT, CONFLICT_RETRIES, ReconcileError, ReconcileResult, Reconciled, Work,
+};
+use super::state::pacing::TokenBucket;
 use crate::core::inputs::image::ImageObservation;
 use crate::core::{Digester, Mutation, ObjectRef, Observation, Settings};
 use crate::lookup::{Inputs, LookupMetrics, observe, observe_some};
-
-/// Bound on each API call, and on one reconciliation's lookups together.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(5);
-const CONFLICT_RETRIES: usize = 5;
-
-/// The workload's snapshot; when `stale` is the version it has (a conflict, or
-/// this replica's own patch not yet watched), waits (up to 2 s) for the watch
-/// to deliver a newer one.
-async fn fresh_snapshot(
-    snapshots: &Snapshots,
-    key: &WorkloadKey,
-    stale: Option<&Option<String>>,
-) -> Option<Snapshot> {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let snapshot = snapshots.lock().ok()?.get(key).cloned()?;
-        if stale.is_none_or(|stale| *stale != snapshot.resource_version)
-            || Instant::now() >= deadline
-        {
-            return Some(snapshot);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// How a reconciliation ended, short of an error.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Reconciled {
-    /// Patched from the snapshot at this resourceVersion.
-    Patched {
-        from: Option<String>,
-    },
-    /// `--dry-run`: it would have been patched; a `WouldRoll` Event says so.
-    DryRun,
-    Unchanged,
-    /// Deleted, or no longer one the webhook would mutate.
-    Gone,
-    /// This replica does not lead (any more) in the work's term: dropped.
-    NotLeading,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    #[error("API server: {0}")]
-    Api(String),
-    #[error("{0}")]
-    Lookup(String),
-    #[error("the workload kept changing under us ({CONFLICT_RETRIES} conflicts)")]
-    Conflict,
-    #[error("the patch timed out")]
-    Timeout,
-}
-
-impl ReconcileError {
-    /// The `outcome` label of `configsum_controller_patches_total`.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            ReconcileError::Conflict => "conflict",
-            ReconcileError::Timeout => "timeout",
-            ReconcileError::Api(_) | ReconcileError::Lookup(_) => "failed",
-        }
-    }
-}
-
-pub type ReconcileResult = Result<Reconciled, ReconcileError>;
 
 pub struct Reconciler<A> {
     pub api: Arc<A>,
     pub digester: Digester,
     pub settings: Settings,
     pub lookups: LookupMetrics,
-    pub snapshots: Snapshots,
     pub leadership: watch::Receiver<Leadership>,
-    /// The digests the image poller found, by image.
-    pub latest_digests: LatestDigests,
-    /// The digests the event loop's reads found for due workloads.
-    pub fresh_digests: FreshDigests,
-    /// The template digest of each watched workload another may track.
-    pub template_digests: TemplateDigests,
     /// `--dry-run`: record what would roll, patch nothing.
     pub dry_run: bool,
 }
 
 impl<A: ControllerApi> Reconciler<A> {
-    /// Patches the work's workload if its digests are not current; its
-    /// triggers name what changed, for the Event. Works from the watched
-    /// snapshot (the controller needs no `get` on workloads); after a
-    /// conflict, or while the watch has not delivered this replica's last
-    /// patch, it waits for the newer version. Patches only while leading in
-    /// the work's term, through `bucket`.
+    /// Patches the work's workload if its digests are not current; its triggers name what
+    /// changed, for the Event. Works from the snapshot the work carries (the controller needs
+    /// no `get` on workloads); a conflict is reported, and the loop hands the work out again
+    /// on the newer snapshot the watch delivers. Patches only while leading in the work's
+    /// term, through `bucket`.
     pub async fn reconcile(&self, work: &Work, bucket: &mut TokenBucket) -> ReconcileResult {
-        let (key, changed, term) = (&work.key, &work.triggers, work.term);
-        let mut older_than = work.unseen_patch.clone();
-        let mut conflicted = false;
-        for _ in 0..CONFLICT_RETRIES {
-            let Some(snapshot) = fresh_snapshot(&self.snapshots, key, older_than.as_ref()).await
-            else {
-                return if conflicted {
-                    Err(ReconcileError::Conflict)
-                } else {
-                    Ok(Reconciled::Gone)
-                };
-            };
-            let mutation = snapshot.mutation;
-            let inputs =
-                ReconcileInputs { reconciler: self, key, deadline: Instant::now() + CALL_TIMEOUT };
-            let observed = observe(&mutation, &inputs).await;
-            let decision = mutation.decide(observed, &self.settings);
-            // Retried with backoff; named as the controller says it, not in
-            // the webhook's denial, which names a flag the controller lacks.
-            if !decision.unreadable.is_empty() {
-                return Err(ReconcileError::Lookup(unreadable(&decision.unreadable)));
-            }
-            if decision.patch.is_empty() {
-                return Ok(Reconciled::Unchanged);
-            }
-            // Only patches are paced; reconciliations that change nothing are free.
-            while let Err(wait) = bucket.take(Instant::now()) {
-                tokio::time::sleep(wait).await;
-            }
-            let Some(left) = self.leadership.borrow().remaining(term, Instant::now()) else {
-                return Ok(Reconciled::NotLeading);
-            };
-            if self.dry_run {
-                let mut named: BTreeSet<Trigger> = changed.clone();
-                named.extend(decision.changed.into_iter().map(Trigger::Object));
-                named.extend(decision.changed_workloads.into_iter().map(Trigger::Workload));
-                let event = event::would_roll(key, snapshot.uid, &named);
-                let message = event.message.clone().unwrap_or_default();
-                tracing::info!(workload = %key, %message, "dry run: would roll");
-                self.api.record(event, CALL_TIMEOUT).await;
-                return Ok(Reconciled::DryRun);
-            }
-            let version = snapshot.resource_version.clone();
-            // A pinned image or an image-env variable is in an element of a list, which a
-            // merge patch could only replace whole: such a patch is a JSON Patch.
-            let annotations = key.kind.annotations_path();
-            let patch: Patch<Value> = if annotations_only(annotations, &decision.patch) {
-                Patch::Merge(merge_patch(annotations, &decision.patch, version))
+        let (key, changed, term) = (&work.due.key, &work.due.triggers, work.due.term);
+        let Some(snapshot) = &work.snapshot else {
+            return if work.due.conflicts > 0 {
+                Err(ReconcileError::Conflict)
             } else {
-                Patch::Json(guarded_json_patch(decision.patch.clone(), version))
+                Ok(Reconciled::Gone)
             };
-            match tokio::time::timeout(left.min(CALL_TIMEOUT), self.api.patch(key, &patch)).await {
-                Err(_) => return Err(ReconcileError::Timeout),
-                Ok(Ok(())) => {
-                    let mut named: BTreeSet<Trigger> = changed.clone();
-                    named.extend(decision.changed.into_iter().map(Trigger::Object));
-                    named.extend(decision.changed_workloads.into_iter().map(Trigger::Workload));
-                    let event = event::rolled(key, snapshot.uid, &named);
-                    self.api.record(event, CALL_TIMEOUT).await;
-                    return Ok(Reconciled::Patched { from: snapshot.resource_version });
-                }
-                Ok(Err(PatchError::Conflict)) => {
-                    conflicted = true;
-                    older_than = Some(snapshot.resource_version);
-                }
-                Ok(Err(PatchError::NotFound)) => return Ok(Reconciled::Gone),
-                Ok(Err(PatchError::Failed(e))) => return Err(ReconcileError::Api(e)),
-            }
+        };
+        let mutation = &snapshot.mutation;
+        let inputs =
+            GivenInputs { reconciler: self, work, deadline: Instant::now() + CALL_TIMEOUT };
+        let observed = observe(mutation, &inputs).await;
+        let decision = mutation.clone().decide(observed, &self.settings);
+        // Retried with backoff; named as the controller says it, not in
+        // the webhook's denial, which names a flag the controller lacks.
+        if !decision.unreadable.is_empty() {
+            return Err(ReconcileError::Lookup(unreadable(&decision.unreadable)));
         }
-        Err(ReconcileError::Conflict)
+        if decision.patch.is_empty() {
+            return Ok(Reconciled::Unchanged);
+        }
+        // Only patches are paced; reconciliations that change nothing are free.
+        while let Err(wait) = bucket.take(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+        let Some(left) = self.leadership.borrow().remaining(term, Instant::now()) else {
+            return Ok(Reconciled::NotLeading);
+        };
+        let mut named: BTreeSet<Trigger> = changed.clone();
+        named.extend(decision.changed.into_iter().map(Trigger::Object));
+        named.extend(decision.changed_workloads.into_iter().map(Trigger::Workload));
+        if self.dry_run {
+            let event = event::would_roll(key, snapshot.uid.clone(), &named);
+            let message = event.message.clone().unwrap_or_default();
+            tracing::info!(workload = %key, %message, "dry run: would roll");
+            self.api.record(event, CALL_TIMEOUT).await;
+            return Ok(Reconciled::DryRun);
+        }
+        let version = snapshot.resource_version.clone();
+        // A pinned image or an image-env variable is in an element of a list, which a
+        // merge patch could only replace whole: such a patch is a JSON Patch.
+        let annotations = key.kind.annotations_path();
+        let patch: Patch<Value> = if annotations_only(annotations, &decision.patch) {
+            Patch::Merge(merge_patch(annotations, &decision.patch, version))
+        } else {
+            Patch::Json(guarded_json_patch(decision.patch, version))
+        };
+        match tokio::time::timeout(left.min(CALL_TIMEOUT), self.api.patch(key, &patch)).await {
+            Err(_) => Err(ReconcileError::Timeout),
+            Ok(Ok(())) => {
+                let event = event::rolled(key, snapshot.uid.clone(), &named);
+                self.api.record(event, CALL_TIMEOUT).await;
+                Ok(Reconciled::Patched { from: snapshot.resource_version.clone() })
+            }
+            // The last of a run of conflicts fails, and is retried with backoff.
+            Ok(Err(PatchError::Conflict)) if work.due.conflicts + 1 >= CONFLICT_RETRIES => {
+                Err(ReconcileError::Conflict)
+            }
+            Ok(Err(PatchError::Conflict)) => {
+                Ok(Reconciled::Conflicted { from: snapshot.resource_version.clone() })
+            }
+            Ok(Err(PatchError::NotFound)) => Ok(Reconciled::Gone),
+            Ok(Err(PatchError::Failed(e))) => Err(ReconcileError::Api(e)),
+        }
     }
 }
 
@@ -198,25 +116,25 @@ fn unreadable(objects: &[ObjectRef]) -> String {
     format!("could not read {}", names.join(", "))
 }
 
-/// A reconciliation's observations: the digests the event loop's reads
-/// computed for it where they cover the keys it reads now, the other objects
-/// read fresh; its images from what the poller last found.
-struct ReconcileInputs<'a, A> {
+/// A reconciliation's observations: the digests the event loop's reads computed for it
+/// where they cover the keys it reads now, the other objects read fresh; its images and
+/// tracked workloads from what the loop knew when it handed the work out.
+struct GivenInputs<'a, A> {
     reconciler: &'a Reconciler<A>,
-    key: &'a WorkloadKey,
+    work: &'a Work,
     deadline: Instant,
 }
 
-impl<A: ControllerApi> Inputs for ReconcileInputs<'_, A> {
+impl<A: ControllerApi> Inputs for GivenInputs<'_, A> {
     async fn objects(&self, mutation: &Mutation) -> Vec<Observation> {
         let r = self.reconciler;
-        let mut fresh = r.fresh_digests.lock().ok().and_then(|mut f| f.remove(self.key));
+        let fresh = &self.work.fresh;
         let mut observations: Vec<Option<Observation>> = mutation
             .targets
             .iter()
             .map(|target| {
-                let found = fresh.as_mut()?.remove(&target.object)?;
-                (found.keys == target.consumption.keys).then_some(found.observation)
+                let found = fresh.get(&target.object)?;
+                (found.keys == target.consumption.keys).then(|| found.observation.clone())
             })
             .collect();
         let missing: Vec<usize> =
@@ -234,12 +152,12 @@ impl<A: ControllerApi> Inputs for ReconcileInputs<'_, A> {
         observations.into_iter().map(|o| o.unwrap_or_else(unread)).collect()
     }
 
-    async fn images(&self, mutation: &Mutation) -> Vec<ImageObservation> {
-        images::observations(mutation, self.key, &self.reconciler.latest_digests)
+    async fn images(&self, _mutation: &Mutation) -> Vec<ImageObservation> {
+        self.work.images.clone()
     }
 
-    async fn workloads(&self, mutation: &Mutation) -> Vec<Option<Observation>> {
-        tracked_workloads::observations(mutation, &self.reconciler.template_digests)
+    async fn workloads(&self, _mutation: &Mutation) -> Vec<Option<Observation>> {
+        self.work.workloads.clone()
     }
 }
 
@@ -308,12 +226,17 @@ pub fn merge_patch(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+    use std::time::Duration;
+
     use super::*;
     use crate::controller::fake_api::{Answer, Call, FakeApi};
-    use crate::controller::objects::Fresh;
-    use crate::controller::workload::WatchedWorkload;
+    use crate::controller::model::reading::Fresh;
+    use crate::controller::model::work::Due;
+    use crate::controller::model::workload::{Snapshot, WatchedWorkload, WorkloadKey};
+    use crate::core::kinds::WorkloadKind;
     use crate::core::refs::ConsumedKeys;
-    use crate::core::{DigestKeys, ObjectContent, ObjectId, WorkloadKind};
+    use crate::core::{DigestKeys, ObjectContent, ObjectId};
 
     fn web() -> WorkloadKey {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: "web".into() }
@@ -330,23 +253,10 @@ mod tests {
         digester().digest(id, &ObjectContent::from_entries(entries), &ConsumedKeys::All, None)
     }
 
-    /// A reconciler of `web`, whose template records the digest of "one" while the Secret
-    /// holds "two", leading in term 1 for an hour.
+    /// A reconciler leading in term 1 for an hour; the Secret holds "two".
     fn reconciler() -> (Reconciler<FakeApi>, watch::Sender<Leadership>) {
         let api = FakeApi::default();
         api.put(ObjectRef::secret("db").within("ns"), &[("password", "two")]);
-        let watched: WatchedWorkload = serde_json::from_value(json!({
-            "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "5", "uid": "u1"},
-            "spec": {"template": {
-                "metadata": {"annotations": {"secret.configsum.dev/db": digest_of("one")}},
-                "spec": {"containers": [{"name": "c", "image": "app:1",
-                    "envFrom": [{"secretRef": {"name": "db"}}]}]}}}}))
-        .expect("a Deployment");
-        let mutation = watched.plan(WorkloadKind::Deployment, &Settings::default()).expect("plan");
-        let snapshots = Snapshots::default();
-        let snapshot =
-            Snapshot { mutation, resource_version: Some("5".into()), uid: Some("u1".into()) };
-        snapshots.lock().expect("snapshots").insert(web(), snapshot);
         let leading =
             Leadership { term: 1, until: Some(Instant::now() + Duration::from_secs(3600)) };
         let (leadership_tx, leadership) = watch::channel(leading);
@@ -355,19 +265,35 @@ mod tests {
             digester: digester(),
             settings: Settings::default(),
             lookups: LookupMetrics::default(),
-            snapshots,
             leadership,
-            latest_digests: LatestDigests::default(),
-            template_digests: TemplateDigests::default(),
             dry_run: false,
-            fresh_digests: FreshDigests::default(),
         };
         (reconciler, leadership_tx)
     }
 
+    /// `web` at resourceVersion "5", whose template records the digest of "one".
+    fn snapshot() -> Snapshot {
+        let watched: WatchedWorkload = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns", "resourceVersion": "5", "uid": "u1"},
+            "spec": {"template": {
+                "metadata": {"annotations": {"secret.configsum.dev/db": digest_of("one")}},
+                "spec": {"containers": [{"name": "c", "image": "app:1",
+                    "envFrom": [{"secretRef": {"name": "db"}}]}]}}}}))
+        .expect("a Deployment");
+        let mutation = watched.plan(WorkloadKind::Deployment, &Settings::default()).expect("plan");
+        Snapshot { mutation, resource_version: Some("5".into()), uid: Some("u1".into()) }
+    }
+
     fn work() -> Work {
         let (triggers, opened) = (BTreeSet::new(), Instant::now());
-        Work { key: web(), triggers, opened, term: 1, unseen_patch: None }
+        let due = Due { key: web(), triggers, opened, term: 1, conflicts: 0 };
+        Work {
+            due,
+            snapshot: Some(snapshot()),
+            fresh: HashMap::new(),
+            images: Vec::new(),
+            workloads: Vec::new(),
+        }
     }
 
     /// Patched from the watched version, "5".
@@ -375,15 +301,20 @@ mod tests {
         Reconciled::Patched { from: Some("5".into()) }
     }
 
-    async fn reconcile(r: &Reconciler<FakeApi>) -> ReconcileResult {
+    async fn reconcile_work(r: &Reconciler<FakeApi>, work: &Work) -> ReconcileResult {
         let mut bucket = TokenBucket::new(100.0, 10, Instant::now());
-        r.reconcile(&work(), &mut bucket).await
+        r.reconcile(work, &mut bucket).await
     }
 
-    fn hand_fresh(r: &Reconciler<FakeApi>, keys: ConsumedKeys, password: &str) {
+    async fn reconcile(r: &Reconciler<FakeApi>) -> ReconcileResult {
+        reconcile_work(r, &work()).await
+    }
+
+    fn with_fresh(keys: ConsumedKeys, password: &str) -> Work {
         let fresh = Fresh { keys, observation: Observation::Digest(digest_of(password)) };
-        let mut digests = r.fresh_digests.lock().expect("fresh");
-        digests.entry(web()).or_default().insert(ObjectRef::secret("db"), fresh);
+        let mut work = work();
+        work.fresh.insert(ObjectRef::secret("db"), fresh);
+        work
     }
 
     #[tokio::test(start_paused = true)]
@@ -406,45 +337,42 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_digest_handed_on_by_the_event_loops_read_is_not_read_again() {
         let (r, _leading) = reconciler();
-        hand_fresh(&r, ConsumedKeys::All, "two");
-        assert_eq!(reconcile(&r).await.expect("reconciled"), patched());
+        let work = with_fresh(ConsumedKeys::All, "two");
+        assert_eq!(reconcile_work(&r, &work).await.expect("reconciled"), patched());
         assert_eq!(r.api.reads(), 0, "one change, one read: the event loop's");
-        assert!(r.fresh_digests.lock().expect("fresh").is_empty(), "taken, so a retry reads");
         // Handed on for other keys than the workload reads now: read afresh.
         let (r, _leading) = reconciler();
-        hand_fresh(&r, ConsumedKeys::Keys(["user".to_owned()].into()), "two");
-        assert_eq!(reconcile(&r).await.expect("reconciled"), patched());
+        let work = with_fresh(ConsumedKeys::Keys(["user".to_owned()].into()), "two");
+        assert_eq!(reconcile_work(&r, &work).await.expect("reconciled"), patched());
         assert_eq!(r.api.reads(), 1);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_workload_this_replica_patched_is_judged_on_the_version_the_watch_delivers() {
+    async fn a_workload_gone_before_its_turn_is_gone_unless_it_conflicted_first() {
         let (r, _leading) = reconciler();
-        let snapshots = r.snapshots.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let mut snapshots = snapshots.lock().expect("snapshots");
-            let snapshot = snapshots.get_mut(&web()).expect("web");
-            snapshot.resource_version = Some("6".into());
-        });
-        let mut bucket = TokenBucket::new(100.0, 10, Instant::now());
-        let work = Work { unseen_patch: Some(Some("5".into())), ..work() };
-        let result = r.reconcile(&work, &mut bucket).await.expect("reconciled");
-        assert_eq!(result, Reconciled::Patched { from: Some("6".into()) });
-        assert_eq!(r.api.patches()[0]["metadata"]["resourceVersion"], "6", "not the outdated 5");
+        let mut work = work();
+        work.snapshot = None;
+        assert_eq!(reconcile_work(&r, &work).await.expect("reconciled"), Reconciled::Gone);
+        work.due.conflicts = 1;
+        let error = reconcile_work(&r, &work).await.expect_err("conflicted, then gone");
+        assert_eq!(error.metric_label(), "conflict");
+        assert!(r.api.calls().is_empty());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_conflict_is_retried_and_five_give_up() {
+    async fn a_conflict_is_reported_for_the_next_snapshot_and_the_fifth_in_a_row_fails() {
         let (r, _leading) = reconciler();
         r.api.answer(&[Answer::Conflict]);
-        assert_eq!(reconcile(&r).await.expect("reconciled"), patched());
+        let conflicted = Reconciled::Conflicted { from: Some("5".into()) };
+        assert_eq!(reconcile(&r).await.expect("reconciled"), conflicted);
+        assert_eq!(reconcile(&r).await.expect("reconciled"), patched(), "the next one patches");
         assert_eq!(r.api.patches().len(), 2);
         let (r, _leading) = reconciler();
-        r.api.answer(&[Answer::Conflict; 5]);
-        let error = reconcile(&r).await.expect_err("gives up");
+        r.api.answer(&[Answer::Conflict]);
+        let mut work = work();
+        work.due.conflicts = CONFLICT_RETRIES - 1;
+        let error = reconcile_work(&r, &work).await.expect_err("gives up");
         assert_eq!(error.metric_label(), "conflict");
-        assert_eq!(r.api.patches().len(), 5);
     }
 
     #[tokio::test(start_paused = true)]

@@ -10,15 +10,16 @@ use tokio::time::Instant;
 use tracing::info;
 
 use super::api::{ControllerApi as _, KubeApi};
-use super::flap_guard::FlapLimits;
-use super::images::{self, PollRate};
 use super::lease::{LeaderElector, Leadership};
-use super::message::Message;
 use super::metrics::ControllerMetrics;
-use super::queue::TokenBucket;
+use super::model::message::Message;
+use super::model::work::CALL_TIMEOUT;
+use super::poller::{self, PollRate};
 use super::reads;
-use super::reconcile::{CALL_TIMEOUT, Reconciler};
-use super::state::{Options, Shared, State};
+use super::reconcile::Reconciler;
+use super::state::flap_guard::FlapLimits;
+use super::state::pacing::TokenBucket;
+use super::state::{Options, State};
 use super::watches::{self, Watches};
 use super::worker;
 use crate::config::ControllerArgs;
@@ -86,7 +87,6 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let settings = process::settings(&args.annotations, LookupErrorPolicy::Deny);
     let source = Arc::new(KubeSource::new(client.clone()));
     let api = Arc::new(KubeApi { client: client.clone(), source: source.clone() });
-    let shared = Shared::default();
     // Small: a full channel holds the watches back rather than buffering a list.
     let (tx, mut messages) = mpsc::channel::<Message>(1_024);
     let reconciler = Arc::new(Reconciler {
@@ -94,11 +94,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         digester: digester.clone(),
         settings: settings.clone(),
         lookups: controller_metrics.lookups.clone(),
-        snapshots: shared.snapshots.clone(),
         leadership: leadership.clone(),
-        latest_digests: shared.latest_digests.clone(),
-        fresh_digests: shared.fresh_digests.clone(),
-        template_digests: shared.template_digests.clone(),
         dry_run: args.dry_run,
     });
     let (work_tx, work_rx) = mpsc::unbounded_channel();
@@ -111,7 +107,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     tokio::spawn(watches::discover(client, not_served, every, CALL_TIMEOUT, tx.clone()));
     let (rounds_tx, rounds) = mpsc::channel(1);
     let rate = PollRate { rate: args.registry_rate, burst: args.registry_burst };
-    let poller = images::poll(rounds, source, registry, rate, CALL_TIMEOUT, tx.clone());
+    let poller = poller::poll(rounds, source, registry, rate, CALL_TIMEOUT, tx.clone());
     tokio::spawn(poller);
     let options = Options {
         settings,
@@ -121,7 +117,8 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         poll_interval: args.image_poll_interval,
         flap: FlapLimits { limit: args.flap_limit, period: args.flap_period },
     };
-    let mut state = State::new(options, shared, controller_metrics);
+    let mut state = State::new(options);
+    let metrics = controller_metrics;
 
     let shutdown = signals.received();
     tokio::pin!(shutdown);
@@ -134,7 +131,11 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         tokio::select! {
             message = messages.recv() => {
                 let Some(message) = message else { break };
-                state.handle(message, Instant::now());
+                let now = Instant::now();
+                if let Message::Reconciled(done) = &message {
+                    metrics.reconciled(&done.0, &done.1, now);
+                }
+                state.handle(message, now);
             }
             _ = tokio::time::sleep_until(next) => {}
             changed = leadership.changed() => {
@@ -181,7 +182,6 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
             // A round still running keeps this one from queueing behind it.
             let _ = rounds_tx.try_send(round);
         }
-        let metrics = state.metrics();
         metrics.queue_depth.set(state.queue_depth() as i64);
         metrics.watched_objects.set(state.watched_objects() as i64);
         // A pass over every workload: once a second at most, not once a message.

@@ -19,13 +19,13 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
-use super::backoff::WatchBackoff;
-use super::message::{Message, ObjectVersion};
-use super::workload::{WatchedWorkload, api_resource};
+use super::model::backoff::WatchBackoff;
+use super::model::message::{Message, ObjectVersion};
+use super::model::workload::{WatchedWorkload, api_resource};
 use crate::core::ObjectKind;
 use crate::core::annotations::NAMESPACE_LABEL;
 use crate::core::kinds::Controller;
-use crate::core::workload::WorkloadKind;
+use crate::core::kinds::WorkloadKind;
 use crate::lookup::api_object::api_resource as object_api_resource;
 use crate::process::StartupError;
 

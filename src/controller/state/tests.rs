@@ -10,9 +10,14 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::*;
-use crate::controller::message::ObjectVersion;
-use crate::controller::objects::judge;
-use crate::controller::workload::WatchedWorkload;
+use crate::controller::model::backoff;
+use crate::controller::model::message::ObjectVersion;
+use crate::controller::model::trigger::Trigger;
+use crate::controller::model::work::{Reconciled, Work};
+use crate::controller::model::workload::WatchedWorkload;
+use crate::controller::state::flap_guard::FlapLimits;
+use crate::controller::state::objects::judge;
+use crate::controller::state::queue::SNAPSHOT_WAIT;
 use crate::core::refs::ConsumedKeys;
 use crate::core::{DigestKeys, Digester, ObjectContent, ObjectId, ObjectRef, Observation};
 
@@ -38,7 +43,6 @@ fn version(namespace: Option<&str>, name: &str, resource_version: &str) -> Objec
 /// The state, the objects its reads find, and what it handed out.
 struct Harness {
     state: State,
-    shared: Shared,
     now: Instant,
     digester: Digester,
     store: HashMap<ObjectKey, (BTreeMap<String, Vec<u8>>, String)>,
@@ -66,14 +70,11 @@ impl Harness {
             poll_interval: HOUR,
             flap,
         };
-        let shared = Shared::default();
-        let metrics = ControllerMetrics::register(&mut crate::process::MetricsRegistry::new());
-        let state = State::new(options, shared.clone(), metrics);
+        let state = State::new(options);
         let digester =
             Digester::new(DigestKeys::parse(b"0123456789abcdef0123456789abcdef").expect("key"));
         let mut harness = Harness {
             state,
-            shared,
             now: Instant::now(),
             digester,
             store: HashMap::new(),
@@ -243,9 +244,9 @@ impl Harness {
         self.send(Message::Object(ObjectKind::Secret, event));
     }
 
+    /// The digest a read handed on for web's next reconciliation.
     fn fresh(&self) -> Option<Observation> {
-        let fresh = self.shared.fresh_digests.lock().expect("fresh");
-        Some(fresh.get(&web())?.get(&db().object)?.observation.clone())
+        Some(self.state.objects.fresh_of(&web(), &db().object)?.observation.clone())
     }
 }
 
@@ -284,8 +285,11 @@ fn a_secret_change_is_read_once_and_rolls_its_workload_when_the_window_closes() 
     h.wait(Duration::from_millis(1));
     assert_eq!(h.work.len(), 1);
     let work = &h.work[0];
-    assert_eq!((work.key.clone(), work.term), (web(), 1));
-    assert!(work.triggers.contains(&Trigger::Object(ObjectRef::secret("db"))));
+    assert_eq!((work.due.key.clone(), work.due.term), (web(), 1));
+    assert!(work.due.triggers.contains(&Trigger::Object(ObjectRef::secret("db"))));
+    let fresh = work.fresh.get(&ObjectRef::secret("db")).map(|f| f.observation.clone());
+    assert_eq!(fresh, Some(Observation::Digest(h.digest_of("two"))), "travels in its work");
+    assert_eq!(h.fresh(), None, "taken along");
 }
 
 /// `web` as the watch delivers it: recording `password`, at `resource_version`.
@@ -302,7 +306,12 @@ fn apply(h: &mut Harness, workload: WatchedWorkload) {
 
 fn patched_from(h: &mut Harness, work: Work, resource_version: &str) {
     let result = Ok(Reconciled::Patched { from: Some(resource_version.into()) });
-    h.send(Message::Reconciled(Box::new((work, result))));
+    h.send(Message::Reconciled(Box::new((work.due, result))));
+}
+
+/// The resourceVersion of the snapshot `work` carries.
+fn version_of(work: &Work) -> Option<&str> {
+    work.snapshot.as_ref()?.resource_version.as_deref()
 }
 
 #[test]
@@ -314,23 +323,30 @@ fn content_back_to_what_an_outdated_snapshot_records_still_rolls() {
     h.secret_changed("two", "11");
     h.wait(WINDOW);
     let work = h.work.pop().expect("due");
-    assert_eq!(work.unseen_patch, None);
+    assert_eq!(version_of(&work), Some("5"));
     h.secret_changed("one", "12");
     h.wait(WINDOW);
     assert!(h.work.is_empty(), "web is in the worker");
     patched_from(&mut h, work, "5");
-    let work = h.work.pop().expect("came due while in the worker: due again when done");
-    assert_eq!(h.fresh(), Some(Observation::Digest(h.digest_of("one"))), "handed on");
-    assert_eq!(work.unseen_patch, Some(Some("5".into())), "waits for the patched version");
+    assert!(h.work.is_empty(), "came due meanwhile, and waits for the patched version");
 
-    // The watch delivers the first patch (recording "two"); the second, from it, records
-    // "one", and is not watched yet when the Secret becomes "two" again: due all the same.
+    // The watch delivers the first patch (recording "two"): the work goes out on it.
     watched(&mut h, "two", "6");
+    let work = h.work.pop().expect("due on the patched version");
+    assert_eq!(version_of(&work), Some("6"));
+    let fresh = work.fresh.get(&ObjectRef::secret("db")).map(|f| f.observation.clone());
+    assert_eq!(fresh, Some(Observation::Digest(h.digest_of("one"))), "handed on");
+
+    // The second patch, from it, records "one", and is not watched yet when the Secret
+    // becomes "two" again: due all the same; with the watch slow, judged on what there is
+    // once the wait is over.
     patched_from(&mut h, work, "6");
     h.secret_changed("two", "13");
     h.wait(WINDOW);
+    assert!(h.work.is_empty(), "held for the patched version");
+    h.wait(SNAPSHOT_WAIT);
     let work = h.work.pop().expect("this replica's own patch is not watched yet: due");
-    assert_eq!(work.unseen_patch, Some(Some("6".into())));
+    assert_eq!(version_of(&work), Some("6"));
 
     // Once the watch delivers the patched version, a current digest is current again.
     watched(&mut h, "one", "7");
@@ -391,8 +407,9 @@ fn stepping_down_drops_queued_work_and_a_new_term_reads_everything_again() {
     assert_eq!(h.reads.len(), reads + 1);
     h.wait(WINDOW);
     assert_eq!(h.work.len(), 1);
-    assert_eq!(h.work[0].term, 2);
-    assert_eq!(h.fresh(), Some(Observation::Digest(h.digest_of("three"))));
+    assert_eq!(h.work[0].due.term, 2);
+    let fresh = h.work[0].fresh.get(&db().object).map(|f| f.observation.clone());
+    assert_eq!(fresh, Some(Observation::Digest(h.digest_of("three"))));
 }
 
 #[test]
@@ -435,7 +452,7 @@ fn a_kind_served_after_start_up_joins_the_running_watches_and_is_read_then() {
     assert_eq!(h.reads.len(), 1, "the Secret is tracked already: its baseline stands");
     h.secret_changed("two", "11");
     h.wait(WINDOW);
-    let mut due: Vec<WorkloadKind> = h.work.iter().map(|w| w.key.kind).collect();
+    let mut due: Vec<WorkloadKind> = h.work.iter().map(|w| w.due.key.kind).collect();
     due.sort();
     assert_eq!(due, [WorkloadKind::Deployment, rollout]);
 }
@@ -494,18 +511,12 @@ fn a_tracked_template_change_rolls_its_trackers_once_and_never_a_first_observati
     let event = Event::Apply(serde_json::from_value(value).expect("a watched Deployment"));
     h.send(Message::Workload { kind: WorkloadKind::Deployment, epoch: 1, event: Box::new(event) });
     h.wait(WINDOW);
-    let due: Vec<WorkloadKey> = h.work.iter().map(|w| w.key.clone()).collect();
+    let due: Vec<WorkloadKey> = h.work.iter().map(|w| w.due.key.clone()).collect();
     assert_eq!(due, [key("keycloak")], "fresh records no digest: a first observation");
-    let triggers: Vec<String> = h.work[0].triggers.iter().map(ToString::to_string).collect();
+    let triggers: Vec<String> = h.work[0].due.triggers.iter().map(ToString::to_string).collect();
     assert_eq!(triggers, ["deployment/db"]);
-    let digests = h.shared.template_digests.lock().expect("digests").clone();
-    let snapshots = h.shared.snapshots.lock().expect("snapshots");
-    let mutation = &snapshots.get(&key("keycloak")).expect("planned").mutation;
-    let observed = crate::controller::tracked_workloads::observations(
-        mutation,
-        &std::sync::Arc::new(std::sync::Mutex::new(digests.clone())),
-    );
-    assert_eq!(observed, [Some(Observation::Digest(digests[&key("db")].clone().expect("exists")))]);
+    let db_digest = h.state.together.template(&key("db")).cloned().flatten().expect("exists");
+    assert_eq!(h.work[0].workloads, [Some(Observation::Digest(db_digest))], "in its work");
 }
 
 #[test]
@@ -525,9 +536,11 @@ fn a_tracked_template_back_to_what_an_outdated_tracker_records_still_rolls_it() 
     h.wait(WINDOW);
     assert!(h.work.is_empty(), "keycloak is in the worker");
     patched_from(&mut h, work, "2");
+    assert!(h.work.is_empty(), "due again, and waits for its patched version");
+    let upgraded = template_digest_of(&workload("db", "postgres:17", &[], "3"));
+    apply(&mut h, workload("keycloak", "keycloak:26", &[("db", Some(&upgraded))], "5"));
     let work = h.work.pop().expect("due again, not judged current on the old snapshot");
-    assert_eq!(work.key, key("keycloak"));
-    assert_eq!(work.unseen_patch, Some(Some("2".into())));
+    assert_eq!((&work.due.key, version_of(&work)), (&key("keycloak"), Some("5")));
 }
 
 #[test]
@@ -547,7 +560,7 @@ fn two_workloads_tracking_each_other_settle_after_one_round() {
     let da2 = template_digest_of(&a2);
     apply(&mut h, a2);
     h.wait(WINDOW);
-    let due: Vec<WorkloadKey> = h.work.drain(..).map(|w| w.key).collect();
+    let due: Vec<WorkloadKey> = h.work.drain(..).map(|w| w.due.key).collect();
     assert_eq!(due, [key("b")]);
     apply(&mut h, workload("b", "b:1", &[("a", Some(&da2))], "4"));
     h.wait(WINDOW * 10);
@@ -560,7 +573,7 @@ fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
     let mut h = Harness::started_with(Harness::with_flap_limits(FlapLimits { limit: 2, period }));
     let patched = |h: &mut Harness| {
         let work = h.work.pop().expect("due");
-        h.send(Message::Reconciled(Box::new((work, Ok(Reconciled::Patched { from: None })))));
+        h.send(Message::Reconciled(Box::new((work.due, Ok(Reconciled::Patched { from: None })))));
     };
     for (i, password) in ["two", "three"].iter().enumerate() {
         h.secret_changed(password, &format!("{}", 11 + i));
@@ -593,7 +606,7 @@ fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
     assert_eq!(h.events[1].reason.as_deref(), Some("FlapGuardReleased"));
     h.wait(WINDOW);
     assert_eq!(h.work.len(), 1, "after its window, as any roll");
-    let triggers: Vec<String> = h.work[0].triggers.iter().map(ToString::to_string).collect();
+    let triggers: Vec<String> = h.work[0].due.triggers.iter().map(ToString::to_string).collect();
     assert_eq!(triggers, ["secret/db (quiet again after the flap guard)"]);
     assert_eq!(h.state.held_workloads(), 0);
     assert_eq!(h.state.verdicts(), [(Verdict::Stale, 1)]);
@@ -616,8 +629,8 @@ fn a_workload_listed_before_its_tracker_is_read_once_and_caught_up() {
     }
     assert_eq!(h.template_reads, [key("db")], "listed before anything tracked it: read once");
     h.wait(WINDOW);
-    let due: Vec<WorkloadKey> = h.work.iter().map(|w| w.key.clone()).collect();
+    let due: Vec<WorkloadKey> = h.work.iter().map(|w| w.due.key.clone()).collect();
     assert_eq!(due, [key("keycloak")], "caught up");
-    let digests = h.shared.template_digests.lock().expect("digests").clone();
-    assert_eq!(digests.len(), 1, "only tracked workloads keep a digest: {digests:?}");
+    let known: Vec<&WorkloadKey> = h.state.together.known_templates().collect();
+    assert_eq!(known, [&key("db")], "only tracked workloads keep a digest");
 }

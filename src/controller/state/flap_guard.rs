@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::trigger::Trigger;
-use super::workload::WorkloadKey;
+use crate::controller::model::trigger::Trigger;
+use crate::controller::model::workload::WorkloadKey;
 
 /// `--flap-limit` and `--flap-period`; a limit of 0 turns the guard off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,7 +168,7 @@ fn prune(rolls: &mut VecDeque<Instant>, now: Instant, period: Duration) {
 mod tests {
     use super::*;
     use crate::core::ObjectRef;
-    use crate::core::workload::WorkloadKind;
+    use crate::core::kinds::WorkloadKind;
 
     fn web() -> WorkloadKey {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: "web".into() }

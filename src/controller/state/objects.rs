@@ -8,14 +8,19 @@
 //! stale; a workload without one rolls only if the object's content changed
 //! while the controller watched (first observation). One read per object is
 //! in flight at a time; a change during a read reads it again afterwards.
-//! The digests a read computes for the workloads it makes due are handed to
-//! their reconciliations ([`FreshDigests`]), so one change is one read.
+//! The digests a read computes for the workloads it makes due are kept for their
+//! reconciliations ([`TrackedObjects::take_fresh`]), so one change is one read.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
 
-use super::workload::WorkloadKey;
-use crate::core::digest::ABSENT;
+use tokio::time::Instant;
+
+use super::relist::WatchIndex;
+use crate::controller::model::message::ObjectVersion;
+use crate::core::ObjectKind;
+
+use crate::controller::model::reading::{Fresh, Judged, Reading, Verdict};
+use crate::controller::model::workload::WorkloadKey;
 use crate::core::refs::ConsumedKeys;
 use crate::core::{Digester, ObjectContent, ObjectId, ObjectKey, ObjectRef, Observation};
 
@@ -34,51 +39,6 @@ pub struct Tracker {
 pub struct ReadRequest {
     pub object: ObjectKey,
     pub trackers: Vec<Tracker>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Its annotation matches the content.
-    Current,
-    /// Its annotation does not match: it must be brought up to date.
-    Stale,
-    /// It has no annotation for the object.
-    NoDigest,
-}
-
-/// What one read means for one tracking workload.
-#[derive(Clone, Debug)]
-pub struct Judged {
-    pub workload: WorkloadKey,
-    pub verdict: Verdict,
-    /// The digest of the keys it consumes (or absent), for its reconciliation.
-    pub fresh: Fresh,
-}
-
-/// A digest a read computed for a workload, with the keys it covers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fresh {
-    pub keys: ConsumedKeys,
-    pub observation: Observation,
-}
-
-impl Fresh {
-    /// The annotation value it stands for.
-    pub fn annotation(&self) -> &str {
-        match &self.observation {
-            Observation::Digest(value) => value,
-            _ => ABSENT,
-        }
-    }
-}
-
-/// The outcome of one read, with the data already digested and dropped.
-#[derive(Clone, Debug)]
-pub struct Reading {
-    pub resource_version: Option<String>,
-    /// A digest of the whole content; `None` when the object does not exist.
-    pub content_digest: Option<String>,
-    pub judged: Vec<Judged>,
 }
 
 /// Digests what a read found for every tracker. Pure.
@@ -129,12 +89,6 @@ pub fn to_roll(
     })
 }
 
-/// Digests the controller's reads computed for the workloads they made due,
-/// by workload and object: their reconciliations take these instead of
-/// reading the objects again. Written by the event loop, taken (removed) by a
-/// reconciliation, so a retry reads afresh. Holds digests, never content.
-pub type FreshDigests = Arc<Mutex<HashMap<WorkloadKey, HashMap<ObjectRef, Fresh>>>>;
-
 /// What the controller knows of one tracked object's content.
 #[derive(Clone, Debug, Default)]
 struct Known {
@@ -150,7 +104,7 @@ struct Known {
     failures: u32,
 }
 
-/// What is known of each tracked object, and the reads waiting or running.
+/// What is known of each tracked object, and the reads waiting, running or to retry.
 #[derive(Debug, Default)]
 pub struct TrackedObjects {
     known: HashMap<ObjectKey, Known>,
@@ -158,9 +112,80 @@ pub struct TrackedObjects {
     waiting: VecDeque<ObjectKey>,
     queued: usize,
     reading: HashSet<ObjectKey>,
+    /// Failed reads, retried at these times.
+    retries: Vec<(Instant, ObjectKey)>,
+    /// Digests reads computed for the workloads they made due, by workload and object: their
+    /// reconciliations are handed these instead of reading the objects again. Taken when the
+    /// work is handed out, so a retry reads afresh. Digests, never content.
+    fresh: HashMap<WorkloadKey, HashMap<ObjectRef, Fresh>>,
 }
 
 impl TrackedObjects {
+    /// The watch of `kind`'s view of this index. Until `reading` (the first reads began),
+    /// changes ask for nothing: those reads will see them.
+    pub fn watch_of(&mut self, kind: ObjectKind, reading: bool) -> ObjectWatch<'_> {
+        ObjectWatch { kind, reading, objects: self }
+    }
+
+    /// Asks for a read of every tracked object (the first reads, or a new term's catch-up).
+    pub fn request_all(&mut self) {
+        let all: Vec<ObjectKey> = self.known.keys().cloned().collect();
+        for object in all {
+            self.request(object);
+        }
+    }
+
+    /// A failed read of `key` is retried at `at`.
+    pub fn retry_at(&mut self, key: ObjectKey, at: Instant) {
+        self.retries.push((at, key));
+    }
+
+    /// Asks for the reads whose retry is due.
+    pub fn request_due_retries(&mut self, now: Instant) {
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.retries).into_iter().partition(|(at, _)| *at <= now);
+        self.retries = later;
+        for (_, object) in due {
+            self.request(object);
+        }
+    }
+
+    pub fn next_retry(&self) -> Option<Instant> {
+        self.retries.iter().map(|(at, _)| *at).min()
+    }
+
+    /// Reads waiting or running, and retries (the queue-depth metric).
+    pub fn depth(&self) -> usize {
+        self.pending() + self.retries.len()
+    }
+
+    /// Keeps what a read found for `workload`, for its reconciliation.
+    pub fn hand_on(&mut self, workload: &WorkloadKey, object: &ObjectRef, fresh: Fresh) {
+        self.fresh.entry(workload.clone()).or_default().insert(object.clone(), fresh);
+    }
+
+    /// What reads found for `workload` since its last reconciliation.
+    pub fn take_fresh(&mut self, workload: &WorkloadKey) -> HashMap<ObjectRef, Fresh> {
+        self.fresh.remove(workload).unwrap_or_default()
+    }
+
+    /// What reads found for `workload`'s `object` and keep for its reconciliation.
+    #[cfg(test)]
+    pub fn fresh_of(&self, workload: &WorkloadKey, object: &ObjectRef) -> Option<&Fresh> {
+        self.fresh.get(workload)?.get(object)
+    }
+
+    /// Drops what reads found for `workload` (it is gone), or for every workload (`None`:
+    /// this replica stopped leading, and a new term starts from what it reads).
+    pub fn drop_fresh(&mut self, workload: Option<&WorkloadKey>) {
+        match workload {
+            Some(workload) => {
+                self.fresh.remove(workload);
+            }
+            None => self.fresh.clear(),
+        }
+    }
+
     /// Starts tracking an object (no read yet).
     pub fn track(&mut self, key: ObjectKey) {
         self.known.entry(key).or_default();
@@ -254,11 +279,53 @@ impl TrackedObjects {
     }
 }
 
+/// One object kind's watch applied to the tracked objects: a moved resourceVersion, a
+/// deletion, or a deletion found by a relist asks for a read (once the first reads began).
+pub struct ObjectWatch<'a> {
+    kind: ObjectKind,
+    reading: bool,
+    objects: &'a mut TrackedObjects,
+}
+
+impl WatchIndex<ObjectVersion> for ObjectWatch<'_> {
+    type Key = ObjectKey;
+
+    /// Only tracked objects are held: every other ConfigMap and Secret is ignored.
+    fn key(&self, meta: &ObjectVersion) -> Option<ObjectKey> {
+        let object = ObjectRef { kind: self.kind, name: meta.name.clone()? };
+        let key = object.within(meta.namespace.clone()?);
+        self.objects.is_tracked(&key).then_some(key)
+    }
+
+    fn apply(&mut self, meta: ObjectVersion) {
+        let Some(key) = self.key(&meta) else { return };
+        // Before the first reads, those reads will see this version.
+        if self.reading && !self.objects.is_current(&key, meta.resource_version.as_deref()) {
+            self.objects.request(key);
+        }
+    }
+
+    /// Read, and found absent.
+    fn delete(&mut self, key: ObjectKey) {
+        if self.reading {
+            self.objects.request(key);
+        }
+    }
+
+    /// The tracked objects of this kind that exist as far as the controller knows and the
+    /// relist did not list.
+    fn unlisted(&self, listed: &HashSet<ObjectKey>) -> Vec<ObjectKey> {
+        let gone = |key: &&ObjectKey| key.object.kind == self.kind && !listed.contains(*key);
+        self.objects.existing().filter(gone).cloned().collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::core::DigestKeys;
-    use crate::core::workload::WorkloadKind;
+    use crate::core::digest::ABSENT;
+    use crate::core::kinds::WorkloadKind;
 
     fn db() -> ObjectKey {
         ObjectRef::secret("db").within("ns")

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::{Api, Client};
 
 use super::trigger::Trigger;
 use super::workload::{WorkloadKey, api_resource};
@@ -156,17 +155,6 @@ fn truncate_bytes(mut s: String, max: usize) -> String {
     s.truncate(end);
     s.push('…');
     s
-}
-
-/// Creates the Event; a failure is logged, never retried (the patch happened).
-pub async fn record(client: &Client, event: Event, timeout: Duration) {
-    let namespace = event.involved_object.namespace.clone().unwrap_or_default();
-    let api: Api<Event> = Api::namespaced(client.clone(), &namespace);
-    match tokio::time::timeout(timeout, api.create(&super::post_params(), &event)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "cannot record an Event"),
-        Err(_) => tracing::warn!("recording an Event timed out"),
-    }
 }
 
 #[cfg(test)]

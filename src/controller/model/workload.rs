@@ -3,8 +3,7 @@
 //! API server omits `apiVersion` and `kind` on the items of a list
 //! (kubernetes/kubernetes#3030), so the object's own fields cannot say it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ApiResource;
@@ -14,9 +13,9 @@ use serde_json::value::RawValue;
 use crate::core::field_path::read_at;
 use crate::core::inputs::image::PodImages;
 use crate::core::inputs::workload_template::{template_digest, template_digest_of_json};
+use crate::core::kinds::WorkloadKind;
 use crate::core::pod_spec::Metadata;
 use crate::core::verdict::Verdict;
-use crate::core::workload::WorkloadKind;
 use crate::core::{Mutation, Plan, Settings, plan};
 
 /// A workload the controller may roll.
@@ -41,10 +40,6 @@ pub struct Snapshot {
     pub resource_version: Option<String>,
     pub uid: Option<String>,
 }
-
-/// The latest snapshot of each workload, written by the event loop and read
-/// by the worker.
-pub type Snapshots = Arc<Mutex<HashMap<WorkloadKey, Snapshot>>>;
 
 /// The API resource of a workload kind, for dynamic requests.
 pub fn api_resource(kind: WorkloadKind) -> ApiResource {

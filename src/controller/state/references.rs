@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::workload::WorkloadKey;
-use crate::core::workload::WorkloadKind;
+use crate::controller::model::workload::WorkloadKey;
+use crate::core::kinds::WorkloadKind;
 use crate::core::{Mutation, ObjectKey, ObjectRef};
 
 /// The objects the webhook's rules say a workload tracks.

@@ -12,9 +12,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::index::PolledImage;
-use crate::controller::message::Message;
-use crate::controller::queue::TokenBucket;
+use super::model::message::Message;
+use super::model::polled_image::PolledImage;
+use super::state::pacing::TokenBucket;
 use crate::lookup::{KubeSource, ObjectSource};
 use crate::registry::{ImageRef, RegistryClient, Resolution};
 

@@ -4,12 +4,11 @@
 
 use kube::runtime::watcher::Event;
 
-use super::images::PolledImage;
-use super::objects::Reading;
-use super::reconcile::ReconcileResult;
-use super::schedule::Work;
+use super::polled_image::PolledImage;
+use super::reading::Reading;
+use super::work::{Due, ReconcileResult};
 use super::workload::{WatchedWorkload, WorkloadKey};
-use crate::core::workload::WorkloadKind;
+use crate::core::kinds::WorkloadKind;
 use crate::core::{ObjectKey, ObjectKind};
 use crate::registry::Resolution;
 
@@ -34,7 +33,7 @@ pub enum Message {
     /// A read of a tracked object finished (its data digested and dropped).
     Read(Box<(ObjectKey, Result<Reading, String>)>),
     /// The worker finished a reconciliation.
-    Reconciled(Box<(Work, ReconcileResult)>),
+    Reconciled(Box<(Due, ReconcileResult)>),
     /// Discovery serves a workload kind it did not serve at start-up.
     KindServed(WorkloadKind),
     /// … but cluster-scoped, against its declaration: the controller stops.

@@ -1,24 +1,17 @@
-//! Which workloads run which image reference with which credentials, and the
-//! digest a registry last gave for each. Pure: the poller fills it, the event
-//! loop and the reconciliations read it.
+//! Which workloads run which image reference with which credentials, the digest a registry
+//! last gave for each, and when the next round of polls is due. The poller's results come
+//! in as messages; a reconciliation is handed its images' latest digests in its work.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use crate::controller::workload::WorkloadKey;
+use tokio::time::Instant;
+
+use crate::controller::model::polled_image::PolledImage;
+use crate::controller::model::workload::WorkloadKey;
 use crate::core::Mutation;
 use crate::core::inputs::image::ImageObservation;
 use crate::registry::Resolution;
-
-/// One reference to resolve, with the credentials it is resolved with: the
-/// workload's namespace, its pod's pull secrets and ServiceAccount.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PolledImage {
-    pub namespace: String,
-    pub reference: String,
-    pub pull_secrets: Vec<String>,
-    pub service_account: String,
-}
 
 /// A tracking workload's container (or its variable, for `image-env`), and the key its
 /// digest is recorded under.
@@ -61,14 +54,68 @@ pub fn tracked_images(key: &WorkloadKey, mutation: &Mutation) -> Vec<(PolledImag
         .collect()
 }
 
-/// Which workloads track which slot.
-#[derive(Debug, Default)]
+/// Which workloads track which slot, and what each slot's tag last resolved to.
+#[derive(Debug)]
 pub struct ImageIndex {
     by_workload: HashMap<WorkloadKey, Vec<PolledImage>>,
     by_slot: HashMap<PolledImage, BTreeSet<Tracking>>,
+    latest: HashMap<PolledImage, String>,
+    /// `--image-poll-interval`.
+    poll_interval: Duration,
+    next_poll: Option<Instant>,
 }
 
 impl ImageIndex {
+    pub fn new(poll_interval: Duration) -> Self {
+        ImageIndex {
+            by_workload: HashMap::new(),
+            by_slot: HashMap::new(),
+            latest: HashMap::new(),
+            poll_interval,
+            next_poll: None,
+        }
+    }
+
+    /// Every tracked image is polled at the next tick (the first poll, or a new term's).
+    pub fn poll_now(&mut self, now: Instant) {
+        self.next_poll = Some(now);
+    }
+
+    pub fn next_poll(&self) -> Option<Instant> {
+        self.next_poll
+    }
+
+    /// A round of every tracked image when one is due, while `leading`: followers patch
+    /// nothing, so they ask registries nothing.
+    pub fn poll_due(&mut self, now: Instant, leading: bool) -> Option<Vec<PolledImage>> {
+        let at = self.next_poll?;
+        if at > now {
+            return None;
+        }
+        self.next_poll = Some(now + self.poll_interval);
+        (leading && !self.is_empty()).then(|| self.polled())
+    }
+
+    /// A tag resolved to `digest`.
+    pub fn resolved(&mut self, image: &PolledImage, digest: &str) {
+        self.latest.insert(image.clone(), digest.to_owned());
+    }
+
+    /// What a reconciliation of `key` observes for `mutation`'s images: the latest digest of
+    /// each, where its annotation exists; otherwise what is there is kept (the controller
+    /// never records a first observation).
+    pub fn observations(&self, key: &WorkloadKey, mutation: &Mutation) -> Vec<ImageObservation> {
+        tracked_images(key, mutation)
+            .into_iter()
+            .map(|(slot, tracking)| match mutation.images.recorded(&tracking.key) {
+                None => ImageObservation::Keep,
+                Some(_) => self.latest.get(&slot).map_or(ImageObservation::Keep, |digest| {
+                    ImageObservation::Digest(digest.clone())
+                }),
+            })
+            .collect()
+    }
+
     /// Replaces what `key` tracks.
     pub fn upsert(&mut self, key: &WorkloadKey, tracked: Vec<(PolledImage, Tracking)>) {
         self.remove(key);
@@ -114,30 +161,6 @@ impl ImageIndex {
     }
 }
 
-/// The digest each slot's tag last resolved to: written by the event loop,
-/// read by reconciliations.
-pub type LatestDigests = Arc<Mutex<HashMap<PolledImage, String>>>;
-
-/// What a reconciliation observes for `mutation`'s images: the latest
-/// digest of each, where its annotation exists; otherwise what is there is
-/// kept (the controller never records a first observation).
-pub fn observations(
-    mutation: &Mutation,
-    key: &WorkloadKey,
-    latest: &LatestDigests,
-) -> Vec<ImageObservation> {
-    let Ok(latest) = latest.lock() else { return Vec::new() };
-    tracked_images(key, mutation)
-        .into_iter()
-        .map(|(slot, tracking)| match mutation.images.recorded(&tracking.key) {
-            None => ImageObservation::Keep,
-            Some(_) => latest
-                .get(&slot)
-                .map_or(ImageObservation::Keep, |digest| ImageObservation::Digest(digest.clone())),
-        })
-        .collect()
-}
-
 /// The digest a resolution gives, if any: only a digest moves a workload.
 pub fn digest_of(resolution: &Resolution) -> Option<&str> {
     match resolution {
@@ -149,7 +172,7 @@ pub fn digest_of(resolution: &Resolution) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::workload::WorkloadKind;
+    use crate::core::kinds::WorkloadKind;
 
     fn key(name: &str) -> WorkloadKey {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: name.into() }
@@ -176,7 +199,7 @@ mod tests {
 
     #[test]
     fn the_index_follows_upserts_and_removals() {
-        let mut index = ImageIndex::default();
+        let mut index = ImageIndex::new(Duration::from_secs(60));
         index.upsert(&key("a"), vec![(slot("app:1"), tracking("a", "app"))]);
         index.upsert(
             &key("b"),
@@ -190,5 +213,20 @@ mod tests {
         assert_eq!(index.polled(), vec![slot("db:2")]);
         index.remove(&key("b"));
         assert!(index.is_empty());
+    }
+
+    #[test]
+    fn polls_come_round_every_interval_and_only_a_leader_asks_registries() {
+        let t0 = Instant::now();
+        let minute = Duration::from_secs(60);
+        let mut index = ImageIndex::new(minute);
+        assert_eq!(index.poll_due(t0, true), None, "nothing planned before the first listing");
+        index.upsert(&key("a"), vec![(slot("app:1"), tracking("a", "app"))]);
+        index.poll_now(t0);
+        assert_eq!(index.poll_due(t0, true), Some(vec![slot("app:1")]));
+        assert_eq!(index.next_poll(), Some(t0 + minute));
+        assert_eq!(index.poll_due(t0 + minute / 2, true), None);
+        assert_eq!(index.poll_due(t0 + minute, false), None, "a follower polls nothing");
+        assert_eq!(index.next_poll(), Some(t0 + 2 * minute), "but keeps the rhythm");
     }
 }

@@ -1,0 +1,52 @@
+//! What one read of a tracked ConfigMap or Secret found, already digested for every workload
+//! tracking it: the data is dropped before the result reaches the event loop.
+
+use super::workload::WorkloadKey;
+use crate::core::Observation;
+use crate::core::digest::ABSENT;
+use crate::core::refs::ConsumedKeys;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Its annotation matches the content.
+    Current,
+    /// Its annotation does not match: it must be brought up to date.
+    Stale,
+    /// It has no annotation for the object.
+    NoDigest,
+}
+
+/// What one read means for one tracking workload.
+#[derive(Clone, Debug)]
+pub struct Judged {
+    pub workload: WorkloadKey,
+    pub verdict: Verdict,
+    /// The digest of the keys it consumes (or absent), for its reconciliation.
+    pub fresh: Fresh,
+}
+
+/// A digest a read computed for a workload, with the keys it covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fresh {
+    pub keys: ConsumedKeys,
+    pub observation: Observation,
+}
+
+impl Fresh {
+    /// The annotation value it stands for.
+    pub fn annotation(&self) -> &str {
+        match &self.observation {
+            Observation::Digest(value) => value,
+            _ => ABSENT,
+        }
+    }
+}
+
+/// The outcome of one read, with the data already digested and dropped.
+#[derive(Clone, Debug)]
+pub struct Reading {
+    pub resource_version: Option<String>,
+    /// A digest of the whole content; `None` when the object does not exist.
+    pub content_digest: Option<String>,
+    pub judged: Vec<Judged>,
+}

@@ -1,0 +1,109 @@
+//! What the loop must do now, handed out by [`State::tick`]: reads to start, work for the
+//! worker — each with everything its reconciliation needs, so the worker shares nothing
+//! with the loop —, a round of image polls, Events, template reads.
+
+use k8s_openapi::api::core::v1::Event;
+use tokio::time::Instant;
+use tracing::info;
+
+use super::State;
+use super::objects::ReadRequest;
+use crate::controller::model::event;
+use crate::controller::model::polled_image::PolledImage;
+use crate::controller::model::trigger::Trigger;
+use crate::controller::model::work::{Due, Work};
+use crate::controller::model::workload::WorkloadKey;
+
+/// Content reads in flight at once (they also share the lookup cap).
+const READS_IN_FLIGHT: usize = 16;
+
+/// What the loop must do now.
+#[derive(Debug, Default)]
+pub struct Effects {
+    pub reads: Vec<ReadRequest>,
+    pub work: Vec<Work>,
+    /// A round of every tracked image for the poller.
+    pub poll: Option<Vec<PolledImage>>,
+    /// Events to record (the flap guard's).
+    pub events: Vec<Event>,
+    /// Tracked workloads whose pod template must be read.
+    pub template_reads: Vec<WorkloadKey>,
+}
+
+impl State {
+    /// When the loop must wake up next for due work.
+    pub fn next_due(&self) -> Option<Instant> {
+        [
+            self.queue.next_due(),
+            self.objects.next_retry(),
+            self.images.next_poll(),
+            self.guard.next_release(),
+            self.together.next_retry(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// What is due at `now`: reads (due retries among them), reconciliations
+    /// for the worker, and a poll round.
+    pub fn tick(&mut self, now: Instant) -> Effects {
+        self.objects.request_due_retries(now);
+        // Leadership lapses by the clock, even before the elector says so.
+        if !self.leadership.is_leading(now) {
+            self.set_term(None);
+        }
+        for (workload, source) in self.guard.release(now) {
+            info!(workload = %workload, %source, "quiet for a flap period: rolling it again");
+            if self.queue.term().is_some() {
+                let period = self.guard.limits().period;
+                let uid = self.uid(&workload);
+                self.events.push(event::flap_guard_released(&workload, uid, &source, period));
+            }
+            self.queue.triggered(workload, Trigger::Quiet(source), now);
+        }
+        let work = self.work_due(now);
+        let poll = self.images.poll_due(now, self.leadership.is_leading(now));
+        let mut reads = Vec::new();
+        while let Some(object) = self.objects.start_next(READS_IN_FLIGHT) {
+            let trackers = self.trackers(&object);
+            reads.push(ReadRequest { object, trackers });
+        }
+        let events = std::mem::take(&mut self.events);
+        let template_reads = self.together.take_reads(now);
+        Effects { reads, work, poll, events, template_reads }
+    }
+
+    /// The queue's due work, each with what its reconciliation needs. Work on a snapshot
+    /// that this replica's own patch made outdated first waits for the watch to deliver the
+    /// patched version, rather than judge the one the patch replaced.
+    fn work_due(&mut self, now: Instant) -> Vec<Work> {
+        let mut ready = Vec::new();
+        for due in self.queue.take_due(now) {
+            match self.workloads.unseen_patch(&due.key) {
+                Some(from) => {
+                    let from = from.clone();
+                    self.queue.hold(due, from, now);
+                }
+                None => ready.push(due),
+            }
+        }
+        let workloads = &self.workloads;
+        let version = |key: &WorkloadKey| Some(workloads.snapshot(key)?.resource_version.clone());
+        ready.extend(self.queue.take_released(now, version));
+        ready.into_iter().map(|due| self.work_for(due)).collect()
+    }
+
+    fn work_for(&mut self, due: Due) -> Work {
+        let fresh = self.objects.take_fresh(&due.key);
+        let snapshot = self.workloads.snapshot(&due.key).cloned();
+        let (images, workloads) = match &snapshot {
+            Some(snapshot) => (
+                self.images.observations(&due.key, &snapshot.mutation),
+                self.together.observations(&snapshot.mutation),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        Work { due, snapshot, fresh, images, workloads }
+    }
+}

@@ -1,0 +1,266 @@
+//! What makes a workload due, across the indexes: a finished read, a resolved tag, a moved
+//! template, a reconciliation's end — and the gates a trigger passes before the queue (the
+//! leadership term, the flap guard). Also how a workload's change travels from the workload
+//! index to the indexes that follow what it tracks.
+
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::State;
+use super::flap_guard::{Admission, FlapLimits};
+use super::images::{digest_of, tracked_images};
+use super::objects::Tracker;
+use super::references::{Change, tracked_by};
+use super::rolling_together::{self, recorded};
+use super::workloads::WorkloadChange;
+use crate::controller::model::backoff;
+use crate::controller::model::event;
+use crate::controller::model::polled_image::PolledImage;
+use crate::controller::model::reading::{Judged, Reading};
+use crate::controller::model::trigger::Trigger;
+use crate::controller::model::work::{Due, ReconcileResult, Reconciled};
+use crate::controller::model::workload::WorkloadKey;
+use crate::core::{ObjectKey, ObjectRef};
+use crate::registry::Resolution;
+
+impl State {
+    /// Passes what the workload index reports on to the indexes that follow it.
+    pub(super) fn workloads_changed(&mut self) {
+        let reading = self.phase != super::Phase::Listing;
+        for change in self.workloads.take_changes() {
+            match change {
+                WorkloadChange::Template(key, digest) => self.together.template_seen(&key, digest),
+                WorkloadChange::Forgotten(key) => self.forget_elsewhere(&key),
+                WorkloadChange::Planned(key) => {
+                    let Some(snapshot) = self.workloads.snapshot(&key) else { continue };
+                    let mutation = &snapshot.mutation;
+                    self.images.upsert(&key, tracked_images(&key, mutation));
+                    let together = rolling_together::tracked_by(mutation);
+                    let objects = tracked_by(mutation);
+                    self.together.upsert(&key, together, reading);
+                    let change = self.references.upsert(key, objects);
+                    self.tracked_objects_changed(change);
+                }
+            }
+        }
+    }
+
+    /// `key` is gone from the workload index: every other index forgets it too.
+    pub(super) fn forget_elsewhere(&mut self, key: &WorkloadKey) {
+        self.objects.drop_fresh(Some(key));
+        let change = self.references.remove(key);
+        self.tracked_objects_changed(change);
+        self.images.remove(key);
+        self.together.remove(key);
+        self.guard.forget(key);
+        self.queue.forget(key);
+    }
+
+    fn tracked_objects_changed(&mut self, change: Change) {
+        for object in change.dropped {
+            self.objects.forget(&object);
+        }
+        for object in change.added {
+            self.objects.track(object.clone());
+            // Newly tracked after the first reads: read it now for its baseline.
+            if self.phase != super::Phase::Listing {
+                self.objects.request(object);
+            }
+        }
+    }
+
+    /// `trigger` makes `workload` due, unless the flap guard holds that source for it. A
+    /// follower rolls nothing, so nothing counts.
+    pub(super) fn trigger(&mut self, workload: WorkloadKey, trigger: Trigger, now: Instant) {
+        if self.queue.term().is_none() {
+            return;
+        }
+        match self.guard.admit(&workload, &trigger, now) {
+            Admission::Roll => self.queue.triggered(workload, trigger, now),
+            Admission::Hold { announce: false } => {}
+            Admission::Hold { announce: true } => {
+                let FlapLimits { limit, period } = self.guard.limits();
+                let source = trigger.source();
+                warn!(workload = %workload, %source, limit, period = ?period,
+                    "flap guard: stopped rolling it until the source is quiet");
+                let uid = self.uid(&workload);
+                self.events.push(event::flap_guard(&workload, uid, &source, limit, period));
+            }
+        }
+    }
+
+    pub(super) fn uid(&self, workload: &WorkloadKey) -> Option<String> {
+        self.workloads.snapshot(workload)?.uid.clone()
+    }
+
+    /// The trackers of every moved template whose recorded digest it made stale are due.
+    pub(super) fn roll_trackers(&mut self, now: Instant) {
+        let moved = self.together.take_moved();
+        if moved.is_empty() || self.phase == super::Phase::Listing || self.queue.term().is_none() {
+            // Before the first full listing, and while following, the catch-up covers them.
+            return;
+        }
+        let mut due = Vec::new();
+        for tracked in &moved {
+            for tracker in self.together.trackers_of(tracked) {
+                let Some(snapshot) = self.workloads.snapshot(tracker) else { continue };
+                let mutation = &snapshot.mutation;
+                // A tracker whose snapshot may be outdated is judged by its reconciliation.
+                let outdated =
+                    self.snapshot_outdated(tracker) && recorded(mutation, tracked).is_some();
+                if outdated || self.together.is_stale(mutation, tracked) {
+                    due.push((tracker.clone(), tracked));
+                }
+            }
+        }
+        for (tracker, tracked) in due {
+            let trigger = Trigger::Workload(format!("{}/{}", tracked.kind.word(), tracked.name));
+            self.trigger(tracker, trigger, now);
+        }
+    }
+
+    /// Every tracker whose recorded digest of a workload it tracks is stale is due: at the
+    /// first full listing (what changed while no controller watched) and in a new term.
+    pub(super) fn catch_up_trackers(&mut self, now: Instant) {
+        let mut due = Vec::new();
+        for (tracker, tracked) in self.together.all() {
+            let Some(snapshot) = self.workloads.snapshot(tracker) else { continue };
+            for workload in tracked.iter().filter(|w| self.together.is_stale(&snapshot.mutation, w))
+            {
+                let word = workload.kind.word();
+                due.push((tracker.clone(), Trigger::Workload(format!("{word}/{}", workload.name))));
+            }
+        }
+        for (tracker, trigger) in due {
+            self.trigger(tracker, trigger, now);
+        }
+    }
+
+    /// The workloads tracking `object`, with the keys each consumes and its digest.
+    pub(super) fn trackers(&self, object: &ObjectKey) -> Vec<Tracker> {
+        self.references
+            .tracking(object)
+            .filter_map(|workload| {
+                let mutation = &self.workloads.snapshot(workload)?.mutation;
+                let target = mutation.targets.iter().find(|t| t.object == object.object)?;
+                Some(Tracker {
+                    workload: workload.clone(),
+                    keys: target.consumption.keys.clone(),
+                    existing: mutation.existing(target).map(str::to_owned),
+                })
+            })
+            .collect()
+    }
+
+    pub(super) fn read_done(
+        &mut self,
+        object: ObjectKey,
+        result: Result<Reading, String>,
+        now: Instant,
+    ) {
+        match result {
+            Ok(reading) => {
+                let Some(changed) = self.objects.finished(&object, &reading) else { return };
+                if self.queue.term().is_none() {
+                    // A follower rolls nothing; its next term reads everything again.
+                    return;
+                }
+                let outdated = |judged: &Judged| self.judged_on_outdated(&object.object, judged);
+                let due: Vec<Judged> =
+                    super::objects::to_roll(reading, changed, outdated).collect();
+                for judged in due {
+                    // Handed to the reconciliation, so it need not read the object again.
+                    self.objects.hand_on(&judged.workload, &object.object, judged.fresh);
+                    self.trigger(judged.workload, Trigger::Object(object.object.clone()), now);
+                }
+            }
+            Err(reason) => {
+                let failures = self.objects.failed(&object);
+                let wait = backoff::delay(failures, backoff::random());
+                let ObjectKey { namespace, object: reference } = &object;
+                warn!(object = %reference, %namespace, %reason, retry_in = ?wait, "cannot read a tracked object");
+                self.objects.retry_at(object, now + wait);
+            }
+        }
+    }
+
+    /// Whether `workload`'s snapshot may be older than the workload: it is being reconciled,
+    /// or this replica patched it and the watch has not delivered that yet.
+    pub(super) fn snapshot_outdated(&self, workload: &WorkloadKey) -> bool {
+        self.queue.in_flight(workload) || self.workloads.unseen_patch(workload).is_some()
+    }
+
+    /// Whether a read may have judged `judged` against a digest its workload no longer
+    /// records: its snapshot moved during the read, or may be outdated. Otherwise content
+    /// that went back to what the old snapshot recorded (a Secret created and deleted again)
+    /// would look current and roll nothing, ever.
+    fn judged_on_outdated(&self, object: &ObjectRef, judged: &Judged) -> bool {
+        let workload = &judged.workload;
+        if self.snapshot_outdated(workload) {
+            return true;
+        }
+        let Some(mutation) = self.workloads.snapshot(workload).map(|s| &s.mutation) else {
+            return false;
+        };
+        let recorded = mutation.targets.iter().find(|t| t.object == *object);
+        recorded.is_some_and(|target| mutation.existing(target) != Some(judged.fresh.annotation()))
+    }
+
+    /// A tag resolved: each tracking workload whose recorded digest differs
+    /// is due. One without the annotation is a first observation: nothing.
+    pub(super) fn image_resolved(
+        &mut self,
+        image: PolledImage,
+        resolution: &Resolution,
+        now: Instant,
+    ) {
+        let Some(digest) = digest_of(resolution) else {
+            debug!(reference = %image.reference, outcome = resolution.outcome(), "image not resolved");
+            return;
+        };
+        self.images.resolved(&image, digest);
+        let mut due = Vec::new();
+        for tracking in self.images.tracking(&image) {
+            let Some(snapshot) = self.workloads.snapshot(&tracking.workload) else { continue };
+            let Some(old) = snapshot.mutation.images.recorded(&tracking.key) else { continue };
+            if old != digest {
+                let trigger = Trigger::Image {
+                    container: tracking.container.clone(),
+                    variable: tracking.variable.clone(),
+                    image: tracking.image.clone(),
+                    old: old.to_owned(),
+                    new: digest.to_owned(),
+                };
+                due.push((tracking.workload.clone(), trigger));
+            }
+        }
+        for (workload, trigger) in due {
+            self.trigger(workload, trigger, now);
+        }
+    }
+
+    /// The worker finished `due`: the flap guard counts a roll, an own patch is remembered
+    /// until the watch delivers it, and the queue schedules what follows.
+    pub(super) fn reconciled(&mut self, due: Due, result: ReconcileResult, now: Instant) {
+        let key = due.key.clone();
+        if matches!(result, Ok(Reconciled::Patched { .. } | Reconciled::DryRun)) {
+            self.guard.rolled(&key, &due.triggers, now);
+        }
+        if let Ok(Reconciled::Patched { from }) = &result {
+            self.workloads.patched(&key, from);
+        }
+        let retry_in = self.queue.done(due, &result, now, backoff::random());
+        match &result {
+            Ok(Reconciled::Patched { .. }) => {
+                info!(workload = %key, "patched the pod template's digests");
+            }
+            Ok(Reconciled::Conflicted { .. }) => {
+                debug!(workload = %key, "conflict: waiting for the watch's newer version");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                warn!(workload = %key, error = %e, retry_in = ?retry_in, "cannot bring the digests up to date");
+            }
+        }
+    }
+}

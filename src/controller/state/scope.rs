@@ -1,0 +1,124 @@
+//! The namespaces in scope: those the namespace watch lists with the opt-in label, never
+//! configsum's own namespace nor kube-system. A namespace that leaves the scope is handed
+//! to the router, which forgets its workloads everywhere.
+
+use std::collections::HashSet;
+
+use tracing::debug;
+
+use super::relist::WatchIndex;
+use crate::controller::model::message::ObjectVersion;
+
+#[derive(Debug)]
+pub struct NamespaceScope {
+    /// configsum's own namespace: never in scope, whatever its label says.
+    own_namespace: String,
+    in_scope: HashSet<String>,
+    /// A namespace was opted in since the workload watches (re)started.
+    newly_in_scope: bool,
+    /// Namespaces that left the scope since the router last took them.
+    opted_out: Vec<String>,
+}
+
+impl NamespaceScope {
+    pub fn new(own_namespace: String) -> Self {
+        NamespaceScope {
+            own_namespace,
+            in_scope: HashSet::new(),
+            newly_in_scope: false,
+            opted_out: Vec::new(),
+        }
+    }
+
+    pub fn contains(&self, namespace: &str) -> bool {
+        self.in_scope.contains(namespace)
+    }
+
+    /// A namespace was opted in since the workload watches last (re)started: they must
+    /// list again to see its workloads.
+    pub fn newly_in_scope(&self) -> bool {
+        self.newly_in_scope
+    }
+
+    /// The workload watches (re)started: every namespace in scope is listed by them.
+    pub fn workload_watches_started(&mut self) {
+        self.newly_in_scope = false;
+    }
+
+    /// The namespaces that left the scope since the last call.
+    pub fn take_opted_out(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.opted_out)
+    }
+}
+
+impl WatchIndex<ObjectVersion> for NamespaceScope {
+    type Key = String;
+
+    fn key(&self, namespace: &ObjectVersion) -> Option<String> {
+        let name = namespace.name.as_deref()?;
+        (name != self.own_namespace && name != "kube-system").then(|| name.to_owned())
+    }
+
+    fn apply(&mut self, namespace: ObjectVersion) {
+        let Some(name) = self.key(&namespace) else { return };
+        if self.in_scope.insert(name.clone()) {
+            debug!(namespace = %name, "namespace opted in");
+            self.newly_in_scope = true;
+        }
+    }
+
+    fn delete(&mut self, name: String) {
+        if self.in_scope.remove(&name) {
+            self.opted_out.push(name);
+        }
+    }
+
+    fn unlisted(&self, listed: &HashSet<String>) -> Vec<String> {
+        self.in_scope.iter().filter(|n| !listed.contains(*n)).cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+    use crate::controller::state::relist::Watch;
+
+    fn namespace(name: &str) -> ObjectVersion {
+        ObjectVersion {
+            namespace: None,
+            name: Some(name.into()),
+            resource_version: Some("1".into()),
+        }
+    }
+
+    #[test]
+    fn own_and_system_namespaces_are_never_in_scope_and_a_relist_opts_out_the_missing() {
+        let mut scope = NamespaceScope::new("configsum".into());
+        let mut watch = Watch::default();
+        watch.handle(&mut scope, Event::Init);
+        for name in ["a", "b", "configsum", "kube-system"] {
+            watch.handle(&mut scope, Event::InitApply(namespace(name)));
+        }
+        watch.handle(&mut scope, Event::InitDone);
+        assert!(scope.contains("a") && scope.contains("b"));
+        assert!(!scope.contains("configsum") && !scope.contains("kube-system"));
+        assert!(scope.newly_in_scope());
+        scope.workload_watches_started();
+        assert!(!scope.newly_in_scope());
+        assert!(scope.take_opted_out().is_empty());
+
+        // Relisted without b: b opted out, once.
+        watch.handle(&mut scope, Event::Init);
+        watch.handle(&mut scope, Event::InitApply(namespace("a")));
+        watch.handle(&mut scope, Event::InitDone);
+        assert_eq!(scope.take_opted_out(), ["b"]);
+        assert!(scope.take_opted_out().is_empty());
+        assert!(!scope.newly_in_scope(), "a was in scope already");
+        watch.handle(&mut scope, Event::Apply(namespace("c")));
+        assert!(scope.newly_in_scope());
+        watch.handle(&mut scope, Event::Delete(namespace("a")));
+        assert_eq!(scope.take_opted_out(), ["a"]);
+    }
+}
