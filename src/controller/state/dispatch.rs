@@ -4,13 +4,10 @@
 
 use k8s_openapi::api::core::v1::Event;
 use tokio::time::Instant;
-use tracing::info;
 
 use super::State;
 use super::objects::ReadRequest;
-use crate::controller::model::event;
 use crate::controller::model::polled_image::PolledImage;
-use crate::controller::model::trigger::Trigger;
 use crate::controller::model::work::{Due, Work};
 use crate::controller::model::workload::WorkloadKey;
 
@@ -24,7 +21,7 @@ pub struct Effects {
     pub work: Vec<Work>,
     /// A round of every tracked image for the poller.
     pub poll: Option<Vec<PolledImage>>,
-    /// Events to record (the flap guard's).
+    /// Events to record (the gates').
     pub events: Vec<Event>,
     /// Tracked workloads whose pod template must be read.
     pub template_reads: Vec<WorkloadKey>,
@@ -37,7 +34,7 @@ impl State {
             self.queue.next_due(),
             self.objects.next_retry(),
             self.images.next_poll(),
-            self.guard.next_release(),
+            self.gates.iter().filter_map(|gate| gate.next_release()).min(),
             self.together.next_retry(),
         ]
         .into_iter()
@@ -53,14 +50,13 @@ impl State {
         if !self.leadership.is_leading(now) {
             self.set_term(None);
         }
-        for (workload, source) in self.guard.release(now) {
-            info!(workload = %workload, %source, "quiet for a flap period: rolling it again");
-            if self.queue.term().is_some() {
-                let period = self.guard.limits().period;
-                let uid = self.uid(&workload);
-                self.events.push(event::flap_guard_released(&workload, uid, &source, period));
+        for at in 0..self.gates.len() {
+            for released in self.gates[at].release(now) {
+                if let Some(event) = released.event.filter(|_| self.queue.term().is_some()) {
+                    self.record(event, &released.workload);
+                }
+                self.pass_gates(released.workload, released.trigger, now, Some(at));
             }
-            self.queue.triggered(workload, Trigger::Quiet(source), now);
         }
         let work = self.work_due(now);
         let poll = self.images.poll_due(now, self.leadership.is_leading(now));

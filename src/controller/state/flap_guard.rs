@@ -4,11 +4,14 @@
 //! writers fighting over one Secret (cert-manager Certificates, an operator in a loop) would
 //! otherwise roll a Deployment every window, forever. Pure: the caller passes the clock.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tracing::{info, warn};
 
+use super::gate::{Gate, Released, Verdict};
+use crate::controller::model::event;
 use crate::controller::model::trigger::Trigger;
 use crate::controller::model::workload::WorkloadKey;
 
@@ -135,11 +138,13 @@ impl FlapGuard {
     }
 
     /// The sources held for `workload`.
+    #[cfg(test)]
     pub fn held_sources(&self, workload: &WorkloadKey) -> Vec<&str> {
         self.held.keys().filter(|(w, _)| w == workload).map(|(_, s)| s.as_str()).collect()
     }
 
     /// How many distinct workloads are held.
+    #[cfg(test)]
     pub fn held_workloads(&self) -> usize {
         let mut workloads: Vec<&WorkloadKey> = self.held.keys().map(|(w, _)| w).collect();
         workloads.sort();
@@ -152,9 +157,55 @@ impl FlapGuard {
         self.rolls.retain(|(w, _), _| w != workload);
         self.held.retain(|(w, _), _| w != workload);
     }
+}
 
-    pub fn limits(&self) -> FlapLimits {
-        self.limits
+/// The flap guard as a gate: its hold is announced by a `FlapGuard` Event, its release by a
+/// `FlapGuardReleased` one, and the released workload goes on as `Trigger::Quiet`.
+impl Gate for FlapGuard {
+    fn admit(&mut self, workload: &WorkloadKey, trigger: &Trigger, now: Instant) -> Verdict {
+        match FlapGuard::admit(self, workload, trigger, now) {
+            Admission::Roll => Verdict::Pass,
+            Admission::Hold { announce: false } => Verdict::Hold { event: None },
+            Admission::Hold { announce: true } => {
+                let FlapLimits { limit, period } = self.limits;
+                let source = trigger.source();
+                warn!(workload = %workload, %source, limit, period = ?period,
+                    "flap guard: stopped rolling it until the source is quiet");
+                Verdict::Hold {
+                    event: Some(Box::new(event::flap_guard(
+                        workload, None, &source, limit, period,
+                    ))),
+                }
+            }
+        }
+    }
+
+    fn rolled(&mut self, workload: &WorkloadKey, triggers: &BTreeSet<Trigger>, now: Instant) {
+        FlapGuard::rolled(self, workload, triggers, now);
+    }
+
+    fn release(&mut self, now: Instant) -> Vec<Released> {
+        let period = self.limits.period;
+        FlapGuard::release(self, now)
+            .into_iter()
+            .map(|(workload, source)| {
+                info!(workload = %workload, %source, "quiet for a flap period: rolling it again");
+                let event = event::flap_guard_released(&workload, None, &source, period);
+                Released { workload, trigger: Trigger::Quiet(source), event: Some(event) }
+            })
+            .collect()
+    }
+
+    fn next_release(&self) -> Option<Instant> {
+        FlapGuard::next_release(self)
+    }
+
+    fn holds(&self, workload: &WorkloadKey) -> bool {
+        self.is_held(workload)
+    }
+
+    fn forget(&mut self, workload: &WorkloadKey) {
+        FlapGuard::forget(self, workload);
     }
 }
 

@@ -8,7 +8,8 @@
 //! - [`images`]: which workloads track which image tags, and what they resolved to;
 //! - [`rolling_together`]: which workloads track which workloads, and their templates;
 //! - [`queue`]: when each due workload is reconciled (with [`pacing`]);
-//! - [`flap_guard`]: the gate that holds a source rolling too often.
+//! - the [`gate`]s a trigger passes before the queue: the [`flap_guard`] holds a source
+//!   rolling too often.
 //!
 //! Messages are applied as they come ([`State::handle`]): each goes to the index that owns
 //! it, and what that index reports changed goes on to the indexes that follow it (`rolls`).
@@ -18,6 +19,7 @@
 
 mod dispatch;
 pub mod flap_guard;
+pub mod gate;
 pub mod images;
 pub mod objects;
 pub mod pacing;
@@ -40,6 +42,7 @@ use tracing::info;
 
 pub use self::dispatch::Effects;
 use self::flap_guard::{FlapGuard, FlapLimits};
+use self::gate::Gate;
 use self::images::ImageIndex;
 use self::objects::TrackedObjects;
 use self::queue::WorkQueue;
@@ -121,7 +124,8 @@ pub struct State {
     images: ImageIndex,
     together: RollingTogether,
     queue: WorkQueue,
-    guard: FlapGuard,
+    /// Every trigger passes each, in order, before the queue.
+    gates: Vec<Box<dyn Gate>>,
     /// Events to hand out at the next tick.
     events: Vec<Event>,
 }
@@ -140,7 +144,7 @@ impl State {
             images: ImageIndex::new(options.poll_interval),
             together: RollingTogether::default(),
             queue: WorkQueue::new(options.window, options.min_interval),
-            guard: FlapGuard::new(options.flap),
+            gates: vec![Box::new(FlapGuard::new(options.flap))],
             events: Vec::new(),
         }
     }
@@ -297,7 +301,7 @@ impl State {
         self.references.len()
     }
 
-    /// Watched workloads by verdict, for the workloads gauge: held by the flap guard, stale
+    /// Watched workloads by verdict, for the workloads gauge: held by a gate, stale
     /// (waiting to be rolled), recording no digest of some input yet, current; and those the
     /// webhook leaves alone, with why.
     pub fn verdicts(&self) -> Vec<(Verdict, usize)> {
@@ -306,7 +310,7 @@ impl State {
             *counts.entry(*verdict).or_default() += 1;
         }
         for (key, snapshot) in self.workloads.snapshots() {
-            let verdict = if self.guard.is_held(key) {
+            let verdict = if self.held(key) {
                 Verdict::Held
             } else if self.queue.is_pending(key) {
                 Verdict::Stale
@@ -322,8 +326,12 @@ impl State {
         counts
     }
 
-    /// Workloads the flap guard holds.
+    /// Workloads a gate holds.
     pub fn held_workloads(&self) -> usize {
-        self.guard.held_workloads()
+        self.workloads.snapshots().filter(|(key, _)| self.held(key)).count()
+    }
+
+    fn held(&self, workload: &WorkloadKey) -> bool {
+        self.gates.iter().any(|gate| gate.holds(workload))
     }
 }

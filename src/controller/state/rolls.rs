@@ -7,14 +7,13 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::State;
-use super::flap_guard::{Admission, FlapLimits};
+use super::gate::Verdict;
 use super::images::{digest_of, tracked_images};
 use super::objects::Tracker;
 use super::references::{Change, tracked_by};
 use super::rolling_together::{self, recorded};
 use super::workloads::WorkloadChange;
 use crate::controller::model::backoff;
-use crate::controller::model::event;
 use crate::controller::model::polled_image::PolledImage;
 use crate::controller::model::reading::{Judged, Reading};
 use crate::controller::model::trigger::Trigger;
@@ -52,7 +51,9 @@ impl State {
         self.tracked_objects_changed(change);
         self.images.remove(key);
         self.together.remove(key);
-        self.guard.forget(key);
+        for gate in &mut self.gates {
+            gate.forget(key);
+        }
         self.queue.forget(key);
     }
 
@@ -69,24 +70,46 @@ impl State {
         }
     }
 
-    /// `trigger` makes `workload` due, unless the flap guard holds that source for it. A
-    /// follower rolls nothing, so nothing counts.
+    /// `trigger` makes `workload` due, unless a gate holds it. A follower rolls nothing, so
+    /// nothing counts.
     pub(super) fn trigger(&mut self, workload: WorkloadKey, trigger: Trigger, now: Instant) {
+        self.pass_gates(workload, trigger, now, None);
+    }
+
+    /// Passes `trigger` through every gate but `skip` (the one that released it), then to
+    /// the queue.
+    pub(super) fn pass_gates(
+        &mut self,
+        workload: WorkloadKey,
+        trigger: Trigger,
+        now: Instant,
+        skip: Option<usize>,
+    ) {
         if self.queue.term().is_none() {
             return;
         }
-        match self.guard.admit(&workload, &trigger, now) {
-            Admission::Roll => self.queue.triggered(workload, trigger, now),
-            Admission::Hold { announce: false } => {}
-            Admission::Hold { announce: true } => {
-                let FlapLimits { limit, period } = self.guard.limits();
-                let source = trigger.source();
-                warn!(workload = %workload, %source, limit, period = ?period,
-                    "flap guard: stopped rolling it until the source is quiet");
-                let uid = self.uid(&workload);
-                self.events.push(event::flap_guard(&workload, uid, &source, limit, period));
+        for (at, gate) in self.gates.iter_mut().enumerate() {
+            if Some(at) == skip {
+                continue;
+            }
+            if let Verdict::Hold { event } = gate.admit(&workload, &trigger, now) {
+                if let Some(event) = event {
+                    self.record(*event, &workload);
+                }
+                return;
             }
         }
+        self.queue.triggered(workload, trigger, now);
+    }
+
+    /// Records `event` on `workload`, with its uid.
+    pub(super) fn record(
+        &mut self,
+        mut event: k8s_openapi::api::core::v1::Event,
+        workload: &WorkloadKey,
+    ) {
+        event.involved_object.uid = self.uid(workload);
+        self.events.push(event);
     }
 
     pub(super) fn uid(&self, workload: &WorkloadKey) -> Option<String> {
@@ -239,12 +262,14 @@ impl State {
         }
     }
 
-    /// The worker finished `due`: the flap guard counts a roll, an own patch is remembered
+    /// The worker finished `due`: the gates count a roll, an own patch is remembered
     /// until the watch delivers it, and the queue schedules what follows.
     pub(super) fn reconciled(&mut self, due: Due, result: ReconcileResult, now: Instant) {
         let key = due.key.clone();
         if matches!(result, Ok(Reconciled::Patched { .. } | Reconciled::DryRun)) {
-            self.guard.rolled(&key, &due.triggers, now);
+            for gate in &mut self.gates {
+                gate.rolled(&key, &due.triggers, now);
+            }
         }
         if let Ok(Reconciled::Patched { from }) = &result {
             self.workloads.patched(&key, from);

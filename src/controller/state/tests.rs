@@ -16,6 +16,7 @@ use crate::controller::model::trigger::Trigger;
 use crate::controller::model::work::{Reconciled, Work};
 use crate::controller::model::workload::WatchedWorkload;
 use crate::controller::state::flap_guard::FlapLimits;
+use crate::controller::state::gate;
 use crate::controller::state::objects::judge;
 use crate::controller::state::queue::SNAPSHOT_WAIT;
 use crate::core::refs::ConsumedKeys;
@@ -610,6 +611,77 @@ fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
     assert_eq!(triggers, ["secret/db (quiet again after the flap guard)"]);
     assert_eq!(h.state.held_workloads(), 0);
     assert_eq!(h.state.verdicts(), [(Verdict::Stale, 1)]);
+    assert_eq!(h.events[0].involved_object.uid, h.events[1].involved_object.uid);
+}
+
+/// A gate that holds every workload until `open`, then lets each go once.
+#[derive(Debug)]
+struct ClosedUntil {
+    open: Instant,
+    held: Vec<(WorkloadKey, Trigger)>,
+}
+
+impl gate::Gate for ClosedUntil {
+    fn admit(&mut self, workload: &WorkloadKey, trigger: &Trigger, now: Instant) -> gate::Verdict {
+        if now >= self.open {
+            return gate::Verdict::Pass;
+        }
+        self.held.push((workload.clone(), trigger.clone()));
+        gate::Verdict::Hold { event: None }
+    }
+
+    fn release(&mut self, now: Instant) -> Vec<gate::Released> {
+        if now < self.open {
+            return Vec::new();
+        }
+        let held = std::mem::take(&mut self.held);
+        let released = held.into_iter().map(|(workload, trigger)| gate::Released {
+            workload,
+            trigger,
+            event: None,
+        });
+        released.collect()
+    }
+
+    fn next_release(&self) -> Option<Instant> {
+        (!self.held.is_empty()).then_some(self.open)
+    }
+
+    fn holds(&self, workload: &WorkloadKey) -> bool {
+        self.held.iter().any(|(held, _)| held == workload)
+    }
+
+    fn forget(&mut self, workload: &WorkloadKey) {
+        self.held.retain(|(held, _)| held != workload);
+    }
+}
+
+#[test]
+fn a_new_gate_holds_a_roll_until_it_opens_and_the_others_still_judge_the_release() {
+    let period = Duration::from_secs(600);
+    let mut h = Harness::started_with(Harness::with_flap_limits(FlapLimits { limit: 1, period }));
+    let patched = |h: &mut Harness| {
+        let work = h.work.pop().expect("due");
+        h.send(Message::Reconciled(Box::new((work.due, Ok(Reconciled::Patched { from: None })))));
+    };
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    patched(&mut h);
+    // A gate placed before the flap guard holds the next change; the guard never sees it.
+    let open = h.now + Duration::from_secs(60);
+    h.state.gates.insert(0, Box::new(ClosedUntil { open, held: Vec::new() }));
+    h.secret_changed("three", "12");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty() && h.events.is_empty(), "held by the new gate alone");
+    assert_eq!(h.state.verdicts(), [(Verdict::Held, 1)]);
+    assert_eq!(h.state.next_due(), Some(open));
+    // Released, it passes the flap guard, which has seen one roll this period: held there.
+    h.wait(open - h.now);
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "a release does not skip the other gates");
+    assert_eq!(h.events.len(), 1);
+    assert_eq!(h.events[0].reason.as_deref(), Some("FlapGuard"));
+    assert_eq!(h.state.verdicts(), [(Verdict::Held, 1)]);
 }
 
 #[test]

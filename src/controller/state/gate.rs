@@ -1,0 +1,51 @@
+//! A gate between a trigger and the work queue: it may hold a workload that a trigger made
+//! due, and release it later. Every trigger passes every gate in order; a workload a gate
+//! releases passes the others. The flap guard is one; a maintenance window or a wave is
+//! another, added as a file with a [`Gate`] and one line in [`super::State::new`].
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::Event;
+use tokio::time::Instant;
+
+use crate::controller::model::trigger::Trigger;
+use crate::controller::model::workload::WorkloadKey;
+
+/// What a gate does with a trigger.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Let it through.
+    Pass,
+    /// Hold the workload; record `event` (on the workload, whose uid the router fills in)
+    /// when the gate has something to say.
+    Hold { event: Option<Box<Event>> },
+}
+
+/// A workload a gate lets go, with the trigger it goes on with.
+#[derive(Debug)]
+pub struct Released {
+    pub workload: WorkloadKey,
+    pub trigger: Trigger,
+    /// Recorded while leading (the router fills in the uid).
+    pub event: Option<Event>,
+}
+
+pub trait Gate: std::fmt::Debug + Send {
+    /// Whether `trigger` may make `workload` due at `now`.
+    fn admit(&mut self, workload: &WorkloadKey, trigger: &Trigger, now: Instant) -> Verdict;
+
+    /// `workload` rolled (or would have, in a dry run) at `now` because of `triggers`.
+    fn rolled(&mut self, _workload: &WorkloadKey, _triggers: &BTreeSet<Trigger>, _now: Instant) {}
+
+    /// The workloads it lets go at `now`.
+    fn release(&mut self, now: Instant) -> Vec<Released>;
+
+    /// When it next lets something go, if it holds anything.
+    fn next_release(&self) -> Option<Instant>;
+
+    /// Whether it holds `workload` (the `held` verdict of the workloads gauge and explain).
+    fn holds(&self, workload: &WorkloadKey) -> bool;
+
+    /// `workload` is gone, or out of scope.
+    fn forget(&mut self, workload: &WorkloadKey);
+}
