@@ -17,7 +17,7 @@ use super::model::work::CALL_TIMEOUT;
 use super::poller::{self, PollRate};
 use super::reads;
 use super::reconcile::Reconciler;
-use super::state::flap_guard::FlapLimits;
+use super::state::flap_guard::{FlapGuard, FlapLimits};
 use super::state::pacing::TokenBucket;
 use super::state::{Options, State};
 use super::watches::{self, Watches};
@@ -115,7 +115,10 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         window: args.window,
         min_interval: args.min_interval,
         poll_interval: args.image_poll_interval,
-        flap: FlapLimits { limit: args.flap_limit, period: args.flap_period },
+        gates: vec![Box::new(FlapGuard::new(FlapLimits {
+            limit: args.flap_limit,
+            period: args.flap_period,
+        }))],
     };
     let mut state = State::new(options);
     let metrics = controller_metrics;

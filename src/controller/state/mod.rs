@@ -41,7 +41,6 @@ use tokio::time::Instant;
 use tracing::info;
 
 pub use self::dispatch::Effects;
-use self::flap_guard::{FlapGuard, FlapLimits};
 use self::gate::Gate;
 use self::images::ImageIndex;
 use self::objects::TrackedObjects;
@@ -67,8 +66,9 @@ pub struct Options {
     pub min_interval: Duration,
     /// `--image-poll-interval`.
     pub poll_interval: Duration,
-    /// `--flap-limit` and `--flap-period`.
-    pub flap: FlapLimits,
+    /// The gates every trigger passes, in order (the flap guard's built from
+    /// `--flap-limit` and `--flap-period`).
+    pub gates: Vec<Box<dyn Gate>>,
 }
 
 /// How far the controller is from knowing the cluster.
@@ -144,7 +144,7 @@ impl State {
             images: ImageIndex::new(options.poll_interval),
             together: RollingTogether::default(),
             queue: WorkQueue::new(options.window, options.min_interval),
-            gates: vec![Box::new(FlapGuard::new(options.flap))],
+            gates: options.gates,
             events: Vec::new(),
         }
     }

@@ -15,7 +15,7 @@ use crate::controller::model::message::ObjectVersion;
 use crate::controller::model::trigger::Trigger;
 use crate::controller::model::work::{Reconciled, Work};
 use crate::controller::model::workload::WatchedWorkload;
-use crate::controller::state::flap_guard::FlapLimits;
+use crate::controller::state::flap_guard::{FlapGuard, FlapLimits};
 use crate::controller::state::gate;
 use crate::controller::state::objects::judge;
 use crate::controller::state::queue::SNAPSHOT_WAIT;
@@ -69,7 +69,7 @@ impl Harness {
             window: WINDOW,
             min_interval: Duration::ZERO,
             poll_interval: HOUR,
-            flap,
+            gates: vec![Box::new(FlapGuard::new(flap))],
         };
         let state = State::new(options);
         let digester =
