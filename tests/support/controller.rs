@@ -34,6 +34,8 @@ pub struct Controller {
     pub child: Child,
     pub metrics_addr: String,
     pub logs: Arc<Mutex<Vec<String>>>,
+    /// Its `--identity`, which is also its bearer token.
+    pub identity: String,
 }
 
 impl Controller {
@@ -87,6 +89,7 @@ impl Controller {
             child,
             metrics_addr: line["metrics_listen"].as_str().expect("addr").to_owned(),
             logs,
+            identity: identity.to_owned(),
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while server::http_get(&controller.metrics_addr, "/readyz").await.0 != 200 {
@@ -114,6 +117,58 @@ impl Controller {
             if lines.iter().all(|line| metrics.contains(line)) || started.elapsed() > within {
                 return metrics;
             }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits (20 s at most) until nothing is queued: no workload waiting for its window, a
+    /// retry or the worker, no read waiting or running. A test that saw what a change started
+    /// (a read, a patch) then knows every reconciliation of it is done, patches sent.
+    pub async fn idle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let metrics = self.metrics().await;
+            if metrics.contains("configsum_controller_queue_depth 0\n") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "still busy after 20 s:\n{metrics}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits (20 s at most) until this replica leads, has read each of `objects` (API paths)
+    /// since it became the leader, and is [`idle`](Self::idle): a new term reads every tracked
+    /// object and rolls what is stale, so whatever it would patch at start-up is patched by
+    /// then. The positive signal before asserting that it patched nothing.
+    pub async fn caught_up(&self, api: &FakeApiServer, objects: &[String]) {
+        let leases = LEASE_PATH.rsplit_once('/').map_or(LEASE_PATH, |(collection, _)| collection);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = api.log();
+            let mine = |l: &&super::fake_apiserver::Logged| l.token == self.identity;
+            // Its first successful write of the Lease: a create, or a take-over.
+            let led = log
+                .iter()
+                .filter(mine)
+                .find(|l| {
+                    l.method != "GET"
+                        && l.path.starts_with(leases)
+                        && (200..300).contains(&l.status)
+                })
+                .map(|l| l.at);
+            let read = |path: &String| {
+                log.iter().filter(mine).any(|l| {
+                    l.method == "GET" && &l.path == path && led.is_some_and(|led| l.at > led)
+                })
+            };
+            if objects.iter().all(read) {
+                return self.idle().await;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: not leading and read {objects:?} within 20 s",
+                self.identity
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
