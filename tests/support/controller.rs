@@ -161,7 +161,7 @@ impl Controller {
                     l.method == "GET" && &l.path == path && led.is_some_and(|led| l.at > led)
                 })
             };
-            if objects.iter().all(read) {
+            if led.is_some() && objects.iter().all(read) {
                 return self.idle().await;
             }
             assert!(
