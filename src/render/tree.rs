@@ -948,22 +948,10 @@ empty-list: []
         // Anchors nested over a large node: each one's copy counts.
         let items = vec!["x"; 20_000].join(", ");
         let nested = format!("{}[{items}]{}", "&a [".repeat(100), "]".repeat(100));
-        let before = thread_cpu_time();
+        let before = crate::cpu_time::this_thread();
         assert_eq!(error(&nested), "too deeply nested, too large or too many aliases");
-        let cpu = thread_cpu_time() - before;
+        let cpu = crate::cpu_time::this_thread() - before;
         assert!(cpu < std::time::Duration::from_secs(1), "{cpu:?} of CPU time");
-    }
-
-    /// The CPU time this thread has used (user and system), from `/proc/thread-self/stat`:
-    /// unlike wall time, not stretched by other processes on a busy machine.
-    fn thread_cpu_time() -> std::time::Duration {
-        let stat =
-            std::fs::read_to_string("/proc/thread-self/stat").expect("/proc/thread-self/stat");
-        // After the parenthesised command name, utime and stime are the 12th and 13th fields,
-        // in USER_HZ ticks (100 a second on Linux).
-        let fields: Vec<&str> = stat.rsplit_once(") ").expect("stat").1.split(' ').collect();
-        let ticks = |i: usize| fields[i].parse::<u64>().expect("ticks");
-        std::time::Duration::from_millis((ticks(11) + ticks(12)) * 10)
     }
 
     #[test]
