@@ -10,6 +10,8 @@
 pub mod config;
 pub mod controller;
 pub mod core;
+#[cfg(test)]
+mod cpu_time;
 pub mod digest_key;
 pub mod explain;
 pub mod lookup;

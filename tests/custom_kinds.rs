@@ -258,13 +258,22 @@ async fn the_controller_rolls_declared_kinds_and_an_operators_generation_moves()
     let kinds = setup.path("kinds.yaml");
     let extra = ["--custom-kinds", kinds.as_str()];
     let running = controller::Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
-    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let s3 = fake_apiserver::FakeApiServer::secret_path("team-a", "s3");
+    let config_maps =
+        ["app", "core-config"].map(|n| fake_apiserver::FakeApiServer::config_map_path("team-a", n));
+    running
+        .caught_up(&cluster.api, &[s3.clone(), config_maps[0].clone(), config_maps[1].clone()])
+        .await;
     assert_eq!(cluster.api.calls("PATCH", web) + cluster.api.calls("PATCH", harbor), 0, "current");
 
     // A key the HarborCluster does not read: nothing. One it reads: its spec's map, so the
     // operator, which reconciles on generation, sees the change.
+    let reads = cluster.api.calls("GET", &s3);
     cluster.secret("s3", &[("accesskey", "AK"), ("secretkey", "SK"), ("region", "us")]);
-    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    // Read again and digested, with nothing left to do.
+    let read = |c: &controller::Cluster| c.api.calls("GET", &s3) > reads;
+    cluster.wait_for("the changed Secret read", std::time::Duration::from_secs(5), read).await;
+    running.idle().await;
     assert_eq!(cluster.api.calls("PATCH", harbor), 0, "region is not consumed");
     let rotated = [("accesskey", "AK2"), ("secretkey", "SK"), ("region", "us")];
     cluster.secret("s3", &rotated);

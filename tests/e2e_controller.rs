@@ -5,6 +5,8 @@
 
 #[path = "support/controller.rs"]
 mod controller;
+#[path = "support/digests.rs"]
+mod digests;
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/fixtures.rs"]
@@ -19,6 +21,16 @@ use controller::{Cluster, Controller, LEASE_PATH, NS, SECRET_KEY};
 use fake_apiserver::FakeApiServer;
 use serde_json::json;
 
+const SECRET_WITNESS: &str = "secret.configsum.dev/witness-s";
+
+fn secret_path(name: &str) -> String {
+    FakeApiServer::secret_path(NS, name)
+}
+
+fn config_map_path(name: &str) -> String {
+    FakeApiServer::config_map_path(NS, name)
+}
+
 /// How long a test waits for a patch. The goal (the window plus a second) is measured by
 /// `make bench-controller`, which prints reaction times; a test only checks that the patch comes,
 /// with room for a loaded machine.
@@ -30,7 +42,7 @@ async fn a_secret_change_patches_exactly_its_workloads_with_the_webhooks_digests
     cluster.deployment(NS, "uses-secret", &["app"], &["db"], true);
     cluster.deployment(NS, "uses-config-only", &["app"], &[], true);
     let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    controller.caught_up(&cluster.api, &[secret_path("db"), config_map_path("app")]).await;
     assert_eq!(
         cluster.patches(NS, "uses-secret") + cluster.patches(NS, "uses-config-only"),
         0,
@@ -48,8 +60,9 @@ async fn a_secret_change_patches_exactly_its_workloads_with_the_webhooks_digests
         cluster.webhook_digests(NS, "uses-secret"),
         "same digests as the webhook"
     );
+    // Both would have been scheduled by the same read of the Secret.
+    controller.idle().await;
     assert_eq!(cluster.patches(NS, "uses-secret"), 1);
-    tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(cluster.patches(NS, "uses-config-only"), 0, "only workloads tracking the Secret");
     let path = FakeApiServer::deployment_path(NS, "uses-secret");
     assert_eq!(
@@ -93,7 +106,8 @@ async fn a_changed_secret_is_read_once_per_change_not_once_per_reader() {
     cluster
         .wait_for("the baseline reads", REACTION, |c| c.api.calls("GET", &path) >= baseline)
         .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Any further read would be queued with those.
+    controller.idle().await;
     assert_eq!(
         cluster.api.calls("GET", &path),
         baseline,
@@ -147,12 +161,29 @@ async fn every_declared_kind_of_object_is_watched_read_and_digested_as_the_webho
 
 #[tokio::test]
 async fn metadata_only_changes_patch_nothing() {
-    let cluster = Cluster::new("ctl-labels").await;
+    let mut cluster = Cluster::new("ctl-labels").await;
     cluster.deployment(NS, "web", &["app"], &["db"], true);
+    // A witness whose objects change after the labels: each watch delivers its events in
+    // order, so once the witness is patched, the label changes were seen before.
+    cluster.config_map("witness-c", &[("k", "1")]);
+    cluster.secret("witness-s", &[("k", "1")]);
+    cluster.deployment(NS, "witness", &["witness-c"], &["witness-s"], true);
     let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
-    cluster.api.set_labels(&FakeApiServer::secret_path(NS, "db"), json!({"team": "payments"}));
-    cluster.api.set_labels(&FakeApiServer::config_map_path(NS, "app"), json!({"team": "payments"}));
-    tokio::time::sleep(REACTION).await;
+    let objects = [secret_path("db"), config_map_path("app")];
+    controller.caught_up(&cluster.api, &objects).await;
+    cluster.api.set_labels(&objects[0], json!({"team": "payments"}));
+    cluster.api.set_labels(&objects[1], json!({"team": "payments"}));
+    let before = cluster.annotations(NS, "witness");
+    cluster.config_map("witness-c", &[("k", "2")]);
+    cluster.secret("witness-s", &[("k", "2")]);
+    cluster
+        .wait_for("the witness patched for both", REACTION, |c| {
+            let now = c.annotations(NS, "witness");
+            now["configmap.configsum.dev/witness-c"] != before["configmap.configsum.dev/witness-c"]
+                && now[SECRET_WITNESS] != before[SECRET_WITNESS]
+        })
+        .await;
+    controller.idle().await;
     assert_eq!(cluster.patches(NS, "web"), 0);
     assert_eq!(controller.stop().await, Some(0));
 }
@@ -163,12 +194,23 @@ async fn metadata_only_changes_patch_nothing() {
 async fn the_own_namespace_is_pod_namespace_whatever_the_lease_namespace() {
     let mut cluster = Cluster::new("ctl-own-ns").await;
     cluster.deployment(NS, "web", &["app"], &["db"], true);
+    // A witness in another namespace, whose Secret changes after: Secrets are watched
+    // cluster-wide, in order, so once it is patched the first change was seen.
+    cluster.api.put_namespace("team-b", &[("configsum.dev/enabled", "true")]);
+    cluster.api.put_secret("team-b", "db", &[("password", "one")]);
+    cluster.objects.insert("team-b", ObjectRef::secret("db"), &[("password", "one")]);
+    cluster.deployment("team-b", "witness", &[], &["db"], true);
     let env = [("POD_NAMESPACE", NS)];
     let controller = Controller::start_with_env(&cluster.api, &cluster.dir, "a", &[], &env).await;
     let holder = cluster.api.object(LEASE_PATH).map(|l| l["spec"]["holderIdentity"].clone());
     assert_eq!(holder, Some(json!("a")), "the Lease is in --lease-namespace");
+    controller.caught_up(&cluster.api, &[FakeApiServer::secret_path("team-b", "db")]).await;
     cluster.secret("db", &[("password", "rotated")]);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    cluster.api.put_secret("team-b", "db", &[("password", "rotated")]);
+    cluster
+        .wait_for("the witness patched", REACTION, |c| c.patches("team-b", "witness") == 1)
+        .await;
+    controller.idle().await;
     assert_eq!(cluster.patches(NS, "web"), 0, "a workload in configsum's own namespace");
     assert_eq!(controller.stop().await, Some(0));
 }
@@ -205,8 +247,13 @@ async fn first_observations_patch_nothing_until_a_tracked_object_changes() {
     cluster.api.put_namespace("team-b", &[]);
     cluster.deployment("team-b", "later-labelled", &[], &["db"], false);
     let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    controller.caught_up(&cluster.api, &[secret_path("db"), config_map_path("app")]).await;
     cluster.api.put_namespace("team-b", &[("configsum.dev/enabled", "true")]);
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Both watched, both without digests: seen as first observations.
+    let first = r#"configsum_controller_workloads{verdict="first-observation"} 2"#;
+    let metrics = controller.metrics_with(&[first], Duration::from_secs(20)).await;
+    assert!(metrics.contains(first), "{metrics}");
+    controller.idle().await;
     assert_eq!(
         cluster.patches(NS, "no-digests") + cluster.patches("team-b", "later-labelled"),
         0,
@@ -227,11 +274,13 @@ async fn first_observations_patch_nothing_until_a_tracked_object_changes() {
 async fn restarts_patch_nothing_when_current_and_catch_up_otherwise() {
     let mut cluster = Cluster::new("ctl-restart").await;
     cluster.deployment(NS, "web", &["app"], &["db"], true);
+    let objects = [secret_path("db"), config_map_path("app")];
     let first = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    first.caught_up(&cluster.api, &objects).await;
     assert_eq!(first.stop().await, Some(0));
+    cluster.api.clear_log();
     let second = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    second.caught_up(&cluster.api, &objects).await;
     assert_eq!(cluster.patches(NS, "web"), 0, "everything current: zero patches");
     assert_eq!(second.stop().await, Some(0));
 
@@ -264,17 +313,21 @@ async fn a_burst_is_one_patch_and_many_workloads_are_paced() {
     }
     let patched =
         |c: &Cluster| (0..200).filter(|i| c.patches(NS, &format!("w{i:03}")) >= 1).count();
-    tokio::time::sleep_until((first_change + Duration::from_millis(1500)).into()).await;
-    let after_1500 = patched(&cluster);
     cluster.wait_for("all patched", Duration::from_secs(15), |c| patched(c) == 200).await;
-    let took = first_change.elapsed();
+    // When the fake API server received them: never before they were sent, so a busy machine
+    // can only make fewer arrive by 1.5 s, never more.
+    let arrivals: Vec<Instant> = cluster.patch_log().into_iter().map(|(at, _, _)| at).collect();
+    let after_1500 =
+        arrivals.iter().filter(|at| **at <= first_change + Duration::from_millis(1500)).count();
+    let took = arrivals.iter().max().map_or(Duration::ZERO, |last| *last - first_change);
     eprintln!(
         "200 workloads, burst 20, rate 50/s: {after_1500} patched 1.5 s after the first change, all after {took:?}"
     );
     // The window (0.5 s), then 20 at once and 50 per second: at most 70 by 1.5 s, all no sooner than 4.1 s.
     assert!(after_1500 <= 75, "the token bucket paces patches: {after_1500} after 1.5 s");
     assert!(took >= Duration::from_millis(3900), "{took:?}");
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Any second patch would be queued or in flight until then.
+    controller.idle().await;
     for i in 0..200 {
         let name = format!("w{i:03}");
         assert_eq!(cluster.patches(NS, &name), 1, "{name}: one patch for the whole burst");
@@ -386,9 +439,18 @@ async fn only_the_leader_patches_and_the_other_takes_over() {
             .and_then(|l| l["spec"]["holderIdentity"].as_str().map(str::to_owned))
     };
     assert_eq!(holder(&cluster).as_deref(), Some("a"));
+    let changed = Instant::now();
     cluster.secret("db", &[("password", "led")]);
     cluster.wait_for("patched once", REACTION, |c| c.patches(NS, "web") == 1).await;
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // The follower has seen the change too: it reads it, and rolls nothing.
+    let path = FakeApiServer::secret_path(NS, "db");
+    cluster
+        .wait_for("the follower's read", REACTION, |c| {
+            c.api.log().iter().any(|l| l.token == "b" && l.path == path && l.at >= changed)
+        })
+        .await;
+    a.idle().await;
+    b.idle().await;
     assert_eq!(cluster.patches(NS, "web"), 1, "the follower did not patch too");
 
     let stopped = Instant::now();

@@ -5,6 +5,8 @@
 
 #[path = "support/controller.rs"]
 mod controller;
+#[path = "support/digests.rs"]
+mod digests;
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/fixtures.rs"]
@@ -60,7 +62,8 @@ async fn workloads_and_secrets_that_existed_before_start_roll_when_a_secret_chan
             "{kind} {name}: the webhook's digests"
         );
     }
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The read of db that rolled them would have scheduled it too.
+    controller.idle().await;
     assert_eq!(cluster.patches_of("Deployment", NS, "unrelated"), 0);
     assert!(rolled.iter().all(|(kind, name)| cluster.patches_of(kind, NS, name) == 1), "once each");
     assert_eq!(controller.stop().await, Some(0));

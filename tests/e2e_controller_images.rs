@@ -4,6 +4,8 @@
 
 #[path = "support/controller.rs"]
 mod controller;
+#[path = "support/digests.rs"]
+mod digests;
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/fixtures.rs"]
@@ -31,6 +33,31 @@ fn deployment(name: &str, annotations: Value, image: &str, recorded: Option<&str
                 "spec": {"containers": [{"name": "app", "image": image, "imagePullPolicy": "Always"}]}}}})
 }
 
+/// Image resolutions the controller has made at the registry, from its metrics.
+async fn resolutions(controller: &Controller) -> u64 {
+    let metrics = controller.metrics().await;
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("configsum_registry_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Waits until the controller, leading, has asked the registry twice more and is idle: the
+/// first of those rounds started after whatever came before, and its answers were handed
+/// on before the second began, so anything they would roll is rolled by then.
+async fn two_more_polls(cluster: &Cluster, controller: &Controller) {
+    controller.caught_up(&cluster.api, &[]).await;
+    let before = resolutions(controller).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while resolutions(controller).await < before + 2 {
+        assert!(std::time::Instant::now() < deadline, "no two polls within 20 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    eprintln!("resolutions: {before} -> {}", resolutions(controller).await);
+    controller.idle().await;
+}
+
 fn image_of(cluster: &Cluster, name: &str) -> Value {
     let object = cluster.api.object(&workload_path("Deployment", NS, name)).expect("workload");
     object["spec"]["template"]["spec"]["containers"][0]["image"].clone()
@@ -55,7 +82,7 @@ async fn a_moved_tag_rolls_each_tracking_workload_once_and_never_on_first_observ
     let host = registry.host();
     let extra = ["--insecure-registry", &host, "--image-poll-interval", "1s"];
     let controller = Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    two_more_polls(&cluster, &controller).await;
     for name in ["recorded", "unrecorded", "pinned"] {
         assert_eq!(cluster.patches_of("Deployment", NS, name), 0, "{name}: the tag did not move");
     }
@@ -81,7 +108,7 @@ async fn a_moved_tag_rolls_each_tracking_workload_once_and_never_on_first_observ
 
     // Further polls see the recorded digest: nothing more, and never for the
     // workload whose first digest was never recorded.
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    two_more_polls(&cluster, &controller).await;
     assert_eq!(cluster.patches_of("Deployment", NS, "recorded"), 1, "once");
     assert_eq!(cluster.patches_of("Deployment", NS, "pinned"), 1, "once");
     assert_eq!(cluster.patches_of("Deployment", NS, "unrecorded"), 0, "first observation");
@@ -165,7 +192,7 @@ async fn a_moved_tag_sets_the_variable_once_through_a_guarded_json_patch() {
     let extra =
         ["--registry-allow", "127.0.0.1", "--registry-ca-file", &ca, "--image-poll-interval", "1s"];
     let controller = Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    two_more_polls(&cluster, &controller).await;
     let names = ["manager", "unrecorded", "opted-out", "owned"];
     for name in names {
         assert_eq!(cluster.patches_of("Deployment", NS, name), 0, "{name}: the tag did not move");
@@ -187,7 +214,7 @@ async fn a_moved_tag_sets_the_variable_once_through_a_guarded_json_patch() {
     let patch = cluster.api.log().into_iter().find(|l| l.method == "PATCH").expect("a PATCH");
     assert_eq!(patch.content_type, "application/json-patch+json", "a list element: JSON Patch");
 
-    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    two_more_polls(&cluster, &controller).await;
     assert_eq!(cluster.patches_of("Deployment", NS, "manager"), 1, "once");
     for name in &names[1..] {
         assert_eq!(cluster.patches_of("Deployment", NS, name), 0, "{name}: never patched");

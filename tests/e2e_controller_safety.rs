@@ -6,6 +6,8 @@
 
 #[path = "support/controller.rs"]
 mod controller;
+#[path = "support/digests.rs"]
+mod digests;
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/fixtures.rs"]
@@ -114,7 +116,8 @@ async fn a_secret_flipped_every_second_is_held_and_rolls_once_when_quiet() {
         })
         .await;
     assert_eq!(cluster.annotations(NS, "web"), cluster.webhook_digests(NS, "web"));
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // A second roll would be queued or in flight until then.
+    controller.idle().await;
     assert_eq!(cluster.patches(NS, "web"), 4, "once");
     let released = "configsum_controller_held_workloads 0";
     let metrics = controller.metrics_with(&[released], Duration::from_secs(2)).await;

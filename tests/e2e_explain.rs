@@ -5,6 +5,8 @@
 
 #[path = "support/controller.rs"]
 mod controller;
+#[path = "support/digests.rs"]
+mod digests;
 #[path = "support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/fixtures.rs"]

@@ -1,16 +1,16 @@
 //! Every admission rule of the README ("What it does", "Annotations") and of docs/behaviour.md ("Limits"), through the pure core: plan, digest from
 //! memory, decide, then apply the patch as the API server would.
 
+#[path = "support/digests.rs"]
+mod digests;
 #[path = "support/fixtures.rs"]
 mod fixtures;
 
 use std::collections::BTreeMap;
 
-use configsum::core::digest::ObjectId;
-use configsum::core::refs::ConsumedKeys;
 use configsum::core::workload::WorkloadKind;
 use configsum::core::{
-    AnnotationDomain, DigestKeys, Digester, LookupErrorPolicy, ObjectContent, ObjectRef, Settings,
+    AnnotationDomain, DigestKeys, Digester, LookupErrorPolicy, ObjectRef, Settings,
 };
 use fixtures::*;
 use serde_json::{Value, json};
@@ -29,24 +29,22 @@ fn spec() -> Value {
     pod_spec_env_from(&["app-config"], &["db"])
 }
 
-/// The digests the webhook should write for `objects()` consumed whole.
+/// The digests the webhook should write for `objects()` consumed whole, from the published
+/// format (support/digests.rs), not from the code under test.
 fn expected_digests() -> BTreeMap<String, String> {
-    let digest = |object: ObjectRef, data: &[(&str, &str)]| {
-        let entries = data.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect();
-        let id = ObjectId { namespace: NS, object: &object };
-        keyed_digester().digest(id, &ObjectContent::from_entries(entries), &ConsumedKeys::All, None)
-    };
+    let key = std::str::from_utf8(KEY).expect("a text key");
     BTreeMap::from([
         (
             CM_KEY.to_owned(),
-            digest(
-                ObjectRef::config_map("app-config"),
+            digests::config_map(
+                NS,
+                "app-config",
                 &[("log-level", "debug"), ("app.properties", "a=1\n")],
             ),
         ),
         (
             SECRET_KEY.to_owned(),
-            digest(ObjectRef::secret("db"), &[("password", "hunter2"), ("username", "admin")]),
+            digests::secret(key, NS, "db", &[("password", "hunter2"), ("username", "admin")]),
         ),
     ])
 }

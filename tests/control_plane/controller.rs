@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::control_plane::ControlPlane;
-use crate::install::{ConsumeAs, Installation, KEY, SYSTEM, deployment, installation, run, secret};
+use crate::install::{
+    ConsumeAs, Installation, KEY, SYSTEM, deployment, deployment_with_image, installation, run,
+    secret,
+};
 use crate::server::{TempDir, http_get, spawn};
 
 /// The digest of a Secret consuming every key, keyed with [`KEY`].
@@ -89,11 +92,85 @@ impl Controller {
             .sum()
     }
 
-    pub async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    /// Waits (30 s at most) until nothing is queued: no workload waiting for its window, a retry
+    /// or the worker, no read waiting or running.
+    pub async fn idle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let metrics = http_get(&self.metrics, "/metrics").await.1;
+            if metrics.contains("configsum_controller_queue_depth 0\n") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "still busy after 30 s:\n{metrics}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let _ = tokio::time::timeout(Duration::from_secs(20), self.child.wait()).await;
+    }
+
+    /// Sends SIGTERM and asserts a clean exit: a controller that crashes or hangs on the way
+    /// out fails the test rather than being killed quietly.
+    pub async fn stop(mut self) {
+        let pid = self.child.id().expect("the controller is still running").to_string();
+        let kill = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        assert!(kill.is_ok_and(|status| status.success()), "kill -TERM {pid}");
+        let exit = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("no exit within 20 s of SIGTERM: {:?}", self.logs()))
+            .expect("wait");
+        assert_eq!(exit.code(), Some(0), "exit after SIGTERM: {:?}", self.logs());
+    }
+}
+
+/// A change after the ones under test that `controller` must act on: a Deployment `name` in
+/// `namespace` reading its own Secret, admitted, then the Secret changed. Returns once the
+/// controller has rolled it and is idle: the positive signal before asserting that it patched
+/// nothing else. Only the leader patches, and it read every tracked object when it began
+/// leading, before this change; an object watch delivers its events in order.
+pub async fn witness_rolled(
+    install: &Installation,
+    controller: &Controller,
+    namespace: &str,
+    name: &str,
+) {
+    let data = |value: &'static str| [("k", value)];
+    install.cp.apply(&format!(
+        "{}\n---\n{}",
+        secret(namespace, name, &data("before")),
+        deployment(namespace, name, &[(name, ConsumeAs::SecretEnvFrom)])
+    ));
+    let key = format!("secret.configsum.dev/{name}");
+    // The API server may not see a namespace's new label at once: written again (through the
+    // webhook) until it records its digest.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut writes = 1;
+    while install.template_annotations(namespace, name)[&key]
+        != secret_digest(namespace, name, &data("before"))
+    {
+        assert!(Instant::now() < deadline, "the witness was never admitted with its digest");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        writes += 1;
+        let image = format!("registry.example/app:{writes}");
+        let consumes = [(name, ConsumeAs::SecretEnvFrom)];
+        install.cp.apply(&deployment_with_image(namespace, name, &image, &consumes));
+    }
+    install.cp.apply(&secret(namespace, name, &data("after")));
+    wait_until("the witness rolled", Duration::from_secs(15), || {
+        install.template_annotations(namespace, name)[&key]
+            == secret_digest(namespace, name, &data("after"))
+    })
+    .await;
+    controller.idle().await;
+}
+
+/// Waits (15 s at most) until the controller's `patched` count is `count`: it counts a patch
+/// once the API server has answered, a moment after the patch can be seen.
+async fn patched(controller: &Controller, count: f64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let patches = controller.patches().await;
+        if patches == count || Instant::now() >= deadline {
+            return patches;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -157,8 +234,13 @@ fn the_controller_rolls_deployments_on_a_real_api_server() {
         ));
         let a = Controller::start(install, "a").await;
         cp.kubectl_ok(&["label", "namespace", late, "configsum.dev/enabled=true"]);
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert_eq!(a.patches().await, 0.0, "nothing is current-but-stale: no patch at start-up");
+        // Rolled in the newly opted-in namespace: the label was seen, and start-up is over.
+        witness_rolled(install, &a, late, "witness-late").await;
+        assert_eq!(
+            patched(&a, 1.0).await,
+            1.0,
+            "nothing is current-but-stale: no patch at start-up, only the witness's"
+        );
 
         // A Secret change rolls the Deployment: the controller patches the template, the
         // Deployment controller makes a second ReplicaSet.
@@ -215,8 +297,8 @@ fn the_controller_rolls_deployments_on_a_real_api_server() {
         // A restart when everything is current patches nothing.
         a.stop().await;
         let a = Controller::start(install, "a").await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert_eq!(a.patches().await, 0.0);
+        witness_rolled(install, &a, ns, "witness-restart").await;
+        assert_eq!(patched(&a, 1.0).await, 1.0, "only the witness");
         assert_eq!(generation(install, ns, "web"), rolled);
 
         // Two replicas: one leads through the Lease; the other takes over when it stops.
@@ -268,8 +350,12 @@ fn a_rollout_restart_of_a_tracked_deployment_rolls_its_tracker_once() {
         .await;
 
         let a = Controller::start(install, "a").await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert_eq!(a.patches().await, 0.0, "the controller's digest is the webhook's");
+        witness_rolled(install, &a, ns, "witness").await;
+        assert_eq!(
+            patched(&a, 1.0).await,
+            1.0,
+            "only the witness: the controller's digest is the webhook's"
+        );
 
         cp.kubectl_ok(&["rollout", "restart", "deployment/keycloak-db", "-n", ns]);
         wait_until("keycloak rolled", Duration::from_secs(15), || {
@@ -280,8 +366,10 @@ fn a_rollout_restart_of_a_tracked_deployment_rolls_its_tracker_once() {
             replica_sets_of(install, ns, "keycloak") == 2
         })
         .await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        assert_eq!(a.patches().await, 1.0, "once");
+        assert_eq!(patched(&a, 2.0).await, 2.0, "keycloak rolled, by the controller");
+        // A second roll would be queued or in flight until then.
+        a.idle().await;
+        assert_eq!(a.patches().await, 2.0, "once");
         let events =
             cp.get_json(&["events", "-n", ns, "--field-selector", "involvedObject.name=keycloak"]);
         let ours: Vec<&Value> = events["items"]

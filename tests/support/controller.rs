@@ -9,6 +9,7 @@ use configsum::core::workload::WorkloadKind;
 use serde_json::{Value, json};
 use tokio::process::Child;
 
+use super::digests;
 use super::fake_apiserver::FakeApiServer;
 use super::fixtures::{self, Admit, Objects, apply};
 use super::server::{self, TempDir};
@@ -34,6 +35,8 @@ pub struct Controller {
     pub child: Child,
     pub metrics_addr: String,
     pub logs: Arc<Mutex<Vec<String>>>,
+    /// Its `--identity`, which is also its bearer token.
+    pub identity: String,
 }
 
 impl Controller {
@@ -87,6 +90,7 @@ impl Controller {
             child,
             metrics_addr: line["metrics_listen"].as_str().expect("addr").to_owned(),
             logs,
+            identity: identity.to_owned(),
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while server::http_get(&controller.metrics_addr, "/readyz").await.0 != 200 {
@@ -118,6 +122,58 @@ impl Controller {
         }
     }
 
+    /// Waits (20 s at most) until nothing is queued: no workload waiting for its window, a
+    /// retry or the worker, no read waiting or running. A test that saw what a change started
+    /// (a read, a patch) then knows every reconciliation of it is done, patches sent.
+    pub async fn idle(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let metrics = self.metrics().await;
+            if metrics.contains("configsum_controller_queue_depth 0\n") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "still busy after 20 s:\n{metrics}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits (20 s at most) until this replica leads, has read each of `objects` (API paths)
+    /// since it became the leader, and is [`idle`](Self::idle): a new term reads every tracked
+    /// object and rolls what is stale, so whatever it would patch at start-up is patched by
+    /// then. The positive signal before asserting that it patched nothing.
+    pub async fn caught_up(&self, api: &FakeApiServer, objects: &[String]) {
+        let leases = LEASE_PATH.rsplit_once('/').map_or(LEASE_PATH, |(collection, _)| collection);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let log = api.log();
+            let mine = |l: &&super::fake_apiserver::Logged| l.token == self.identity;
+            // Its first successful write of the Lease: a create, or a take-over.
+            let led = log
+                .iter()
+                .filter(mine)
+                .find(|l| {
+                    l.method != "GET"
+                        && l.path.starts_with(leases)
+                        && (200..300).contains(&l.status)
+                })
+                .map(|l| l.at);
+            let read = |path: &String| {
+                log.iter().filter(mine).any(|l| {
+                    l.method == "GET" && &l.path == path && led.is_some_and(|led| l.at > led)
+                })
+            };
+            if led.is_some() && objects.iter().all(read) {
+                return self.idle().await;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: not leading and read {objects:?} within 20 s",
+                self.identity
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Every log line so far, joined, once one matching `wanted` is there (10 s at most):
     /// the controller writes its lines in batches, a moment after what they tell of.
     pub async fn logged(&self, wanted: impl Fn(&str) -> bool) -> String {
@@ -140,6 +196,27 @@ impl Controller {
             .expect("wait")
             .code()
     }
+}
+
+/// A stored object's `data` as (key, value) pairs, base64-decoded for a Secret.
+fn pairs(data: &Value, base64: bool) -> Vec<(&str, String)> {
+    use base64::Engine as _;
+    let map = data.as_object().map(|m| m.iter()).into_iter().flatten();
+    map.map(|(key, value)| {
+        let text = value.as_str().expect("a string value");
+        let value = if base64 {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(text).expect("base64");
+            String::from_utf8(bytes).expect("UTF-8 test data")
+        } else {
+            text.to_owned()
+        };
+        (key.as_str(), value)
+    })
+    .collect()
+}
+
+fn borrowed<'a>(pairs: &'a [(&'a str, String)]) -> Vec<(&'a str, &'a str)> {
+    pairs.iter().map(|(key, value)| (*key, value.as_str())).collect()
 }
 
 /// The cluster as the test sees it, mirrored into `Objects` for the webhook's pure path.
@@ -254,11 +331,53 @@ impl Cluster {
         object["spec"]["template"]["metadata"]["annotations"].clone()
     }
 
-    /// What the webhook would write now for a stored workload of any kind.
+    /// The template annotations the webhook should write now for a stored workload of any kind
+    /// (its own annotations, with a digest for each object it reads), worked out without the
+    /// code under test: the objects as the fake API server holds them, digested by
+    /// support/digests.rs from the published format. Its pod template may read objects only
+    /// whole, through `envFrom` (as [`Cluster::workload`] writes them); anything else panics.
     pub fn webhook_digests_of(&self, kind: &str, namespace: &str, name: &str) -> Value {
         let object = self.api.object(&workload_path(kind, namespace, name)).expect("workload");
-        let decision = Admit::new(kind, "UPDATE", &object).run(&self.objects);
-        apply(&object, &decision)["spec"]["template"]["metadata"]["annotations"].clone()
+        let pointer = fixtures::annotations_pointer(kind);
+        let spec_pointer = pointer.replace("/metadata/annotations", "/spec");
+        let spec = object.pointer(&spec_pointer).expect("a pod template");
+        assert!(spec.get("volumes").is_none(), "the oracle reads envFrom only: {spec}");
+        let mut annotations = match object.pointer(pointer) {
+            Some(Value::Object(map)) => map.clone(),
+            _ => serde_json::Map::new(),
+        };
+        let containers = spec["containers"].as_array().expect("containers");
+        for container in containers {
+            assert!(container.get("env").is_none(), "the oracle reads envFrom only: {container}");
+            for source in container["envFrom"].as_array().into_iter().flatten() {
+                let (key, digest) = if let Some(name) = source["configMapRef"]["name"].as_str() {
+                    let path = FakeApiServer::config_map_path(namespace, name);
+                    let digest = self.api.object(&path).map(|stored| {
+                        digests::config_map(
+                            namespace,
+                            name,
+                            &borrowed(&pairs(&stored["data"], false)),
+                        )
+                    });
+                    (format!("configmap.configsum.dev/{name}"), digest)
+                } else if let Some(name) = source["secretRef"]["name"].as_str() {
+                    let path = FakeApiServer::secret_path(namespace, name);
+                    let digest = self.api.object(&path).map(|stored| {
+                        digests::secret(
+                            KEY,
+                            namespace,
+                            name,
+                            &borrowed(&pairs(&stored["data"], true)),
+                        )
+                    });
+                    (format!("secret.configsum.dev/{name}"), digest)
+                } else {
+                    panic!("the oracle reads configMapRef and secretRef only: {source}");
+                };
+                annotations.insert(key, json!(digest.unwrap_or_else(|| "absent".to_owned())));
+            }
+        }
+        Value::Object(annotations)
     }
 
     pub fn patches_of(&self, kind: &str, namespace: &str, name: &str) -> usize {
@@ -275,12 +394,9 @@ impl Cluster {
             .collect()
     }
 
-    /// What the webhook would write now for the stored Deployment.
+    /// [`webhook_digests_of`](Self::webhook_digests_of) a Deployment.
     pub fn webhook_digests(&self, namespace: &str, name: &str) -> Value {
-        let object =
-            self.api.object(&FakeApiServer::deployment_path(namespace, name)).expect("deployment");
-        let decision = Admit::new("Deployment", "UPDATE", &object).run(&self.objects);
-        apply(&object, &decision)["spec"]["template"]["metadata"]["annotations"].clone()
+        self.webhook_digests_of("Deployment", namespace, name)
     }
 
     pub fn annotations(&self, namespace: &str, name: &str) -> Value {
