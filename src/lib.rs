@@ -4,8 +4,8 @@
 //! whose objects or images changed with no write to the workload; `render`
 //! writes the same digests into YAML at render time; `lookup` reads the
 //! objects and `registry` the image digests; `process` holds what the
-//! long-running commands share, their metrics registry included (each part
-//! registers the series it sets).
+//! long-running commands share; `metrics_registry` is the registry their
+//! series go in (each part registers the series it sets).
 
 pub mod config;
 pub mod controller;
@@ -15,6 +15,7 @@ mod cpu_time;
 pub mod digest_key;
 pub mod explain;
 pub mod lookup;
+pub mod metrics_registry;
 pub mod process;
 pub mod registry;
 pub mod render;

@@ -26,7 +26,7 @@ use crate::core::ObjectKind;
 use crate::core::annotations::NAMESPACE_LABEL;
 use crate::core::kinds::Controller;
 use crate::core::kinds::WorkloadKind;
-use crate::lookup::api_object::api_resource as object_api_resource;
+use crate::lookup::api_object::object_resource;
 use crate::process::StartupError;
 
 /// The API server ends each watch after this long; the watcher resumes it
@@ -71,7 +71,7 @@ impl Watches {
         });
         for kind in ObjectKind::all() {
             let objects: Api<WatchedMeta> =
-                Api::all_with(client.clone(), &object_api_resource(kind));
+                Api::all_with(client.clone(), &object_resource(kind));
             let config = config().page_size(METADATA_PAGE_SIZE);
             forward(watcher::watcher(objects, config), tx.clone(), move |e| {
                 Message::Object(kind, meta_event(e))

@@ -5,7 +5,6 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use super::shown;
 use crate::core::workload::WorkloadKind;
 use crate::lookup::{FileSource, workload_documents};
 
@@ -48,4 +47,9 @@ fn read_text(path: &Path) -> Result<String, String> {
         return Err(format!("{} is over {} MiB", shown(path), MAX_INPUT_BYTES >> 20));
     }
     Ok(text)
+}
+
+/// A path as errors name it.
+fn shown(path: &Path) -> String {
+    if path.as_os_str() == "-" { "stdin".to_owned() } else { path.display().to_string() }
 }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::Source;
+use super::source::Source;
 use crate::config::ExplainArgs;
 use crate::core::Mutation;
 use crate::core::inputs::image::ImageObservation;

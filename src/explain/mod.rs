@@ -8,10 +8,9 @@ mod cluster;
 mod files;
 mod images;
 mod output;
+mod source;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
 
 use crate::config::ExplainArgs;
 use crate::core::explain::workload::plan_of;
@@ -19,10 +18,11 @@ use crate::core::explain::{
     ControllerEvent, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
 };
 use crate::core::workload::WorkloadKind;
-use crate::core::{Digester, ObjectContent, ObjectRef, Settings};
+use crate::core::{Digester, ObjectRef, Settings};
 use crate::process::load_digest_keys;
 
 pub use output::{Explanation, WorkloadExplanation, Written};
+use source::Source;
 
 /// Exit codes: 0 answered; 1 the object does not exist (the answer is still given); 2 usage,
 /// or no answer can be given (the cluster cannot be read).
@@ -71,25 +71,6 @@ impl Subject {
                 "{text:?} is not configmap/<name>, secret/<name> or a workload kind/<name> (deployment/web, sts/db)"
             )
         })
-    }
-}
-
-/// Where the inputs come from.
-enum Source {
-    Files(files::Inputs),
-    Cluster(cluster::Cluster),
-}
-
-impl Source {
-    async fn object(
-        &self,
-        namespace: &str,
-        object: &ObjectRef,
-    ) -> Result<Option<Arc<ObjectContent>>, String> {
-        match self {
-            Source::Files(files) => Ok(files.objects.get(namespace, object).cloned()),
-            Source::Cluster(cluster) => cluster.object(namespace, object).await,
-        }
     }
 }
 
@@ -210,9 +191,4 @@ fn valid_namespace(namespace: &str) -> Result<(), String> {
         && !namespace.starts_with('-')
         && !namespace.ends_with('-');
     if label { Ok(()) } else { Err(format!("{namespace:?} is not a namespace name")) }
-}
-
-/// A path as errors name it.
-fn shown(path: &Path) -> String {
-    if path.as_os_str() == "-" { "stdin".to_owned() } else { path.display().to_string() }
 }

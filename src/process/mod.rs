@@ -2,13 +2,12 @@
 //! written once: what they build before they run (`startup`: digest keys, the
 //! API server's client, the registry client, the core's settings and why
 //! start-up fails), the running command (`running`: the plain-HTTP admin
-//! listener with its readiness and metrics registry, the shutdown signals and
-//! the stop), the log writer, and the open-file limit.
+//! listener with its readiness and the metrics registry it serves, the
+//! shutdown signals and the stop), the log writer, and the open-file limit.
 
 pub mod admin;
 pub mod digest_keys;
 pub mod log_writer;
-pub mod metrics;
 pub mod open_files;
 pub mod readiness;
 pub mod running;
@@ -17,7 +16,8 @@ pub mod startup;
 
 pub use admin::{BindError, admin_router, bind, serve_admin};
 pub use digest_keys::{KeyFileError, load_digest_keys};
-pub use metrics::MetricsRegistry;
+// The registry `Running` serves as /metrics; the commands build theirs from here.
+pub use crate::metrics_registry::MetricsRegistry;
 pub use open_files::raise_open_file_limit;
 pub use readiness::Readiness;
 pub use running::{Running, local_address};

@@ -17,12 +17,12 @@ use tokio::time::Instant;
 use super::cache::{Reusable, SingleFlight};
 use super::connect::tls_config;
 use super::credentials::{CredentialId, PullCredential, select_credentials};
+use super::digest_source::DigestSource;
 use super::distribution::Distribution;
 use super::metrics::RegistryMetrics;
 use super::outcome::{FailureKind, Resolution};
 use super::policy::{PatternError, RegistryPolicy};
 use super::reference::ImageRef;
-use futures_util::future::BoxFuture;
 
 /// The longest a registry's answer may be reused.
 pub const MAX_REUSE: Duration = Duration::from_secs(10);
@@ -184,15 +184,6 @@ async fn try_each(
     source.fetch(image, Some(last)).await
 }
 
-/// One request for a digest, with one credential or none. The seam the tests replace.
-pub(crate) trait DigestSource: Send + Sync + 'static {
-    fn fetch(
-        &self,
-        image: &ImageRef,
-        credential: Option<&PullCredential>,
-    ) -> BoxFuture<'static, Resolution>;
-}
-
 /// Reads the PEM certificates of `--registry-ca-file`, each checked to be a usable trust anchor.
 fn load_roots(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, ClientError> {
     let bytes = std::fs::read(path)
@@ -220,6 +211,7 @@ mod tests {
     use std::sync::Mutex;
 
     use futures_util::FutureExt as _;
+    use futures_util::future::BoxFuture;
 
     use super::*;
     use crate::registry::credentials::RegistryKey;

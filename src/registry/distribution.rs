@@ -27,9 +27,9 @@ use tokio::time::Instant;
 use url::Url;
 
 use super::challenge::Challenge;
-use super::client::DigestSource;
 use super::connect::{ConnectError, GuardedConnector};
 use super::credentials::PullCredential;
+use super::digest_source::DigestSource;
 use super::outcome::{FailureKind, ImageDigest, Resolution, classify_envelope, classify_status};
 use super::policy::{Destination, RegistryPolicy};
 use super::reference::{ImageRef, split_port};

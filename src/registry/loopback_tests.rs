@@ -297,7 +297,7 @@ fn credential(fake: &Fake, user: &str, password: &str) -> PullCredential {
 #[tokio::test]
 async fn answers_over_the_bearer_handshake_are_classified() {
     let fake = serve().await;
-    let mut metrics = crate::process::MetricsRegistry::new();
+    let mut metrics = crate::metrics_registry::MetricsRegistry::new();
     let registry_metrics = RegistryMetrics::register(&mut metrics);
     let client = client_for(&fake, true, DEFAULT_TIMEOUT, registry_metrics);
 

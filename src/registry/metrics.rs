@@ -15,7 +15,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
-use crate::process::MetricsRegistry;
+use crate::metrics_registry::MetricsRegistry;
 
 /// Distinct `registry` label values before the rest are counted as `other`.
 pub const MAX_REGISTRY_LABELS: usize = 32;

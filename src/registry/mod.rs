@@ -30,7 +30,8 @@
 //! - `cache`: concurrent resolutions of one reference with the same credentials share one
 //!   request, and an answer is reused for at most 10 s after the registry gave it.
 //! - [`client`]: [`RegistryClient::resolve`], bounded end to end by `--registry-timeout`, trying
-//!   each applicable credential in turn.
+//!   each applicable credential in turn; `digest_source`, the seam between it and
+//!   `distribution` that its tests replace.
 //! - [`metrics`]: `configsum_registry_requests_total{registry,outcome}` and
 //!   `configsum_registry_duration_seconds`.
 //!
@@ -41,6 +42,7 @@ mod challenge;
 pub mod client;
 mod connect;
 pub mod credentials;
+mod digest_source;
 mod distribution;
 pub mod metrics;
 pub mod outcome;

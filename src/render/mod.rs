@@ -7,9 +7,11 @@
 //! - [`tree`]: the YAML tree that keeps what every reader reads;
 //! - [`scalar`]: how a string is written so that every reader reads it back;
 //! - [`stream`]: documents, `kind: List` items and KRM `ResourceList`s;
+//! - [`error`]: [`RenderError`], why nothing was written;
 //! - [`objects`]: the stream's ConfigMaps and Secrets, read from the tree.
 
 pub mod command;
+pub mod error;
 pub mod objects;
 pub mod scalar;
 pub mod stream;
@@ -19,9 +21,11 @@ use std::path::PathBuf;
 
 use json_patch::PatchOperation;
 
+pub use self::error::RenderError;
+use self::objects::is_object;
 use self::stream::{Document, is_list, is_resource_list, list_items, parse_document};
 use self::tree::Node;
-use crate::core::{Digester, ObjectKind, ObjectRef, Settings, WorkloadKind};
+use crate::core::{Digester, ObjectRef, Settings, WorkloadKind};
 use crate::core::{Request, review};
 use crate::lookup::{FileSource, split_documents};
 
@@ -41,17 +45,6 @@ pub struct Options {
 pub struct Rendered {
     pub output: Vec<String>,
     pub notes: Vec<String>,
-}
-
-/// Why nothing was written. Never quotes a value of the input.
-#[derive(Debug, thiserror::Error)]
-pub enum RenderError {
-    /// Exit code 1.
-    #[error("document {document}: {reason}")]
-    Input { document: usize, reason: String },
-    /// Exit code 1.
-    #[error(transparent)]
-    Objects(#[from] crate::lookup::FileSourceError),
 }
 
 /// A document between reading and writing. Most are written as soon as they
@@ -223,11 +216,6 @@ const SEPARATOR: &str = "---\n";
 /// alone for an empty document.
 fn separator(number: usize, empty: bool) -> String {
     if number > 1 || empty { SEPARATOR.to_owned() } else { String::new() }
-}
-
-/// A ConfigMap or a Secret: its data is read for the workloads.
-fn is_object(node: &Node) -> bool {
-    node.get("kind").and_then(Node::as_str).and_then(ObjectKind::from_api_kind).is_some()
 }
 
 /// Adds the object `node` (of document `number`) to `objects`; the first

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use super::scalar::plain_is_safe;
 use super::tree::Node;
+use crate::core::ObjectKind;
 use crate::lookup::object::{Shape, Tree};
 use crate::lookup::{FileSource, FileSourceError};
 
@@ -18,6 +19,11 @@ use crate::lookup::{FileSource, FileSourceError};
 pub enum Refused {
     Field(String),
     Objects(FileSourceError),
+}
+
+/// A ConfigMap or a Secret: its data is read for the workloads.
+pub fn is_object(node: &Node) -> bool {
+    node.get("kind").and_then(Node::as_str).and_then(ObjectKind::from_api_kind).is_some()
 }
 
 /// Adds the ConfigMap or Secret `node` to `objects` (other kinds are
@@ -173,7 +179,6 @@ mod tests {
     use crate::core::digest::{Digester, ObjectId};
     use crate::core::refs::ConsumedKeys;
     use crate::lookup::split_documents;
-    use crate::render::is_object;
     use crate::render::stream::{is_list, list_items, parse_document};
 
     /// The objects read, by namespace and `Kind/name`, as digests; or the first refusal.

@@ -3,7 +3,7 @@
 //! `ResourceList` whose `items` are the documents and whose `functionConfig`
 //! carries the options.
 
-use super::RenderError;
+use super::error::RenderError;
 use super::tree::{self, Node};
 
 /// The parsed input, written back in the same order.

@@ -12,7 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 use crate::lookup::LookupMetrics;
-use crate::process::MetricsRegistry;
+use crate::metrics_registry::MetricsRegistry;
 use crate::registry::RegistryMetrics;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -8,19 +8,21 @@
 //! the object and the field, never a value: the values may be Secret data.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
 use serde_saphyr::Spanned;
 
 mod documents;
+mod error;
 pub(crate) mod object;
 mod yaml;
 
 pub(crate) use self::documents::{
     describe_before, each as each_document, split as split_documents,
 };
+pub use self::error::FileSourceError;
 use self::object::Shape;
 pub(crate) use self::yaml::scan_reason;
 use self::yaml::{Fields, Node, yaml_error, yaml_options};
@@ -40,60 +42,9 @@ pub struct FileSource {
     templates: HashMap<(String, WorkloadKind, String), serde_json::Value>,
 }
 
-/// Why `--objects-from` cannot be served. No variant carries a value from the
-/// file; each names the document (1-based, counting every document of the
-/// stream) and, where it can be read, the object (`Kind namespace/name`).
-#[derive(Debug, thiserror::Error)]
-pub enum FileSourceError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    /// Not YAML. The object is read from the document's lines before the
-    /// error (its kind, namespace and name, when shaped like ones), as a
-    /// broken document cannot be parsed; a duplicate key is named.
-    #[error("{path}: {}not valid YAML{}: {reason}", label(*document, None, object), at(*line, *column))]
-    Yaml { path: PathBuf, document: u32, object: String, line: u64, column: u64, reason: String },
-    #[error("{path}: {}not a mapping (line {line}, column {column})", label(*document, None, ""))]
-    NotAnObject { path: PathBuf, document: u32, line: u64, column: u64 },
-    /// `object` is `Kind namespace/name`, or `Kind` while the name is unknown,
-    /// or empty; `item` is its index in a List; `field` is a path such as
-    /// `data.password` or `items[2]`.
-    #[error("{path}: {}{field} {problem} (line {line}, column {column})", label(*document, *item, object))]
-    Object {
-        path: PathBuf,
-        document: u32,
-        item: Option<u32>,
-        object: String,
-        field: String,
-        problem: &'static str,
-        line: u64,
-        column: u64,
-    },
-}
-
-/// `document 2, items[0] (ConfigMap team-a/c): `; nothing when the document is unknown (0).
-fn label(document: u32, item: Option<u32>, object: &str) -> String {
-    if document == 0 {
-        return String::new();
-    }
-    let mut label = format!("document {document}");
-    if let Some(item) = item {
-        label.push_str(&format!(", items[{item}]"));
-    }
-    if !object.is_empty() {
-        label.push_str(&format!(" ({object})"));
-    }
-    label.push_str(": ");
-    label
-}
-
 /// A document or item number as errors carry it (saturating; a file never has that many).
 fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
-}
-
-/// Where a YAML error is; line 0 means the parser could not say.
-fn at(line: u64, column: u64) -> String {
-    if line == 0 { String::new() } else { format!(" at line {line}, column {column}") }
 }
 
 impl FileSource {

@@ -9,7 +9,8 @@ use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 use serde_saphyr::granit_parser::{ErrorKind, Event, Parser, ScalarStyle, ScanError};
 
-use super::{FileSourceError, documents};
+use super::documents;
+use super::error::FileSourceError;
 
 /// A YAML node as parsed, before we know which object it belongs to: the kind
 /// may come after `data`, and only the kind says whether `data` holds strings.

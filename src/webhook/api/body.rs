@@ -1,34 +1,17 @@
-//! [`ReviewBody`], the `/mutate` body as an extractor: read only from a caller
-//! allowed to send one, at most [`MAX_BODY_BYTES`], within [`BODY_TIMEOUT`]
-//! of its headers, and within a replica-wide budget of bytes held by bodies
-//! at once, which is what bounds the webhook's memory.
+//! [`ReviewBody`], a `/mutate` body read whole, and [`BodyBudget`], the
+//! replica-wide budget of bytes held by bodies at once that it is read within:
+//! at most [`MAX_BODY_BYTES`], within [`BODY_TIMEOUT`] of its headers. The
+//! budget is what bounds the webhook's memory.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, header};
 use http_body_util::BodyExt as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::error::AdmissionError;
-use super::state::{AppState, ClientCertificate};
-
-/// Largest AdmissionReview body accepted: an UPDATE carries `object` and
-/// `oldObject`, each up to the API server's 3 MiB request limit, plus the envelope.
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
-
-/// A body must arrive within this long of its headers.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Bytes of request bodies held at once per replica, from the first byte read
-/// to the answer sent: two of the largest reviews (an UPDATE of the API
-/// server's largest object is about 6 MiB), or hundreds of ordinary ones.
-/// Deciding a review can take up to about 12 times its body in memory
-/// (tests/fuzz_review.rs), so this is what bounds the worst case
-/// (benches/hostile.rs) within the manifests' memory limit.
-pub const BODY_BYTES_IN_FLIGHT: usize = 2 * MAX_BODY_BYTES;
+use super::limits::{BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, MAX_BODY_BYTES};
 
 /// The replica-wide budget of body bytes, one permit per byte.
 pub struct BodyBudget(Arc<Semaphore>);
@@ -43,24 +26,6 @@ impl Default for BodyBudget {
 pub struct ReviewBody {
     pub bytes: Bytes,
     _held: OwnedSemaphorePermit,
-}
-
-/// Checks the caller before a byte of the body is read: with `--client-ca-file`, a caller
-/// without a verified certificate costs no budget. Then reads within the bounds.
-impl<S: Send + Sync> FromRequest<Arc<AppState<S>>> for ReviewBody {
-    type Rejection = AdmissionError;
-
-    async fn from_request(
-        request: Request,
-        state: &Arc<AppState<S>>,
-    ) -> Result<Self, Self::Rejection> {
-        let certificate = request.extensions().get::<ClientCertificate>().copied();
-        if state.require_client_certificate && !certificate.unwrap_or_default().0 {
-            return Err(AdmissionError::Unauthenticated);
-        }
-        let (parts, body) = request.into_parts();
-        state.bodies.read(&parts.headers, body).await
-    }
 }
 
 impl BodyBudget {

@@ -3,8 +3,11 @@
 //!
 //! - `state`: what every handler shares (the object source, the core's
 //!   settings, the in-flight and body budgets, the metrics);
-//! - `body`: [`ReviewBody`], the extractor that reads a `/mutate` body within
-//!   the webhook's bounds (size, deadline, replica-wide bytes);
+//! - `limits`: the bounds of a `/mutate` body (size, deadline, replica-wide
+//!   bytes);
+//! - `body`: [`ReviewBody`] and [`BodyBudget`], a body read within those
+//!   bounds;
+//! - `extract`: [`ReviewBody`] as an extractor, the caller checked first;
 //! - `error`: [`AdmissionError`], why a body got no AdmissionReview answer,
 //!   with its HTTP status and metric label;
 //! - `mutate`: the `/mutate` handler: parse, plan, look up, decide, answer;
@@ -12,6 +15,8 @@
 
 mod body;
 mod error;
+mod extract;
+mod limits;
 mod mutate;
 mod probes;
 mod state;
@@ -21,8 +26,9 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
-pub use body::{BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, BodyBudget, MAX_BODY_BYTES, ReviewBody};
+pub use body::{BodyBudget, ReviewBody};
 pub use error::AdmissionError;
+pub use limits::{BODY_BYTES_IN_FLIGHT, BODY_TIMEOUT, MAX_BODY_BYTES};
 pub use mutate::OVERLOADED;
 pub use state::{AppState, ClientCertificate, MAX_REVIEWS_IN_FLIGHT};
 

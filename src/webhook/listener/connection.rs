@@ -17,8 +17,7 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt as _;
 use tracing::debug;
 
-use super::api::ClientCertificate;
-use super::server::DRAIN_TIMEOUT;
+use crate::webhook::api::ClientCertificate;
 
 /// How long a client may take for the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,6 +26,10 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// closed: HTTP/1 keep-alive or headers that never end (hyper's header
 /// timeout), an HTTP/2 preface and nothing more, or a handshake and silence.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long in-flight requests may take to finish after SIGTERM: the server
+/// waits this long for its connections, each connection this long for its own.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// How long an idle connection being closed may take to say goodbye (the
 /// HTTP/2 GOAWAY and PING a live client answers at once) before it is dropped.

@@ -1,5 +1,6 @@
-//! The process's metrics registry, served as `/metrics` by the admin listener.
-//! Each part registers the series it sets (`webhook::WebhookMetrics`,
+//! [`MetricsRegistry`]: the process's metrics registry, served as `/metrics` by
+//! the admin listener (`process::admin`). A leaf: each part registers the
+//! series it sets (`webhook::WebhookMetrics`,
 //! `lookup::LookupMetrics`, `registry::RegistryMetrics`,
 //! `controller::metrics::ControllerMetrics`), so a command's `/metrics`
 //! carries exactly the series of the parts it runs.

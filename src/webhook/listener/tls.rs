@@ -16,7 +16,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tracing::{info, warn};
 
-use super::WebhookMetrics;
+use crate::webhook::WebhookMetrics;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {

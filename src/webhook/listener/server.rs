@@ -12,9 +12,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
-use super::api::{AppState, router};
-use super::connection::{IDLE_TIMEOUT, serve_connection};
-use super::metrics::WebhookMetrics;
+use super::connection::{DRAIN_TIMEOUT, IDLE_TIMEOUT, serve_connection};
 use super::tls::{
     CertificateStore, TlsError, expiry_unix_seconds, load_certified_key, load_client_roots,
     reload_on_change, server_config,
@@ -26,13 +24,13 @@ use crate::process::{
     self, MetricsRegistry, Running, StartupError, bind, local_address, raise_open_file_limit,
 };
 use crate::registry::RegistryClient;
+use crate::webhook::api::{AppState, router};
+use crate::webhook::metrics::WebhookMetrics;
 
 /// Connections open at once per replica; more wait to be accepted.
 pub const MAX_CONNECTIONS: usize = 1024;
 /// How often the certificate files are compared with the pair in use.
 const CERTIFICATE_POLL_INTERVAL: Duration = Duration::from_secs(2);
-/// How long in-flight requests may take to finish after SIGTERM.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// Why `configsum serve` did not start. Never carries key material.
 #[derive(Debug, thiserror::Error)]
