@@ -13,8 +13,9 @@ use kube::api::{DynamicObject, Patch};
 use kube::{Api, Client};
 use serde_json::Value;
 
-use super::model::workload::{WorkloadKey, api_resource};
+use super::model::workload::WorkloadKey;
 use crate::core::{ObjectContent, ObjectKey, ObjectRef};
+use crate::lookup::api_object::workload_resource;
 use crate::lookup::{KubeSource, LookupError, ObjectSource};
 
 /// An object's content and the resourceVersion it was read at; `None`: it does not exist.
@@ -69,7 +70,7 @@ impl ControllerApi for KubeApi {
     }
 
     async fn patch(&self, workload: &WorkloadKey, patch: &Patch<Value>) -> Result<(), PatchError> {
-        let resource = api_resource(workload.kind);
+        let resource = workload_resource(workload.kind);
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &workload.namespace, &resource);
         match api.patch(&workload.name, &super::patch_params(), patch).await {

@@ -13,45 +13,6 @@
 //!   image `poller` and the `lease` elector each report to the one inbox; the `api` seam
 //!   talks to the API server; `run` wires it together. Only the Lease holder patches.
 
-/// `kube::Resource` for a type the controller decodes from its own light wire form, with
-/// its `ObjectMeta` in a `meta` field and its API resource known at run time; `metadata`
-/// asks kube for `PartialObjectMetadata` (no data crosses the wire).
-macro_rules! dynamic_resource {
-    ($type:ty, metadata: $metadata:expr) => {
-        impl kube::Resource for $type {
-            type DynamicType = kube::api::ApiResource;
-            type Scope = kube::core::DynamicResourceScope;
-
-            fn metadata_api() -> bool {
-                $metadata
-            }
-            fn kind(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
-                dt.kind.as_str().into()
-            }
-            fn group(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
-                dt.group.as_str().into()
-            }
-            fn version(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
-                dt.version.as_str().into()
-            }
-            fn api_version(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
-                dt.api_version.as_str().into()
-            }
-            fn plural(dt: &kube::api::ApiResource) -> std::borrow::Cow<'_, str> {
-                dt.plural.as_str().into()
-            }
-            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &self.meta
-            }
-            fn meta_mut(
-                &mut self,
-            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &mut self.meta
-            }
-        }
-    };
-}
-
 pub mod api;
 #[cfg(test)]
 mod fake_api;

@@ -21,12 +21,13 @@ use tracing::warn;
 
 use super::model::backoff::WatchBackoff;
 use super::model::message::{Message, ObjectVersion};
-use super::model::workload::{WatchedWorkload, api_resource};
+use super::model::workload::WatchedWorkload;
 use crate::core::ObjectKind;
 use crate::core::annotations::NAMESPACE_LABEL;
 use crate::core::kinds::Controller;
 use crate::core::kinds::WorkloadKind;
 use crate::lookup::api_object::object_resource;
+use crate::lookup::api_object::workload_resource;
 use crate::process::StartupError;
 
 /// The API server ends each watch after this long; the watcher resumes it
@@ -70,8 +71,7 @@ impl Watches {
             Message::Namespace(meta_event(e))
         });
         for kind in ObjectKind::all() {
-            let objects: Api<WatchedMeta> =
-                Api::all_with(client.clone(), &object_resource(kind));
+            let objects: Api<WatchedMeta> = Api::all_with(client.clone(), &object_resource(kind));
             let config = config().page_size(METADATA_PAGE_SIZE);
             forward(watcher::watcher(objects, config), tx.clone(), move |e| {
                 Message::Object(kind, meta_event(e))
@@ -109,7 +109,8 @@ impl Watches {
     }
 
     fn start_workload_watch(&self, kind: WorkloadKind, epoch: u64) -> JoinHandle<()> {
-        let api: Api<WatchedWorkload> = Api::all_with(self.client.clone(), &api_resource(kind));
+        let api: Api<WatchedWorkload> =
+            Api::all_with(self.client.clone(), &workload_resource(kind));
         let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
         forward(watcher::watcher(api, config), self.tx.clone(), move |event| Message::Workload {
             kind,
@@ -260,7 +261,7 @@ impl From<MetaWire> for WatchedMeta {
 }
 
 // Lists, watches and gets ask for `PartialObjectMetadata`.
-dynamic_resource!(WatchedMeta, metadata: true);
+super::model::dynamic_resource!(WatchedMeta, metadata: true);
 
 fn meta_event(event: Event<WatchedMeta>) -> Event<ObjectVersion> {
     let version = |o: WatchedMeta| {

@@ -11,8 +11,9 @@ use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::trigger::Trigger;
-use super::workload::{WorkloadKey, api_resource};
+use super::workload::WorkloadKey;
 use crate::core::explain::holds;
+use crate::lookup::api_object::workload_resource;
 
 const COMPONENT: &str = "configsum-controller";
 
@@ -60,7 +61,7 @@ pub fn flap_guard_released(
 
 /// A `Normal` core/v1 Event on the workload, from configsum's controller.
 fn on_workload(key: &WorkloadKey, uid: Option<String>, reason: &str, message: String) -> Event {
-    let resource = api_resource(key.kind);
+    let resource = workload_resource(key.kind);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     Event {
         metadata: ObjectMeta {

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::ApiResource;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -39,11 +38,6 @@ pub struct Snapshot {
     pub mutation: Mutation,
     pub resource_version: Option<String>,
     pub uid: Option<String>,
-}
-
-/// The API resource of a workload kind, for dynamic requests.
-pub fn api_resource(kind: WorkloadKind) -> ApiResource {
-    crate::lookup::api_object::workload_resource(kind)
 }
 
 /// Only what the plan reads of a watched workload: its metadata, read sparsely (no
