@@ -326,6 +326,7 @@ mod tests {
     use crate::core::DigestKeys;
     use crate::core::digest::ABSENT;
     use crate::core::kinds::WorkloadKind;
+    use std::time::Duration;
 
     fn db() -> ObjectKey {
         ObjectRef::secret("db").within("ns")
@@ -430,5 +431,43 @@ mod tests {
         objects.forget(&db());
         assert_eq!(objects.finished(&db(), &metadata_only), None);
         assert!(!objects.is_tracked(&db()));
+    }
+
+    #[test]
+    fn the_watch_asks_for_reads_once_reading_and_retries_and_fresh_digests_are_kept_apart() {
+        use kube::runtime::watcher::Event;
+
+        use crate::controller::state::relist::Watch;
+
+        let t0 = Instant::now();
+        let meta = |rv: &str| ObjectVersion {
+            namespace: Some("ns".into()),
+            name: Some("db".into()),
+            resource_version: Some(rv.into()),
+        };
+        let mut objects = TrackedObjects::default();
+        objects.track(db());
+        let mut watch = Watch::default();
+        watch.handle(&mut objects.watch_of(ObjectKind::Secret, false), Event::Apply(meta("1")));
+        assert_eq!(objects.pending(), 0, "before the first reads, those reads see it");
+        watch.handle(&mut objects.watch_of(ObjectKind::ConfigMap, true), Event::Apply(meta("1")));
+        assert_eq!(objects.pending(), 0, "a ConfigMap of that name is not tracked");
+        watch.handle(&mut objects.watch_of(ObjectKind::Secret, true), Event::Apply(meta("2")));
+        assert_eq!(objects.start_next(4), Some(db()));
+        assert_eq!(objects.failed(&db()), 1);
+        objects.retry_at(db(), t0 + Duration::from_secs(1));
+        assert_eq!((objects.depth(), objects.next_retry()), (1, Some(t0 + Duration::from_secs(1))));
+        objects.request_due_retries(t0);
+        assert_eq!(objects.start_next(4), None, "not before its time");
+        objects.request_due_retries(t0 + Duration::from_secs(1));
+        assert_eq!(objects.start_next(4), Some(db()));
+
+        let fresh = Fresh { keys: ConsumedKeys::All, observation: Observation::Absent };
+        objects.hand_on(&workload("a"), &db().object, fresh.clone());
+        objects.hand_on(&workload("b"), &db().object, fresh.clone());
+        assert_eq!(objects.take_fresh(&workload("a")).len(), 1);
+        assert!(objects.take_fresh(&workload("a")).is_empty(), "taken once");
+        objects.drop_fresh(None);
+        assert!(objects.take_fresh(&workload("b")).is_empty(), "a follower keeps none");
     }
 }
