@@ -287,10 +287,10 @@ impl State {
         self.queue.lead(term);
     }
 
-    /// Workloads waiting for their window, a retry or the worker, and reads
-    /// waiting, running or to retry.
+    /// Workloads waiting for their window, a retry or the worker, and reads of objects and
+    /// of tracked templates waiting, running or to retry: 0 when nothing is under way.
     pub fn queue_depth(&self) -> usize {
-        self.queue.depth() + self.objects.depth()
+        self.queue.depth() + self.objects.depth() + self.together.depth()
     }
 
     pub fn watched_objects(&self) -> usize {

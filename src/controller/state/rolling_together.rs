@@ -4,7 +4,7 @@
 //! delivered before anything tracked it is read once ([`RollingTogether::take_reads`]).
 //! A template that moved makes its trackers worth a look ([`RollingTogether::take_moved`]).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use tokio::time::Instant;
 use tracing::warn;
@@ -28,8 +28,9 @@ pub struct RollingTogether {
     /// Tracked workloads whose template digest moved (or that were deleted) since the router
     /// last looked: their trackers may be due.
     moved: Vec<WorkloadKey>,
-    /// Tracked workloads whose template must be read, and failed reads' retries.
+    /// Tracked workloads whose template must be read, being read, and failed reads' retries.
     reads: Vec<WorkloadKey>,
+    reading: HashSet<WorkloadKey>,
     retries: Vec<(Instant, WorkloadKey)>,
 }
 
@@ -80,6 +81,7 @@ impl RollingTogether {
         result: Result<Option<String>, String>,
         now: Instant,
     ) {
+        self.reading.remove(&workload);
         if self.templates.contains_key(&workload) || !self.is_tracked(&workload) {
             return;
         }
@@ -106,7 +108,14 @@ impl RollingTogether {
             std::mem::take(&mut self.retries).into_iter().partition(|(at, _)| *at <= now);
         self.retries = later;
         self.reads.extend(due.into_iter().map(|(_, workload)| workload));
-        std::mem::take(&mut self.reads)
+        let reads = std::mem::take(&mut self.reads);
+        self.reading.extend(reads.iter().cloned());
+        reads
+    }
+
+    /// Template reads waiting, running or to retry (part of the queue-depth metric).
+    pub fn depth(&self) -> usize {
+        self.reads.len() + self.reading.len() + self.retries.len()
     }
 
     pub fn next_retry(&self) -> Option<Instant> {
@@ -300,12 +309,16 @@ mod tests {
         index.upsert(&key("keycloak"), vec![key("db")], false);
         assert!(index.take_reads(t0).is_empty(), "not read while listing");
         index.read_unknown();
+        assert_eq!(index.depth(), 1);
         assert_eq!(index.take_reads(t0), [key("db")]);
+        assert_eq!(index.depth(), 1, "being read");
         index.template_read(key("db"), Err("HTTP 500".into()), t0);
+        assert_eq!(index.depth(), 1, "to retry");
         assert!(index.take_reads(t0).is_empty());
         let retry = index.next_retry().expect("a retry");
         assert_eq!(index.take_reads(retry), [key("db")], "retried after its backoff");
         index.template_read(key("db"), Ok(Some("sha256:1".into())), retry);
+        assert_eq!(index.depth(), 0);
         assert_eq!(index.take_moved(), [key("db")], "known at last: its trackers are looked at");
         index.template_read(key("db"), Ok(Some("sha256:0".into())), retry);
         assert!(index.take_moved().is_empty(), "the watch's newer digest wins over a late read");
