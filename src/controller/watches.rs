@@ -26,7 +26,7 @@ use crate::core::ObjectKind;
 use crate::core::annotations::NAMESPACE_LABEL;
 use crate::core::kinds::Controller;
 use crate::core::workload::WorkloadKind;
-use crate::lookup::api_object::api_resource as object_api_resource;
+use crate::lookup::api_object::object_api_resource;
 use crate::process::StartupError;
 
 /// The API server ends each watch after this long; the watcher resumes it

@@ -11,11 +11,11 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 
 use crate::core::ObjectContent;
 use crate::core::inputs::ObjectInput;
+use crate::core::kinds::WorkloadKind;
 use crate::core::object_ref::ObjectKind;
-use crate::core::workload::WorkloadKind;
 
 /// The API resource of a tracked kind, for dynamic requests and watches.
-pub fn api_resource(kind: ObjectKind) -> ApiResource {
+pub fn object_api_resource(kind: ObjectKind) -> ApiResource {
     let input = kind.input();
     resource(input.group, input.version, input.api_kind, input.resource)
 }
@@ -35,7 +35,7 @@ pub fn workload_resource(kind: WorkloadKind) -> ApiResource {
 /// The path of the namespaced collection of `kind`, for a GET by name.
 pub fn collection_path(kind: ObjectKind, namespace: &str) -> String {
     use kube::Resource as _;
-    DynamicObject::url_path(&api_resource(kind), Some(namespace))
+    DynamicObject::url_path(&object_api_resource(kind), Some(namespace))
 }
 
 /// What a read keeps of an object: its content and the resourceVersion it was read at.
@@ -128,8 +128,8 @@ mod tests {
             collection_path(ObjectKind::ConfigMap, "team-a"),
             "/api/v1/namespaces/team-a/configmaps"
         );
-        assert_eq!(api_resource(ObjectKind::Secret).api_version, "v1");
-        assert_eq!(api_resource(ObjectKind::Secret).kind, "Secret");
+        assert_eq!(object_api_resource(ObjectKind::Secret).api_version, "v1");
+        assert_eq!(object_api_resource(ObjectKind::Secret).kind, "Secret");
     }
 
     #[test]
