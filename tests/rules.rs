@@ -7,8 +7,8 @@ mod fixtures;
 use std::collections::BTreeMap;
 
 use configsum::core::digest::ObjectId;
+use configsum::core::kinds::WorkloadKind;
 use configsum::core::refs::ConsumedKeys;
-use configsum::core::workload::WorkloadKind;
 use configsum::core::{
     AnnotationDomain, DigestKeys, Digester, LookupErrorPolicy, ObjectContent, ObjectRef, Settings,
 };

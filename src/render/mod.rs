@@ -21,7 +21,8 @@ use json_patch::PatchOperation;
 
 use self::stream::{Document, is_list, is_resource_list, list_items, parse_document};
 use self::tree::Node;
-use crate::core::{Digester, ObjectKind, ObjectRef, Settings, WorkloadKind};
+use crate::core::kinds::WorkloadKind;
+use crate::core::{Digester, ObjectKind, ObjectRef, Settings};
 use crate::core::{Request, review};
 use crate::lookup::{FileSource, split_documents};
 
