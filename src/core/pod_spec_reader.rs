@@ -139,12 +139,39 @@ impl<'de> DeserializeSeed<'de> for PodSpecSeed<'_> {
     type Value = (PodSpec, Option<ImagesInPass>);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        // Each part read is a type of its own, so that a reading compiles to only the checks
+        // its parts make: the references alone cost what their derived reading did.
+        let pointer = self.pointer;
         // A struct: a map, or (for the references alone) a list.
-        deserializer.deserialize_struct("PodSpec", &[], self)
+        macro_rules! read {
+            ($r:literal, $i:literal, $e:literal) => {
+                deserializer.deserialize_struct("PodSpec", &[], PodSpecVisit::<$r, $i, $e> { pointer })
+            };
+        }
+        match (self.reads.references, self.reads.images, self.reads.env) {
+            (true, true, true) => read!(true, true, true),
+            (true, true, false) => read!(true, true, false),
+            (true, false, true) => read!(true, false, true),
+            (true, false, false) => read!(true, false, false),
+            (false, true, true) => read!(false, true, true),
+            (false, true, false) => read!(false, true, false),
+            (false, false, true) => read!(false, false, true),
+            (false, false, false) => read!(false, false, false),
+        }
     }
 }
 
-impl<'de> Visitor<'de> for PodSpecSeed<'_> {
+/// [`Reads`] as a type: `R`eferences, `I`mages, `E`nv.
+const fn reads<const R: bool, const I: bool, const E: bool>() -> Reads {
+    Reads { references: R, images: I, env: E }
+}
+
+/// [`PodSpecSeed`]'s visit, for one [`Reads`].
+struct PodSpecVisit<'p, const R: bool, const I: bool, const E: bool> {
+    pointer: &'p [&'p str],
+}
+
+impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for PodSpecVisit<'_, R, I, E> {
     type Value = (PodSpec, Option<ImagesInPass>);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -152,7 +179,7 @@ impl<'de> Visitor<'de> for PodSpecSeed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let reads = self.reads;
+        let reads = reads::<R, I, E>();
         let (references, images) = (reads.references, reads.images);
         let mut spec = PodSpec::default();
         let mut lists: [Option<Indexed>; 2] = [None, None];
@@ -162,12 +189,12 @@ impl<'de> Visitor<'de> for PodSpecSeed<'_> {
             match key.as_str() {
                 field::CONTAINERS if references || images => {
                     once(&mut seen[0], field::CONTAINERS)?;
-                    let read = map.next_value_seed(OrNull(ContainersSeed(reads)))?;
+                    let read = map.next_value_seed(OrNull(ContainersSeed::<R, I, E>))?;
                     (spec.containers, lists[0]) = read.unzip();
                 }
                 field::INIT_CONTAINERS if references || images => {
                     once(&mut seen[1], field::INIT_CONTAINERS)?;
-                    let read = map.next_value_seed(OrNull(ContainersSeed(reads)))?;
+                    let read = map.next_value_seed(OrNull(ContainersSeed::<R, I, E>))?;
                     (spec.init_containers, lists[1]) = read.unzip();
                 }
                 field::VOLUMES if references => {
@@ -201,10 +228,10 @@ impl<'de> Visitor<'de> for PodSpecSeed<'_> {
     /// A pod spec written as a list of its fields in order, as serde reads a struct: the
     /// references' reading alone takes it, as their derived reading did.
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        if self.reads != Reads::REFERENCES {
+        if reads::<R, I, E>() != Reads::REFERENCES {
             return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
         }
-        let mut containers = || seq.next_element_seed(OrNull(ContainersSeed(self.reads)));
+        let mut containers = || seq.next_element_seed(OrNull(ContainersSeed::<R, I, E>));
         let spec = PodSpec {
             containers: containers()?.flatten().map(|(c, _)| c),
             init_containers: containers()?.flatten().map(|(c, _)| c),
@@ -224,9 +251,11 @@ fn once<E: de::Error>(seen: &mut bool, field: &'static str) -> Result<(), E> {
 struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
 
 /// `containers` or `initContainers`: those that reference something, and the image pass's.
-struct ContainersSeed(Reads);
+struct ContainersSeed<const R: bool, const I: bool, const E: bool>;
 
-impl<'de> DeserializeSeed<'de> for ContainersSeed {
+impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de>
+    for ContainersSeed<R, I, E>
+{
     type Value = (Vec<pod_spec::Container>, Indexed);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -234,7 +263,7 @@ impl<'de> DeserializeSeed<'de> for ContainersSeed {
     }
 }
 
-impl<'de> Visitor<'de> for ContainersSeed {
+impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for ContainersSeed<R, I, E> {
     type Value = (Vec<pod_spec::Container>, Indexed);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -244,8 +273,8 @@ impl<'de> Visitor<'de> for ContainersSeed {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let (mut referencing, mut images) = (Vec::new(), Capped::new());
         let mut index = 0;
-        while let Some((container, image)) = seq.next_element_seed(ContainerSeed(self.0))? {
-            if self.0.references && container.references_anything() {
+        while let Some((container, image)) = seq.next_element_seed(ContainerSeed::<R, I, E>)? {
+            if reads::<R, I, E>().references && container.references_anything() {
                 referencing.push(container);
             }
             images.offer(index, image, MAX_CONTAINERS_READ);
@@ -257,9 +286,11 @@ impl<'de> Visitor<'de> for ContainersSeed {
 
 /// One container, as a map only: the references' reading, and the image pass's when it has
 /// a name and an image.
-struct ContainerSeed(Reads);
+struct ContainerSeed<const R: bool, const I: bool, const E: bool>;
 
-impl<'de> DeserializeSeed<'de> for ContainerSeed {
+impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de>
+    for ContainerSeed<R, I, E>
+{
     type Value = (pod_spec::Container, Option<Container>);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -268,7 +299,7 @@ impl<'de> DeserializeSeed<'de> for ContainerSeed {
     }
 }
 
-impl<'de> Visitor<'de> for ContainerSeed {
+impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for ContainerSeed<R, I, E> {
     type Value = (pod_spec::Container, Option<Container>);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -276,7 +307,7 @@ impl<'de> Visitor<'de> for ContainerSeed {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let Reads { references, images, .. } = self.0;
+        let Reads { references, images, .. } = reads::<R, I, E>();
         let (mut name, mut image, mut pull_policy) = (None, None, None);
         let (mut env, mut env_from) = (None, None);
         let mut seen = [false; 5];
@@ -296,7 +327,7 @@ impl<'de> Visitor<'de> for ContainerSeed {
                 }
                 field::ENV => {
                     once(&mut seen[3], field::ENV)?;
-                    env = map.next_value_seed(OrNull(EnvSeed(self.0)))?;
+                    env = map.next_value_seed(OrNull(EnvSeed::<R, I, E>))?;
                 }
                 field::ENV_FROM if references => {
                     once(&mut seen[4], field::ENV_FROM)?;
@@ -321,10 +352,10 @@ impl<'de> Visitor<'de> for ContainerSeed {
 
     /// As [`PodSpecSeed::visit_seq`]: `[env, envFrom]`, for the references alone.
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        if self.0 != Reads::REFERENCES {
+        if reads::<R, I, E>() != Reads::REFERENCES {
             return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
         }
-        let env = seq.next_element_seed(OrNull(EnvSeed(self.0)))?.flatten().map(|(e, _)| e);
+        let env = seq.next_element_seed(OrNull(EnvSeed::<R, I, E>))?.flatten().map(|(e, _)| e);
         let env_from = seq.next_element::<Option<SparseList<_>>>()?.flatten().map(|l| l.0);
         Ok((pod_spec::Container { env, env_from }, None))
     }
@@ -332,9 +363,9 @@ impl<'de> Visitor<'de> for ContainerSeed {
 
 /// A container's `env`: the entries that reference something, and (when kept) the image
 /// pass's names and values.
-struct EnvSeed(Reads);
+struct EnvSeed<const R: bool, const I: bool, const E: bool>;
 
-impl<'de> DeserializeSeed<'de> for EnvSeed {
+impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de> for EnvSeed<R, I, E> {
     type Value = (Vec<pod_spec::EnvVar>, Option<Capped<EnvVar>>);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -342,7 +373,7 @@ impl<'de> DeserializeSeed<'de> for EnvSeed {
     }
 }
 
-impl<'de> Visitor<'de> for EnvSeed {
+impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvSeed<R, I, E> {
     type Value = (Vec<pod_spec::EnvVar>, Option<Capped<EnvVar>>);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -352,22 +383,24 @@ impl<'de> Visitor<'de> for EnvSeed {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let (mut referencing, mut kept) = (Vec::new(), Capped::new());
         let mut index = 0;
-        while let Some((var, named)) = seq.next_element_seed(EnvVarSeed(self.0))? {
+        while let Some((var, named)) = seq.next_element_seed(EnvVarSeed::<R, I, E>)? {
             if var.references_anything() {
                 referencing.push(var);
             }
             kept.offer(index, named, MAX_ENV_READ);
             index += 1;
         }
-        Ok((referencing, (self.0.images && self.0.env).then_some(kept)))
+        Ok((referencing, (reads::<R, I, E>().images && reads::<R, I, E>().env).then_some(kept)))
     }
 }
 
 /// One `env` entry, as a map only. For the image pass, its name and value are checked to be
 /// strings whether or not they are kept.
-struct EnvVarSeed(Reads);
+struct EnvVarSeed<const R: bool, const I: bool, const E: bool>;
 
-impl<'de> DeserializeSeed<'de> for EnvVarSeed {
+impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de>
+    for EnvVarSeed<R, I, E>
+{
     type Value = (pod_spec::EnvVar, Option<EnvVar>);
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -376,7 +409,7 @@ impl<'de> DeserializeSeed<'de> for EnvVarSeed {
     }
 }
 
-impl<'de> Visitor<'de> for EnvVarSeed {
+impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvVarSeed<R, I, E> {
     type Value = (pod_spec::EnvVar, Option<EnvVar>);
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -384,7 +417,7 @@ impl<'de> Visitor<'de> for EnvVarSeed {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let Reads { references, images, env } = self.0;
+        let Reads { references, images, env } = reads::<R, I, E>();
         let (mut name, mut value, mut value_from, mut from_present) = (None, None, None, false);
         let mut seen = [false; 3];
         while let Some(key) = map.next_key::<Key<'de>>()? {
@@ -419,7 +452,7 @@ impl<'de> Visitor<'de> for EnvVarSeed {
 
     /// As [`PodSpecSeed::visit_seq`]: `[valueFrom]`, required, for the references alone.
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        if self.0 != Reads::REFERENCES {
+        if reads::<R, I, E>() != Reads::REFERENCES {
             return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
         }
         let Some(value_from) = seq.next_element::<Option<EnvVarSource>>()? else {
