@@ -17,7 +17,7 @@ mod server;
 use std::time::{Duration, Instant};
 
 use configsum::core::kinds;
-use configsum::core::workload::WorkloadKind;
+use configsum::core::kinds::WorkloadKind;
 use controller::{Cluster, Controller, LEASE_PATH, NS};
 use fake_apiserver::{FakeApiServer, Fault};
 

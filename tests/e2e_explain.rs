@@ -87,7 +87,7 @@ async fn a_namespace_in_every_verdict_read_with_gets_only() {
     cluster.deployment(NS, "unrelated", &["app"], &[], true);
     // The flap guard holds flappy for secret/db (the controller's own Event, as it writes it).
     let hold =
-        configsum::core::explain::holds::hold_message("secret/db", 5, Duration::from_secs(600));
+        configsum::core::diagnosis::holds::hold_message("secret/db", 5, Duration::from_secs(600));
     controller_event(&cluster.api, "flappy", "FlapGuard", hold);
 
     let run = cluster.explain("oncall", &["secret/db", "-n", NS, "--output", "json"]).await;

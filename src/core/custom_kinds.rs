@@ -26,9 +26,10 @@
 
 use serde::Deserialize;
 
-use super::kinds::{Controller, KindDeclaration, ReferenceDeclaration, Segment};
+use super::kinds::{Controller, KindDeclaration, ReferenceDeclaration, RolloutRule};
 use super::object_ref::ObjectKind;
-use super::workload::Operation;
+use super::operation::Operation;
+use super::path_segment::Segment;
 
 /// The file's own `apiVersion` and `kind`.
 pub const API_VERSION: &str = "configsum.dev/v1alpha1";
@@ -191,6 +192,8 @@ fn entry(index: usize, value: serde_json::Value) -> Result<KindDeclaration, Cust
         } else {
             Controller::RollsWhereServed
         },
+        // A declared kind's status is read as a Deployment's.
+        rollout: RolloutRule::DEFAULT,
     })
 }
 

@@ -1,14 +1,14 @@
 //! The v1 digest (docs/behaviour.md, "Digest"). Its bytes are a compatibility promise: changing
 //! anything here rolls every workload in every cluster on upgrade.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use hmac::{Hmac, Mac};
 use sha2::digest::Update;
 use sha2::{Digest as _, Sha256};
 
-use super::inputs::DigestMode;
+use super::digest_mode::DigestMode;
+use super::object_content::ObjectContent;
 use super::object_ref::ObjectRef;
 use super::refs::ConsumedKeys;
 
@@ -18,31 +18,6 @@ pub const ABSENT: &str = "absent";
 const SHA256_PREFIX: &str = "sha256:";
 const HMAC_PREFIX: &str = "hmac-sha256:";
 const MIN_KEY_LEN: usize = 16;
-
-/// The data of a ConfigMap or Secret as digest entries: key to bytes, built
-/// by `ObjectInput::content` from the fields its kind declares.
-#[derive(Default)]
-pub struct ObjectContent {
-    entries: BTreeMap<String, Vec<u8>>,
-}
-
-impl ObjectContent {
-    pub fn from_entries(entries: BTreeMap<String, Vec<u8>>) -> Self {
-        ObjectContent { entries }
-    }
-
-    /// The bytes of one entry.
-    pub fn get(&self, key: &str) -> Option<&[u8]> {
-        self.entries.get(key).map(Vec::as_slice)
-    }
-}
-
-impl fmt::Debug for ObjectContent {
-    // Contents may be Secret data: show the keys only.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ObjectContent").field("keys", &self.entries.keys()).finish()
-    }
-}
 
 /// Keys for Secret digests, read from `--digest-key-file`. The first signs;
 /// the others only confirm existing digests, so a key rotates without rolling.
@@ -172,7 +147,7 @@ pub fn write_input(
     out.update(b"\n");
     write_str(out, id.namespace);
     write_str(out, &id.object.name);
-    let mut write_entry = |key: &str, value: Option<&Vec<u8>>| {
+    let mut write_entry = |key: &str, value: Option<&[u8]>| {
         write_str(out, key);
         match value {
             Some(value) => {
@@ -185,10 +160,8 @@ pub fn write_input(
     };
     // BTreeMap and BTreeSet order `String`s by their UTF-8 bytes, as the format requires.
     match consumed {
-        ConsumedKeys::All => content.entries.iter().for_each(|(k, v)| write_entry(k, Some(v))),
-        ConsumedKeys::Keys(keys) => {
-            keys.iter().for_each(|k| write_entry(k, content.entries.get(k)))
-        }
+        ConsumedKeys::All => content.entries().for_each(|(k, v)| write_entry(k, Some(v))),
+        ConsumedKeys::Keys(keys) => keys.iter().for_each(|k| write_entry(k, content.get(k))),
     }
 }
 
@@ -211,7 +184,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::ObjectKind;
+    use crate::core::object_ref::ObjectKind;
     use std::collections::BTreeSet;
 
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";

@@ -13,7 +13,7 @@ use serde::de::{
     DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
 };
 
-pub use super::kinds::Segment;
+use super::path_segment::Segment;
 
 /// Deserializes the value at `path` with `seed`; `None` when a field on the way is absent or
 /// `null`. A map on the way that is not a map is an error, as a wrongly typed field is.

@@ -9,7 +9,8 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use super::object_ref::ObjectKind;
-use super::workload::Operation;
+use super::operation::Operation;
+use super::path_segment::Segment;
 
 /// What configsum needs to know about one workload kind.
 #[derive(Clone, Debug)]
@@ -36,6 +37,8 @@ pub struct KindDeclaration {
     /// ConfigMaps and Secrets named at paths of the object (an operator's custom resource).
     pub references: &'static [ReferenceDeclaration],
     pub controller: Controller,
+    /// How its status tells whether its pods run its current template (`configsum explain`).
+    pub rollout: RolloutRule,
 }
 
 /// A ConfigMap or Secret named at a path of an object: the value there is the object's name
@@ -46,13 +49,6 @@ pub struct ReferenceDeclaration {
     pub path: &'static [Segment<'static>],
     /// The keys consumed; `None`: every key (unless the selector names some).
     pub keys: Option<&'static [&'static str]>,
-}
-
-/// One step of a reference path: a field, or every element of a list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Segment<'a> {
-    Field(&'a str),
-    Each,
 }
 
 /// What the controller does with a kind.
@@ -66,6 +62,68 @@ pub enum Controller {
     /// Never rolled: its pods never restart for new configuration.
     Never,
 }
+
+/// How a kind's status tells whether its rollout is done: what `configsum explain` reads
+/// (`core::diagnosis::rollout`) and never decides by kind itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RolloutRule {
+    /// No rollout status to tell from (Jobs, Pods).
+    NoStatus,
+    /// The counts of the status, and how it says the rollout failed or is done.
+    Counts(StatusCounts),
+}
+
+/// Where a kind's status keeps its counts, and what else its controller reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatusCounts {
+    /// Desired pods; `None`: `spec.replicas` (1 when absent).
+    pub desired: Option<&'static str>,
+    /// Pods of the current template, all pods, and ready (or available) ones.
+    pub updated: &'static str,
+    pub existing: &'static str,
+    pub ready: &'static str,
+    /// Pods of an older template stay until deleted whatever the update strategy says (a
+    /// ReplicaSet never replaces pods); otherwise only under `updateStrategy: OnDelete`.
+    pub always_on_delete: bool,
+    pub failure: Failure,
+    /// A `status.phase` the kind's controller sets once done (an Argo Rollout's `Healthy`):
+    /// when the status has a phase, that is what completes the rollout, not the counts.
+    pub done_phase: Option<&'static str>,
+}
+
+/// How a kind's controller reports a rollout it gave up on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// A condition with this type, status and reason (a Deployment's `Progressing`, `False`,
+    /// `ProgressDeadlineExceeded`); the reason is the failure.
+    Condition { kind: &'static str, status: &'static str, reason: &'static str },
+    /// This `status.phase` (an Argo Rollout's `Degraded`), with `status.message`.
+    Phase(&'static str),
+}
+
+impl RolloutRule {
+    /// A Deployment's rule, and that of a declared kind: `replicas`, `updatedReplicas`,
+    /// `availableReplicas`, failed past its progress deadline.
+    pub const DEFAULT: RolloutRule = RolloutRule::Counts(AVAILABLE_REPLICAS);
+}
+
+/// A Deployment's counts: also what a kind without a rollout status reports (none).
+pub const AVAILABLE_REPLICAS: StatusCounts = StatusCounts {
+    desired: None,
+    updated: "updatedReplicas",
+    existing: "replicas",
+    ready: "availableReplicas",
+    always_on_delete: false,
+    failure: Failure::Condition {
+        kind: "Progressing",
+        status: "False",
+        reason: "ProgressDeadlineExceeded",
+    },
+    done_phase: None,
+};
+
+/// StatefulSets and ReplicaSets count ready pods, not available ones.
+const READY_REPLICAS: StatusCounts = StatusCounts { ready: "readyReplicas", ..AVAILABLE_REPLICAS };
 
 const CREATE_AND_UPDATE: &[Operation] = &[Operation::Create, Operation::Update];
 /// Jobs and Pods: the pod spec is immutable once created.
@@ -86,6 +144,7 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Rolls,
+        rollout: RolloutRule::DEFAULT,
     },
     KindDeclaration {
         group: "apps",
@@ -98,6 +157,7 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Rolls,
+        rollout: RolloutRule::Counts(READY_REPLICAS),
     },
     KindDeclaration {
         group: "apps",
@@ -110,6 +170,13 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Rolls,
+        rollout: RolloutRule::Counts(StatusCounts {
+            desired: Some("desiredNumberScheduled"),
+            updated: "updatedNumberScheduled",
+            existing: "currentNumberScheduled",
+            ready: "numberAvailable",
+            ..READY_REPLICAS
+        }),
     },
     KindDeclaration {
         group: "apps",
@@ -122,6 +189,7 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Rolls,
+        rollout: RolloutRule::Counts(StatusCounts { always_on_delete: true, ..READY_REPLICAS }),
     },
     KindDeclaration {
         group: "batch",
@@ -134,6 +202,7 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Never,
+        rollout: RolloutRule::NoStatus,
     },
     KindDeclaration {
         group: "argoproj.io",
@@ -146,6 +215,11 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::RollsWhereServed,
+        rollout: RolloutRule::Counts(StatusCounts {
+            failure: Failure::Phase("Degraded"),
+            done_phase: Some("Healthy"),
+            ..AVAILABLE_REPLICAS
+        }),
     },
     KindDeclaration {
         group: "",
@@ -158,6 +232,7 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Never,
+        rollout: RolloutRule::NoStatus,
     },
 ];
 
@@ -466,6 +541,7 @@ mod tests {
             annotations: None,
             references: &[],
             controller: Controller::RollsWhereServed,
+            rollout: RolloutRule::DEFAULT,
         };
         let table = rows(vec![clone_set.clone()]).expect("a new kind");
         assert_eq!(table.len(), BUILT_IN.len() + 1);

@@ -7,9 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use json_patch::PatchOperation;
 
 use super::annotations::AnnotationDomain;
-use super::digest::ABSENT;
+use super::digest::{ABSENT, Digester, ObjectId};
 use super::field_path::MAX_NAMED;
-use super::inputs::image::{ImageEnv, ImageObservation, ImagePlan, ImageTracking, PodImages, env};
+use super::inputs::image::containers::PodImages;
+use super::inputs::image::env::{self, ImageEnv};
+use super::inputs::image::observation::ImageObservation;
+use super::inputs::image::tracking::{ImagePlan, ImageTracking};
+use super::inputs::workload_template::template_digest;
+use super::kinds::WorkloadKind;
+use super::object_content::ObjectContent;
 use super::object_ref::ObjectRef;
 use super::patch::{
     AnnotationsLocation, MAX_ANNOTATIONS_BYTES, annotations_patch, annotations_size,
@@ -17,7 +23,7 @@ use super::patch::{
 use super::refs::{References, add_named, references};
 use super::selection::{Target, WorkloadTarget, select};
 use super::warnings::{Subject, Warnings, kept_or_none};
-use super::workload::{Template, Workload, WorkloadKind};
+use super::workload::{Template, Workload};
 
 /// What to do when a ConfigMap or Secret cannot be read (`--on-lookup-error`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -496,5 +502,43 @@ impl SortedPairs {
 
     fn into_map(self) -> BTreeMap<String, String> {
         self.0.into_vec().into_iter().collect()
+    }
+}
+
+/// The outcome of looking up one object, before digesting.
+pub type Found<'a> = Result<Option<&'a ObjectContent>, String>;
+
+impl Mutation {
+    /// Digests the pod template a lookup found for a tracked workload (the template's JSON,
+    /// as the API server returns it).
+    pub fn observe_workload(
+        &self,
+        found: Result<Option<&serde_json::Value>, String>,
+        domain: &AnnotationDomain,
+    ) -> Observation {
+        match found {
+            Ok(Some(template)) => {
+                Observation::Digest(template_digest(template, &domain.workload_prefixes()))
+            }
+            Ok(None) => Observation::Absent,
+            Err(reason) => Observation::Unreadable(reason),
+        }
+    }
+
+    /// Digests what a lookup found for `target`; the content can be dropped after.
+    pub fn observe(&self, target: &Target, digester: &Digester, found: Found<'_>) -> Observation {
+        match found {
+            Ok(Some(content)) => {
+                let id = ObjectId { namespace: &self.namespace, object: &target.object };
+                Observation::Digest(digester.digest(
+                    id,
+                    content,
+                    &target.consumption.keys,
+                    self.existing(target),
+                ))
+            }
+            Ok(None) => Observation::Absent,
+            Err(reason) => Observation::Unreadable(reason),
+        }
     }
 }

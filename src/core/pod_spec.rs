@@ -1,4 +1,5 @@
-//! The parts of a workload object configsum reads, as light serde views.
+//! The parts of a workload object configsum reads, as light serde views, and the field names
+//! of a pod spec that its one reader (`core::pod_spec_reader`) matches by hand ([`field`]).
 //!
 //! Field names follow the Kubernetes API. Every other field is skipped
 //! without being decoded, which makes reading a 20 KB Deployment several
@@ -9,7 +10,9 @@
 //!
 //! Memory follows what a pod spec references, not its size: list elements
 //! that reference nothing (a million `{}` volumes) are dropped as they are
-//! read, and `items` keys are kept once each.
+//! read, and `items` keys are kept once each. Which elements reference something is the tracked
+//! kinds' table's to say (`core::inputs`): the reader implements [`References`] from it, so that
+//! the table can name these types without importing the reader.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -18,8 +21,25 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::inputs::DECLARED;
 use super::patch::MAX_ANNOTATIONS_BYTES;
+
+/// The pod spec's field names the reader matches by hand (the types below name theirs through
+/// serde). A new field read from a pod spec, a container or an `env` entry gets its name here.
+pub mod field {
+    pub const CONTAINERS: &str = "containers";
+    pub const INIT_CONTAINERS: &str = "initContainers";
+    pub const VOLUMES: &str = "volumes";
+    pub const IMAGE_PULL_SECRETS: &str = "imagePullSecrets";
+    pub const SERVICE_ACCOUNT_NAME: &str = "serviceAccountName";
+    /// Of a container, and of an `env` entry.
+    pub const NAME: &str = "name";
+    pub const IMAGE: &str = "image";
+    pub const IMAGE_PULL_POLICY: &str = "imagePullPolicy";
+    pub const ENV: &str = "env";
+    pub const ENV_FROM: &str = "envFrom";
+    pub const VALUE: &str = "value";
+    pub const VALUE_FROM: &str = "valueFrom";
+}
 
 /// `metadata` of the workload or of its pod template.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -39,28 +59,22 @@ pub struct OwnerReference {
     pub controller: Option<bool>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A pod spec's references: read by `core::pod_spec_reader` (its `Deserialize` is there),
+/// keeping only the list elements that reference something.
+#[derive(Clone, Debug, Default)]
 pub struct PodSpec {
-    #[serde(default, deserialize_with = "sparse")]
     pub containers: Option<Vec<Container>>,
-    #[serde(default, deserialize_with = "sparse")]
     pub init_containers: Option<Vec<Container>>,
-    #[serde(default, deserialize_with = "sparse")]
     pub volumes: Option<Vec<Volume>>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug)]
 pub struct Container {
-    #[serde(default, deserialize_with = "sparse")]
     pub env: Option<Vec<EnvVar>>,
-    #[serde(default, deserialize_with = "sparse")]
     pub env_from: Option<Vec<EnvFromSource>>,
 }
 
-#[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug)]
 pub struct EnvVar {
     pub value_from: Option<EnvVarSource>,
 }
@@ -205,45 +219,10 @@ impl<'de> Deserialize<'de> for DistinctItemKeys {
     }
 }
 
-/// A list element that can make a pod consume a ConfigMap or Secret.
+/// A list element that can make a pod consume a ConfigMap or Secret. Implemented by the reader
+/// (`core::pod_spec_reader`), from the sites of the tracked kinds' table.
 pub(crate) trait References {
     fn references_anything(&self) -> bool;
-}
-
-impl References for Container {
-    fn references_anything(&self) -> bool {
-        self.env.as_ref().is_some_and(|e| !e.is_empty())
-            || self.env_from.as_ref().is_some_and(|e| !e.is_empty())
-    }
-}
-
-impl References for EnvVar {
-    fn references_anything(&self) -> bool {
-        let Some(from) = &self.value_from else { return false };
-        DECLARED.iter().any(|input| (input.sites.env)(from).is_some())
-    }
-}
-
-impl References for EnvFromSource {
-    fn references_anything(&self) -> bool {
-        DECLARED.iter().any(|input| (input.sites.env_from)(self).is_some())
-    }
-}
-
-impl References for Volume {
-    fn references_anything(&self) -> bool {
-        DECLARED.iter().any(|input| (input.sites.volume)(self).is_some())
-            || self
-                .projected
-                .as_ref()
-                .is_some_and(|p| p.sources.as_ref().is_some_and(|s| !s.is_empty()))
-    }
-}
-
-impl References for VolumeProjection {
-    fn references_anything(&self) -> bool {
-        DECLARED.iter().any(|input| (input.sites.projection)(self).is_some())
-    }
 }
 
 /// A list keeping only the elements that reference something, read one at a

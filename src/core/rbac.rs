@@ -1,9 +1,9 @@
 //! What each command asks of the API server, for its RBAC, derived from the tables beside this
 //! file: the workload kinds (`kinds`) and the tracked kinds of object (`inputs`). The manifests'
 //! and the chart's ClusterRoles are checked against these lists by tests/manifests.rs, and the
-//! real control plane's tests run each command with exactly those grants.
+//! real control plane's tests run each command with exactly those grants. Both lists take the
+//! table's kinds as arguments, so that a rendered installation's table is checked the same way.
 
-use super::kinds::{rolled_resources, tracked_resources};
 use super::object_ref::ObjectKind;
 
 /// One RBAC rule's worth: API group, resource, verbs.
@@ -23,14 +23,9 @@ pub const TRACKED_KIND_VERBS: &[&str] = &["get", "list", "watch"];
 pub const LEASE_VERBS: &[&str] = &["create", "get", "update"];
 
 /// The webhook's: `get` on every tracked kind of object, on ServiceAccounts for their image
-/// pull secrets, and on every workload kind another workload may track (its pod template).
+/// pull secrets, and on every workload kind another workload may track (its pod template),
+/// among `trackable` (`kinds::tracked_resources()`, or a rendered installation's table's).
 /// `GET /version` needs no grant.
-pub fn webhook_permissions() -> Vec<Permission> {
-    webhook_permissions_among(tracked_resources())
-}
-
-/// The same, for the trackable kinds of a table other than this process's (a rendered
-/// installation).
 pub fn webhook_permissions_among(
     trackable: impl Iterator<Item = (&'static str, &'static str)>,
 ) -> Vec<Permission> {
@@ -44,13 +39,8 @@ pub fn webhook_permissions_among(
 /// The controller's, cluster-wide: the opted-in namespaces, the kinds it rolls, what they
 /// consume, the ServiceAccounts of tracked images and the Events it records; and `get` on the
 /// kinds another workload may track, to read a tracked workload's template the watch
-/// delivered before anything tracked it.
-pub fn controller_permissions() -> Vec<Permission> {
-    controller_permissions_among(rolled_resources(), tracked_resources())
-}
-
-/// The same, for the kinds a table other than this process's rolls and tracks (a rendered
-/// installation).
+/// delivered before anything tracked it. `rolled` and `trackable` come from a kinds table
+/// (`kinds::rolled_resources()` and `tracked_resources()`, or a rendered installation's).
 pub fn controller_permissions_among(
     rolled: impl Iterator<Item = (&'static str, &'static str)>,
     trackable: impl Iterator<Item = (&'static str, &'static str)>,

@@ -6,7 +6,8 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::field_path::Named;
-use super::inputs::{DECLARED, ReferenceSites, Site, SiteKeys};
+use super::inputs::DECLARED;
+use super::inputs::row::{ReferenceSites, Site, SiteKeys};
 use super::object_ref::ObjectRef;
 use super::pod_spec::{ItemKeys, PodSpec};
 use super::workload::NamedAt;

@@ -4,10 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use super::inputs::image::PodImages;
+use super::digest::Digester;
+use super::inputs::image::containers::PodImages;
+use super::kinds::WorkloadKind;
 use super::mutate::Observed;
-use super::workload::{ObjectRead, Operation, ParseError, WorkloadKind};
-use super::{Decision, Digester, Found, ObjectRef, Plan, Settings, Skip, plan};
+use super::mutate::{Decision, Found, Plan, Settings, Skip, plan};
+use super::object_ref::ObjectRef;
+use super::operation::Operation;
+use super::workload::{ObjectRead, ParseError};
 
 /// The parts of an AdmissionReview request the decision reads.
 #[derive(Clone, Copy, Debug, Default)]
@@ -40,7 +44,7 @@ pub fn plan_review(request: &Request<'_>, settings: &Settings) -> Plan {
 /// [`plan_review`] for a request whose object the wire parser read in its own pass over the
 /// review ([`WorkloadKind::object_seed`], for a kind that [`WorkloadKind::reads_in_one_pass`]).
 /// `text` finds the object's text again, for an image pass the wire parser did not read in
-/// its pass (see [`super::inputs::image::in_pass`]): only a workload that tracks images, or
+/// its pass (see [`super::pod_spec_reader`]): only a workload that tracks images, or
 /// carries their digests, may need it.
 pub fn plan_read_review<'t>(
     request: &Request<'_>,
@@ -165,7 +169,8 @@ pub fn decide_from_memory<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{AnnotationDomain, Observation};
+    use crate::core::annotations::AnnotationDomain;
+    use crate::core::mutate::{Mutation, Observation};
     use serde_json::{Value, json};
 
     const D: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
@@ -178,7 +183,7 @@ mod tests {
         .to_string()
     }
 
-    fn planned(object: &str) -> crate::core::Mutation {
+    fn planned(object: &str) -> Mutation {
         let request = Request {
             group: "apps",
             version: "v1",
@@ -194,7 +199,7 @@ mod tests {
         }
     }
 
-    fn decide(mutation: crate::core::Mutation, workloads: Vec<Option<Observation>>) -> Decision {
+    fn decide(mutation: Mutation, workloads: Vec<Option<Observation>>) -> Decision {
         let observed = Observed { workloads, ..Observed::default() };
         mutation.decide(observed, &Settings::default())
     }

@@ -10,30 +10,14 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field_path::{AtPath, Key, LenientMapAt, Named, OrNull, collect_all, map_at};
-use super::inputs::image::in_pass::{ImageHint, ImagesInPass, PodSpecSeed};
+// src/controller still names the kind `core::workload::WorkloadKind`; it lives in kinds, where
+// every other file imports it from. Remove this once the controller's rewrite does too.
 pub use super::kinds::WorkloadKind;
-use super::kinds::{KindRow, ReferenceDeclaration, Segment};
+use super::kinds::{KindRow, ReferenceDeclaration};
+use super::operation::Operation;
+use super::path_segment::Segment;
 use super::pod_spec::{Metadata, PodSpec};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    Create,
-    Update,
-    Delete,
-    Connect,
-}
-
-impl Operation {
-    pub fn parse(wire: &str) -> Option<Self> {
-        match wire {
-            "CREATE" => Some(Operation::Create),
-            "UPDATE" => Some(Operation::Update),
-            "DELETE" => Some(Operation::Delete),
-            "CONNECT" => Some(Operation::Connect),
-            _ => None,
-        }
-    }
-}
+use super::pod_spec_reader::{ImageHint, ImagesInPass, PodSpecSeed, Reads};
 
 impl WorkloadKind {
     /// API group, version and resource (plural), as in webhook rules.
@@ -90,7 +74,7 @@ impl WorkloadKind {
 
     /// What [`Self::parse`] reads of an object, as a seed for a pass over a larger document;
     /// with it, what the image pass reads when the metadata before `spec` says the workload
-    /// tracks images (see [`super::inputs::image::in_pass`]).
+    /// tracks images (see [`super::pod_spec_reader`]).
     pub fn object_seed(self) -> ObjectSeed<'static> {
         ObjectSeed { row: self.row(), images: true }
     }
@@ -426,12 +410,13 @@ impl<'de> DeserializeSeed<'de> for SpecSeed<'_> {
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<SpecRead, D::Error> {
         let declaration = &self.row.declaration;
         let images = self.row.pod_spec.as_deref().filter(|_| self.images.images);
-        let images = images.map(|pointer| PodSpecSeed { pointer, env: self.images.env });
+        let reads = if self.images.env { Reads::ALL } else { Reads::IN_PASS };
+        let images = images.map(|pointer| PodSpecSeed { pointer, reads });
         match declaration.template.map(<[_]>::split_first) {
             Some(None) => match images {
                 Some(seed) => {
                     let (spec, images) = seed.deserialize(deserializer)?;
-                    Ok(SpecRead::Pod(spec, Some(images)))
+                    Ok(SpecRead::Pod(spec, images))
                 }
                 None => PodSpec::deserialize(deserializer).map(|spec| SpecRead::Pod(spec, None)),
             },
@@ -521,7 +506,8 @@ impl<'de> Visitor<'de> for TemplateSeed<'_> {
                 }
                 "spec" => match images.take() {
                     Some(seed) => {
-                        (view.spec, view.images) = map.next_value_seed(OrNull(seed))?.unzip();
+                        let read = map.next_value_seed(OrNull(seed))?;
+                        (view.spec, view.images) = read.map_or((None, None), |(s, i)| (Some(s), i));
                     }
                     // As the derived reading refuses it.
                     None => return Err(serde::de::Error::duplicate_field("spec")),

@@ -1,6 +1,6 @@
 //! `configsum explain`: which workloads roll when a ConfigMap or Secret changes, or what a
 //! workload tracks and whether its pods run its template; why or why not, answered by the
-//! core's own plan (`core::explain`). The inputs come from YAML streams such as a Helm render
+//! core's own plan (`core::diagnosis`). The inputs come from YAML streams such as a Helm render
 //! (`files`), or from the cluster, read-only (`cluster`). The answer goes to stdout, as text
 //! or versioned JSON.
 
@@ -13,11 +13,11 @@ mod source;
 use std::collections::BTreeMap;
 
 use crate::config::ExplainArgs;
-use crate::core::explain::workload::plan_of;
-use crate::core::explain::{
+use crate::core::diagnosis::workload::plan_of;
+use crate::core::diagnosis::{
     ControllerEvent, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
 };
-use crate::core::workload::WorkloadKind;
+use crate::core::kinds::WorkloadKind;
 use crate::core::{Digester, ObjectRef, Settings};
 use crate::process::load_digest_keys;
 

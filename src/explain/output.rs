@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use crate::config::ExplainOutput;
-use crate::core::explain::rollout::Rollout;
-use crate::core::explain::{InputLine, Tracker};
+use crate::core::diagnosis::rollout::Rollout;
+use crate::core::diagnosis::{InputLine, Tracker};
 use crate::core::verdict::Verdict;
 
 #[derive(Debug, Serialize)]

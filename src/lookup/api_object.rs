@@ -11,8 +11,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 
 use crate::core::ObjectContent;
 use crate::core::inputs::ObjectInput;
+use crate::core::kinds::WorkloadKind;
 use crate::core::object_ref::ObjectKind;
-use crate::core::workload::WorkloadKind;
 
 /// The API resource of a tracked kind, for dynamic requests and watches.
 pub fn object_resource(kind: ObjectKind) -> ApiResource {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use tokio::time::Instant;
 
-use crate::core::workload::WorkloadKind;
+use crate::core::kinds::WorkloadKind;
 use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
 use crate::registry::PullCredential;
 
@@ -183,7 +183,8 @@ async fn observe_one<S: ObjectSource>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::{Plan, Settings, WorkloadKind, plan};
+    use crate::core::kinds::WorkloadKind;
+    use crate::core::{Plan, Settings, plan};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// Records how many fetches run at once; each takes 10 ms of (paused) time.

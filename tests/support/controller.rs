@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use configsum::core::workload::WorkloadKind;
+use configsum::core::kinds::WorkloadKind;
 use serde_json::{Value, json};
 use tokio::process::Child;
 

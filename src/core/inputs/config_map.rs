@@ -2,7 +2,8 @@
 //! digest is plain, and a pod reads it through `configMapKeyRef`,
 //! `envFrom[].configMapRef`, a `configMap` volume and a projected `configMap`.
 
-use super::{DataField, DigestMode, Encoding, ObjectInput, ReferenceSites, Site};
+use super::row::{DataField, Encoding, ObjectInput, ReferenceSites, Site};
+use crate::core::digest_mode::DigestMode;
 use crate::core::object_ref::ObjectKind;
 
 pub(super) const CONFIG_MAP: ObjectInput = ObjectInput {

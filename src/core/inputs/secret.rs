@@ -5,7 +5,8 @@
 //! a projected `secret`. Image pull secrets are not read by the application
 //! and are not references.
 
-use super::{DataField, DigestMode, Encoding, ObjectInput, ReferenceSites, Site, SiteKeys};
+use super::row::{DataField, Encoding, ObjectInput, ReferenceSites, Site, SiteKeys};
+use crate::core::digest_mode::DigestMode;
 use crate::core::object_ref::ObjectKind;
 
 pub(super) const SECRET: ObjectInput = ObjectInput {

@@ -1,17 +1,12 @@
-//! The image pass: a light read of a workload that tracks images, for its
-//! containers' names, images and pull policies, its image pull secrets and its
-//! ServiceAccount. Workloads that track no image never pay for it. This is the
-//! read from an object's text (render, explain, the controller); the webhook
-//! makes the same read inside its pass over a review ([`super::in_pass`]).
+//! What the image pass reads of a workload that tracks images: its containers' names, images
+//! and pull policies (and `env`, for `<domain>/image-env`), its image pull secrets and its
+//! ServiceAccount, capped against hostile pod specs. Workloads that track no image never pay
+//! for it. The reading itself is the one reader of a pod spec's
+//! (`crate::core::pod_spec_reader`); these are the types it fills.
 
 use std::borrow::Cow;
-use std::fmt;
 
-use serde::Deserialize;
-use serde::de::{Deserializer, SeqAccess, Visitor};
-
-use crate::core::field_path::read_at;
-use crate::core::workload::WorkloadKind;
+use crate::core::pod_spec::field;
 
 /// A container that runs an image, with where that image sits in the object.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,7 +39,7 @@ pub struct EnvVar {
 impl EnvVar {
     /// The entry as kept, from its `name`, its `value` and whether it has a `valueFrom`;
     /// `None` without a name.
-    pub(super) fn read(
+    pub(crate) fn read(
         name: Option<Cow<'_, str>>,
         value: Option<Cow<'_, str>>,
         value_from: bool,
@@ -98,40 +93,9 @@ pub struct PodImages {
 }
 
 impl PodImages {
-    /// Reads the pod spec of `object`, sent as `kind`.
-    pub fn of(kind: WorkloadKind, object: &str) -> Result<PodImages, serde_json::Error> {
-        match kind.pod_spec_path() {
-            Some(path) => PodImages::at(object, path, path),
-            None => Ok(PodImages::default()),
-        }
-    }
-
-    /// Reads `spec`, the `spec` of an object of `kind` (the controller keeps
-    /// only that of a watched workload).
-    pub fn of_spec(kind: WorkloadKind, spec: &str) -> Result<PodImages, serde_json::Error> {
-        // The pod spec path starts at `spec` (kinds.rs refuses any other).
-        match kind.pod_spec_path() {
-            Some(path) => PodImages::at(spec, path.get(1..).unwrap_or_default(), path),
-            None => Ok(PodImages::default()),
-        }
-    }
-
-    /// Reads the pod spec at `path` in `json`; `pointer` is its path in the object, the base of
-    /// each container's image pointer.
-    fn at(json: &str, path: &[&str], pointer: &[&str]) -> Result<PodImages, serde_json::Error> {
-        let spec: Option<PodSpec> = read_at(json, path)?;
-        let Some(spec) = spec else { return Ok(PodImages::default()) };
-        Ok(PodImages::assemble(
-            pointer,
-            [spec.containers, spec.init_containers],
-            spec.image_pull_secrets,
-            spec.service_account_name,
-        ))
-    }
-
     /// The image pass's result from what it read of a pod spec at `pointer`: `containers`
     /// then `initContainers`, at most [`MAX_CONTAINERS_READ`] of them in all.
-    pub(super) fn assemble(
+    pub(crate) fn assemble(
         pointer: &[&str],
         lists: [Option<Indexed>; 2],
         pull_secrets: Option<Names>,
@@ -140,7 +104,7 @@ impl PodImages {
         let base = format!("/{}", pointer.join("/"));
         let mut containers = Vec::new();
         let mut unread = 0;
-        for (list, read) in ["containers", "initContainers"].into_iter().zip(lists) {
+        for (list, read) in [field::CONTAINERS, field::INIT_CONTAINERS].into_iter().zip(lists) {
             let Some(read) = read else { continue };
             unread += read.unread;
             for (index, container) in read.kept {
@@ -152,7 +116,7 @@ impl PodImages {
                     name: container.name,
                     image: container.image,
                     pull_policy: container.image_pull_policy,
-                    path: format!("{base}/{list}/{index}/image"),
+                    path: format!("{base}/{list}/{index}/{}", field::IMAGE),
                     env: container
                         .env
                         .map(|env| ContainerEnv { vars: env.kept, unread: env.unread }),
@@ -171,52 +135,29 @@ impl PodImages {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PodSpec {
-    containers: Option<Indexed>,
-    init_containers: Option<Indexed>,
-    image_pull_secrets: Option<Names>,
-    service_account_name: Option<String>,
-}
-
 /// A container the image pass keeps: it has a name and an image.
-pub(super) struct Container {
-    pub(super) name: String,
-    pub(super) image: String,
-    pub(super) image_pull_policy: Option<String>,
-    pub(super) env: Option<Capped<EnvVar>>,
+pub(crate) struct Container {
+    pub(crate) name: String,
+    pub(crate) image: String,
+    pub(crate) image_pull_policy: Option<String>,
+    pub(crate) env: Option<Capped<EnvVar>>,
 }
 
-/// Borrowed while read: only the kept containers' strings are allocated.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MaybeContainer<'a> {
-    #[serde(borrow)]
-    name: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    image: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    image_pull_policy: Option<Cow<'a, str>>,
-    env: Option<Capped<EnvVar>>,
-}
-
-/// Up to [`MAX_CONTAINERS_READ`] elements of a list that `keep` accepts, with
-/// their index in the list, and how many more it would have accepted. The
-/// rest are dropped as they are read.
-pub(super) struct Capped<T> {
+/// Up to a cap of a list's elements worth keeping, with their index in the list, and how
+/// many more there were. The rest are dropped as they are read.
+pub(crate) struct Capped<T> {
     kept: Vec<(usize, T)>,
     unread: usize,
 }
 
 impl<T> Capped<T> {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Capped { kept: Vec::new(), unread: 0 }
     }
 
     /// Element `index` of the list, if it is one to keep: kept while fewer than `cap` are,
     /// counted after.
-    pub(super) fn offer(&mut self, index: usize, element: Option<T>, cap: usize) {
+    pub(crate) fn offer(&mut self, index: usize, element: Option<T>, cap: usize) {
         if let Some(kept) = element {
             if self.kept.len() < cap {
                 self.kept.push((index, kept));
@@ -225,155 +166,10 @@ impl<T> Capped<T> {
             }
         }
     }
-
-    fn read<'de, A, E>(
-        mut seq: A,
-        cap: usize,
-        keep: impl Fn(E) -> Option<T>,
-    ) -> Result<Self, A::Error>
-    where
-        A: SeqAccess<'de>,
-        E: Deserialize<'de>,
-    {
-        let mut capped = Capped::new();
-        let mut index = 0;
-        while let Some(element) = seq.next_element::<E>()? {
-            capped.offer(index, keep(element), cap);
-            index += 1;
-        }
-        Ok(capped)
-    }
 }
 
 /// The containers that have a name and an image.
-pub(super) type Indexed = Capped<Container>;
-
-impl<'de> Deserialize<'de> for Indexed {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct List;
-        impl<'de> Visitor<'de> for List {
-            type Value = Indexed;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of containers")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Indexed, A::Error> {
-                Capped::read(seq, MAX_CONTAINERS_READ, |c: MaybeContainer<'de>| {
-                    Some(Container {
-                        name: c.name?.into_owned(),
-                        image: c.image?.into_owned(),
-                        image_pull_policy: c.image_pull_policy.map(Cow::into_owned),
-                        env: c.env,
-                    })
-                })
-            }
-        }
-        deserializer.deserialize_seq(List)
-    }
-}
+pub(crate) type Indexed = Capped<Container>;
 
 /// `[{name: …}]`: the entries with a name.
-pub(super) type Names = Capped<String>;
-
-impl<'de> Deserialize<'de> for Names {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Named {
-            name: Option<String>,
-        }
-        struct List;
-        impl<'de> Visitor<'de> for List {
-            type Value = Names;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of references")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Names, A::Error> {
-                Capped::read(seq, MAX_CONTAINERS_READ, |named: Named| {
-                    named.name.filter(|n| !n.is_empty())
-                })
-            }
-        }
-        deserializer.deserialize_seq(List)
-    }
-}
-
-impl<'de> Deserialize<'de> for Capped<EnvVar> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        /// Borrowed while read: only a kept variable's name and short value are allocated.
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct MaybeVar<'a> {
-            #[serde(borrow)]
-            name: Option<Cow<'a, str>>,
-            #[serde(borrow)]
-            value: Option<Cow<'a, str>>,
-            value_from: Option<serde::de::IgnoredAny>,
-        }
-        struct List;
-        impl<'de> Visitor<'de> for List {
-            type Value = Capped<EnvVar>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of environment variables")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                Capped::read(seq, MAX_ENV_READ, |var: MaybeVar<'de>| {
-                    EnvVar::read(var.name, var.value, var.value_from.is_some())
-                })
-            }
-        }
-        deserializer.deserialize_seq(List)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::{Value, json};
-
-    #[test]
-    fn reads_containers_with_their_paths_and_the_pull_credentials() {
-        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"template": {"spec": {
-            "serviceAccountName": "builder",
-            "imagePullSecrets": [{"name": "regcred"}, {}, {"name": ""}],
-            "containers": [{}, {"name": "app", "image": "app:prod", "imagePullPolicy": "Always"}],
-            "initContainers": [{"name": "init", "image": "busybox"}]}}}});
-        let pod = PodImages::of(WorkloadKind::Deployment, &deployment.to_string()).expect("reads");
-        assert_eq!(pod.pull_secrets, vec!["regcred"]);
-        assert_eq!(pod.service_account.as_deref(), Some("builder"));
-        let paths: Vec<(&str, &str)> =
-            pod.containers.iter().map(|c| (c.name.as_str(), c.path.as_str())).collect();
-        assert_eq!(
-            paths,
-            vec![
-                ("app", "/spec/template/spec/containers/1/image"),
-                ("init", "/spec/template/spec/initContainers/0/image"),
-            ]
-        );
-        assert_eq!(pod.containers[0].pull_policy.as_deref(), Some("Always"));
-
-        let bare = json!({"spec": {"containers": [{"name": "c", "image": "x"}]}});
-        let pod = PodImages::of(WorkloadKind::Pod, &bare.to_string()).expect("reads");
-        assert_eq!(pod.containers[0].path, "/spec/containers/0/image");
-        assert_eq!(pod.service_account, None);
-    }
-
-    #[test]
-    fn at_most_256_containers_and_pull_secrets_are_kept_and_the_rest_counted() {
-        let containers: Vec<Value> =
-            (0..300).map(|i| json!({"name": format!("c{i}"), "image": "x"})).collect();
-        let secrets: Vec<Value> = (0..260).map(|i| json!({"name": format!("s{i}")})).collect();
-        let pod = json!({"spec": {"containers": containers, "initContainers": [{"name": "i", "image": "x"}],
-            "imagePullSecrets": secrets}});
-        let pod = PodImages::of(WorkloadKind::Pod, &pod.to_string()).expect("reads");
-        assert_eq!(pod.containers.len(), MAX_CONTAINERS_READ);
-        assert_eq!(pod.pull_secrets.len(), MAX_CONTAINERS_READ);
-        assert_eq!(pod.unread, 44 + 1 + 4);
-    }
-
-    #[test]
-    fn a_wrong_type_is_an_error_and_a_missing_spec_is_nothing() {
-        let wrong = json!({"spec": {"containers": [{"name": "c", "image": 1}]}});
-        assert!(PodImages::of(WorkloadKind::Pod, &wrong.to_string()).is_err());
-        let none = PodImages::of(WorkloadKind::Deployment, "{}").expect("empty");
-        assert_eq!(none, PodImages::default());
-    }
-}
+pub(crate) type Names = Capped<String>;

@@ -11,8 +11,8 @@ use json_patch::{AddOperation, PatchOperation};
 use serde_json::{Value, json};
 
 use super::containers::{ContainerImage, EnvValue};
+use super::observation::ImageObservation;
 use super::reference::ImageName;
-use super::tracking::{ImageObservation, ImageTarget, Slot};
 use crate::core::annotations::AnnotationDomain;
 use crate::core::warnings::{Subject, Warnings};
 
@@ -95,6 +95,17 @@ pub fn parse(text: &str, annotation: &str, warnings: &mut Warnings) -> Vec<Image
     entries
 }
 
+/// A variable to set: what the tracking's `ImageTarget` carries, with the variable's slot.
+#[derive(Debug)]
+pub(super) struct EnvTarget {
+    pub(super) container: String,
+    pub(super) key: String,
+    pub(super) reference: String,
+    pub(super) written: String,
+    pub(super) recorded: Option<String>,
+    pub(super) slot: EnvSlot,
+}
+
 /// Where a variable's digest goes in its container's `env` list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct EnvSlot {
@@ -125,7 +136,7 @@ pub(super) fn select(
     containers: &[ContainerImage],
     domain: &AnnotationDomain,
     warnings: &mut Warnings,
-) -> Vec<ImageTarget> {
+) -> Vec<EnvTarget> {
     let mut targets = Vec::new();
     for entry in entries {
         let Some(tagged) = &entry.tagged else { continue };
@@ -160,18 +171,18 @@ pub(super) fn select(
             None => (EnvAt::Create, None),
         };
         let container_path = container.path.strip_suffix("/image").unwrap_or(&container.path);
-        targets.push(ImageTarget {
+        targets.push(EnvTarget {
             container: entry.container.clone(),
             key: entry.audit_name(),
             reference: tagged.clone(),
             written: entry.written.clone(),
             recorded: current.clone().filter(|value| is_digest(value)),
-            slot: Slot::Env(EnvSlot {
+            slot: EnvSlot {
                 variable: entry.variable.clone(),
                 container_path: container_path.to_owned(),
                 at,
                 current,
-            }),
+            },
         });
     }
     targets
@@ -278,7 +289,6 @@ fn is_env_var_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::inputs::image::ImageTarget;
 
     const ANNOTATION: &str = "configsum.dev/image-env";
 
@@ -343,128 +353,6 @@ mod tests {
         assert!(entries.is_empty() && warnings.is_empty());
         let long = format!("c/{}=app:1", "V".repeat(300));
         assert!(read(&long).0.is_empty(), "variable names are bounded");
-    }
-
-    const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
-    const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
-
-    /// The image pass over a Deployment with `containers`, then `observe` for every target.
-    fn decide(
-        annotation: &str,
-        containers: serde_json::Value,
-        observe: impl Fn(&ImageTarget) -> ImageObservation,
-    ) -> (Vec<ImageTarget>, serde_json::Value, Vec<String>, Vec<String>) {
-        use crate::core::inputs::image::{ImagePlan, PodImages};
-        use crate::core::workload::WorkloadKind;
-        let deployment = json!({"spec": {"template": {"spec": {"containers": containers}}}});
-        let pod = PodImages::of(WorkloadKind::Deployment, &deployment.to_string()).expect("reads");
-        let mut warnings = Warnings::default();
-        let entries = parse(annotation, ANNOTATION, &mut warnings);
-        let domain = AnnotationDomain::default();
-        let mut plan = ImagePlan::read(None, &entries, pod, &domain, |_| None, &mut warnings);
-        let targets = plan.targets().to_vec();
-        plan.observe(targets.iter().map(observe).collect());
-        let outcome = plan.decide(|_| None, &mut warnings);
-        let mut patched = deployment;
-        json_patch::patch(&mut patched, &outcome.env).expect("the patch applies");
-        let env = patched["spec"]["template"]["spec"]["containers"].clone();
-        (targets, env, outcome.changed_env, warnings.into_response())
-    }
-
-    #[test]
-    fn a_variable_is_set_replaced_or_added_and_its_recorded_digest_read() {
-        let containers = json!([
-            {"name": "api", "image": "api:1", "env": [
-                {"name": "OTHER", "value": "x"},
-                {"name": "INGESTOR_IMAGE_DIGEST", "value": D1}]},
-            {"name": "worker", "image": "worker:1", "env": [{"name": "A", "value": "b"}]},
-            {"name": "bare", "image": "bare:1"},
-        ]);
-        let annotation = "api/INGESTOR_IMAGE_DIGEST=ghcr.io/org/ingestor:prod, \
-            worker/NEW=ghcr.io/org/ingestor:prod, bare/ONE=ghcr.io/org/ingestor:prod, \
-            bare/TWO=ghcr.io/org/ingestor:prod";
-        let (targets, env, changed, warnings) =
-            decide(annotation, containers, |_| ImageObservation::Digest(D2.into()));
-        assert!(warnings.is_empty(), "{warnings:?}");
-        let keys: Vec<&str> = targets.iter().map(|t| t.key.as_str()).collect();
-        assert_eq!(
-            keys,
-            [
-                "image-env/api/INGESTOR_IMAGE_DIGEST",
-                "image-env/worker/NEW",
-                "image-env/bare/ONE",
-                "image-env/bare/TWO"
-            ]
-        );
-        assert_eq!(targets[0].recorded.as_deref(), Some(D1), "the controller moves this one");
-        assert!(targets[1..].iter().all(|t| t.recorded.is_none()), "first observations");
-        assert!(targets.iter().all(|t| t.reference == "ghcr.io/org/ingestor:prod"));
-        assert_eq!(
-            env[0]["env"],
-            json!([{"name": "OTHER", "value": "x"},
-            {"name": "INGESTOR_IMAGE_DIGEST", "value": D2}])
-        );
-        assert_eq!(
-            env[1]["env"],
-            json!([{"name": "A", "value": "b"}, {"name": "NEW", "value": D2}])
-        );
-        assert_eq!(
-            env[2]["env"],
-            json!([{"name": "ONE", "value": D2}, {"name": "TWO", "value": D2}])
-        );
-        assert_eq!(changed, ["api/INGESTOR_IMAGE_DIGEST"], "only a digest that was there changed");
-    }
-
-    #[test]
-    fn a_current_digest_needs_no_patch_and_a_failure_never_empties_the_variable() {
-        let containers = json!([{"name": "api", "image": "api:1", "env": [
-            {"name": "SAME", "value": D1}, {"name": "GONE", "value": D1},
-            {"name": "BROKEN", "value": D1}, {"name": "UNSET"}]}]);
-        let annotation =
-            "api/SAME=r.io/a:1, api/GONE=r.io/gone:1, api/BROKEN=r.io/b:1, api/UNSET=r.io/a:1";
-        let (_, env, changed, warnings) =
-            decide(annotation, containers.clone(), |t| match t.reference.as_str() {
-                "r.io/gone:1" => ImageObservation::Unknown,
-                "r.io/b:1" => ImageObservation::Failed("HTTP 503".into()),
-                _ => ImageObservation::Digest(D1.into()),
-            });
-        let mut expected = containers[0]["env"].clone();
-        expected[3]["value"] = json!(D1);
-        assert_eq!(env[0]["env"], expected, "only UNSET gets a value");
-        assert!(changed.is_empty());
-        assert_eq!(
-            warnings,
-            [
-                "container api env GONE (r.io/gone:1): unknown to the registry; left as it is",
-                "container api env BROKEN (r.io/b:1): image not resolved; left as it is (HTTP 503)",
-            ]
-        );
-    }
-
-    #[test]
-    fn value_from_pins_missing_containers_and_long_env_lists_are_left_alone() {
-        let long: Vec<serde_json::Value> =
-            (0..300).map(|i| json!({"name": format!("V{i}"), "value": "x"})).collect();
-        let containers = json!([
-            {"name": "api", "image": "api:1", "env": [
-                {"name": "FROM", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]},
-            {"name": "long", "image": "long:1", "env": long},
-        ]);
-        let pinned = format!("r.io/tool:1@{D1}");
-        let annotation =
-            format!("api/FROM=r.io/a:1, api/PINNED={pinned}, ghost/V=r.io/a:1, long/V1=r.io/a:1");
-        let (targets, env, _, warnings) =
-            decide(&annotation, containers.clone(), |_| panic!("nothing is resolved"));
-        assert!(targets.is_empty(), "{targets:?}");
-        assert_eq!(env, containers, "nothing changed");
-        assert_eq!(
-            warnings,
-            [
-                "container api env FROM (r.io/a:1): set through valueFrom; left alone",
-                r#""ghost/V" in configsum.dev/image-env: no container of that name in the pod spec"#,
-                "container long env V1 (r.io/a:1): its container has over 256 env entries; left as it is",
-            ]
-        );
     }
 
     proptest::proptest! {

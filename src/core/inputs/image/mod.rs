@@ -5,8 +5,9 @@
 //! `image.<domain>/<container>`.
 //!
 //! - [`reference`]: an image reference split by the distribution grammar;
-//! - [`containers`]: the image pass, which reads a tracking workload's containers;
-//! - [`in_pass`]: the same reading, made in the pass that reads a review's object;
+//! - [`containers`]: what the image pass reads of a tracking workload's containers (the
+//!   reading is `crate::core::pod_spec_reader`'s, the one reader of a pod spec);
+//! - [`observation`]: what resolving one reference found;
 //! - [`tracking`]: which containers are tracked, and what the resolutions make
 //!   of the annotations and images (`record` or `pin`);
 //! - [`env`]: `<domain>/image-env`, digests handed on through environment
@@ -17,14 +18,12 @@
 
 pub mod containers;
 pub mod env;
-pub mod in_pass;
+pub mod observation;
 pub mod reference;
 pub mod tracking;
 
 pub use containers::{ContainerImage, PodImages};
 pub use env::ImageEnv;
-pub use in_pass::{ImageHint, ImagesInPass};
+pub use observation::ImageObservation;
 pub use reference::ImageName;
-pub use tracking::{
-    ImageObservation, ImageOutcome, ImagePlan, ImagePolicy, ImageTarget, ImageTracking,
-};
+pub use tracking::{ImageOutcome, ImagePlan, ImagePolicy, ImageTarget, ImageTracking};

@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::containers::{MAX_CONTAINERS_READ, PodImages};
-use super::env::{EnvPatch, EnvSlot, ImageEnv};
+use super::env::{EnvPatch, EnvSlot, EnvTarget, ImageEnv};
+use super::observation::ImageObservation;
 use super::reference::ImageName;
 use crate::core::annotations::AnnotationDomain;
 use crate::core::digest::ABSENT;
@@ -118,19 +119,6 @@ impl ImageTarget {
             Slot::Image(_) => None,
         }
     }
-}
-
-/// What a resolution found for one target.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ImageObservation {
-    /// `sha256:<64 hex>` from the registry.
-    Digest(String),
-    /// The registry does not know the repository or tag.
-    Unknown,
-    /// Any other failure; the reason is short and carries no credentials.
-    Failed(String),
-    /// Not resolved this time (the controller between polls): keep what is there.
-    Keep,
 }
 
 /// The image half of a plan: empty until the image pass has read the pod.
@@ -267,7 +255,14 @@ impl ImagePlan {
             ));
             kept.extend(beyond.into_iter().map(|target| target.key));
         }
-        targets.extend(env_targets);
+        targets.extend(env_targets.into_iter().map(|t: EnvTarget| ImageTarget {
+            container: t.container,
+            key: t.key,
+            reference: t.reference,
+            written: t.written,
+            recorded: t.recorded,
+            slot: Slot::Env(t.slot),
+        }));
         let observations = vec![ImageObservation::Keep; targets.len()];
         ImagePlan {
             read: Some(Box::new(Read {
@@ -391,6 +386,7 @@ impl ImagePlan {
 mod tests {
     use super::*;
     use crate::core::inputs::image::containers::ContainerImage;
+    use serde_json::json;
 
     const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
     const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
@@ -645,5 +641,125 @@ mod tests {
     fn without_the_image_pass_every_image_annotation_is_kept() {
         let outcome = ImagePlan::default().decide(|_| None, &mut Warnings::default());
         assert!(outcome.annotations.is_none() && outcome.images.is_empty());
+    }
+
+    /// The image pass over a Deployment with `containers` and `<domain>/image-env` set to
+    /// `annotation`, then `observe` for every target.
+    fn decide_env(
+        annotation: &str,
+        containers: serde_json::Value,
+        observe: impl Fn(&ImageTarget) -> ImageObservation,
+    ) -> (Vec<ImageTarget>, serde_json::Value, Vec<String>, Vec<String>) {
+        use crate::core::kinds::WorkloadKind;
+        let deployment = json!({"spec": {"template": {"spec": {"containers": containers}}}});
+        let pod = PodImages::of(WorkloadKind::Deployment, &deployment.to_string()).expect("reads");
+        let mut warnings = Warnings::default();
+        let entries =
+            super::super::env::parse(annotation, "configsum.dev/image-env", &mut warnings);
+        let domain = AnnotationDomain::default();
+        let mut plan = ImagePlan::read(None, &entries, pod, &domain, |_| None, &mut warnings);
+        let targets = plan.targets().to_vec();
+        plan.observe(targets.iter().map(observe).collect());
+        let outcome = plan.decide(|_| None, &mut warnings);
+        let mut patched = deployment;
+        json_patch::patch(&mut patched, &outcome.env).expect("the patch applies");
+        let env = patched["spec"]["template"]["spec"]["containers"].clone();
+        (targets, env, outcome.changed_env, warnings.into_response())
+    }
+
+    #[test]
+    fn a_variable_is_set_replaced_or_added_and_its_recorded_digest_read() {
+        let containers = json!([
+            {"name": "api", "image": "api:1", "env": [
+                {"name": "OTHER", "value": "x"},
+                {"name": "INGESTOR_IMAGE_DIGEST", "value": D1}]},
+            {"name": "worker", "image": "worker:1", "env": [{"name": "A", "value": "b"}]},
+            {"name": "bare", "image": "bare:1"},
+        ]);
+        let annotation = "api/INGESTOR_IMAGE_DIGEST=ghcr.io/org/ingestor:prod, \
+            worker/NEW=ghcr.io/org/ingestor:prod, bare/ONE=ghcr.io/org/ingestor:prod, \
+            bare/TWO=ghcr.io/org/ingestor:prod";
+        let (targets, env, changed, warnings) =
+            decide_env(annotation, containers, |_| ImageObservation::Digest(D2.into()));
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let keys: Vec<&str> = targets.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "image-env/api/INGESTOR_IMAGE_DIGEST",
+                "image-env/worker/NEW",
+                "image-env/bare/ONE",
+                "image-env/bare/TWO"
+            ]
+        );
+        assert_eq!(targets[0].recorded.as_deref(), Some(D1), "the controller moves this one");
+        assert!(targets[1..].iter().all(|t| t.recorded.is_none()), "first observations");
+        assert!(targets.iter().all(|t| t.reference == "ghcr.io/org/ingestor:prod"));
+        assert_eq!(
+            env[0]["env"],
+            json!([{"name": "OTHER", "value": "x"},
+            {"name": "INGESTOR_IMAGE_DIGEST", "value": D2}])
+        );
+        assert_eq!(
+            env[1]["env"],
+            json!([{"name": "A", "value": "b"}, {"name": "NEW", "value": D2}])
+        );
+        assert_eq!(
+            env[2]["env"],
+            json!([{"name": "ONE", "value": D2}, {"name": "TWO", "value": D2}])
+        );
+        assert_eq!(changed, ["api/INGESTOR_IMAGE_DIGEST"], "only a digest that was there changed");
+    }
+
+    #[test]
+    fn a_current_digest_needs_no_patch_and_a_failure_never_empties_the_variable() {
+        let containers = json!([{"name": "api", "image": "api:1", "env": [
+            {"name": "SAME", "value": D1}, {"name": "GONE", "value": D1},
+            {"name": "BROKEN", "value": D1}, {"name": "UNSET"}]}]);
+        let annotation =
+            "api/SAME=r.io/a:1, api/GONE=r.io/gone:1, api/BROKEN=r.io/b:1, api/UNSET=r.io/a:1";
+        let (_, env, changed, warnings) =
+            decide_env(annotation, containers.clone(), |t| match t.reference.as_str() {
+                "r.io/gone:1" => ImageObservation::Unknown,
+                "r.io/b:1" => ImageObservation::Failed("HTTP 503".into()),
+                _ => ImageObservation::Digest(D1.into()),
+            });
+        let mut expected = containers[0]["env"].clone();
+        expected[3]["value"] = json!(D1);
+        assert_eq!(env[0]["env"], expected, "only UNSET gets a value");
+        assert!(changed.is_empty());
+        assert_eq!(
+            warnings,
+            [
+                "container api env GONE (r.io/gone:1): unknown to the registry; left as it is",
+                "container api env BROKEN (r.io/b:1): image not resolved; left as it is (HTTP 503)",
+            ]
+        );
+    }
+
+    #[test]
+    fn value_from_pins_missing_containers_and_long_env_lists_are_left_alone() {
+        let long: Vec<serde_json::Value> =
+            (0..300).map(|i| json!({"name": format!("V{i}"), "value": "x"})).collect();
+        let containers = json!([
+            {"name": "api", "image": "api:1", "env": [
+                {"name": "FROM", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]},
+            {"name": "long", "image": "long:1", "env": long},
+        ]);
+        let pinned = format!("r.io/tool:1@{D1}");
+        let annotation =
+            format!("api/FROM=r.io/a:1, api/PINNED={pinned}, ghost/V=r.io/a:1, long/V1=r.io/a:1");
+        let (targets, env, _, warnings) =
+            decide_env(&annotation, containers.clone(), |_| panic!("nothing is resolved"));
+        assert!(targets.is_empty(), "{targets:?}");
+        assert_eq!(env, containers, "nothing changed");
+        assert_eq!(
+            warnings,
+            [
+                "container api env FROM (r.io/a:1): set through valueFrom; left alone",
+                r#""ghost/V" in configsum.dev/image-env: no container of that name in the pod spec"#,
+                "container long env V1 (r.io/a:1): its container has over 256 env entries; left as it is",
+            ]
+        );
     }
 }

@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::core::workload::WorkloadKind;
+use crate::core::kinds::{AVAILABLE_REPLICAS, Failure, RolloutRule, WorkloadKind};
 
 /// Where the rollout stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -47,58 +47,30 @@ pub struct Rollout {
     pub message: String,
 }
 
-/// Where a kind's status keeps its counts: desired pods (None: `spec.replicas`), pods of the
-/// current template, all its pods, and ready ones.
-struct StatusFields {
-    desired: Option<&'static str>,
-    updated: &'static str,
-    existing: &'static str,
-    ready: &'static str,
-}
-
-fn status_fields(kind: WorkloadKind) -> StatusFields {
-    match kind {
-        WorkloadKind::DaemonSet => StatusFields {
-            desired: Some("desiredNumberScheduled"),
-            updated: "updatedNumberScheduled",
-            existing: "currentNumberScheduled",
-            ready: "numberAvailable",
-        },
-        WorkloadKind::StatefulSet | WorkloadKind::ReplicaSet => StatusFields {
-            desired: None,
-            updated: "updatedReplicas",
-            existing: "replicas",
-            ready: "readyReplicas",
-        },
-        _ => StatusFields {
-            desired: None,
-            updated: "updatedReplicas",
-            existing: "replicas",
-            ready: "availableReplicas",
-        },
-    }
-}
-
 /// The reason a workload's controller reports for a failed rollout, if it reports one.
-fn failure(kind: WorkloadKind, object: &Value) -> Option<String> {
-    if kind == WorkloadKind::Rollout {
-        let phase = object.pointer("/status/phase").and_then(Value::as_str)?;
-        return (phase == "Degraded").then(|| {
-            let message = object.pointer("/status/message").and_then(Value::as_str);
-            match message {
-                Some(message) if !message.is_empty() => format!("Degraded ({message})"),
-                _ => "Degraded".to_owned(),
-            }
-        });
+fn failure(failure: Failure, object: &Value) -> Option<String> {
+    match failure {
+        Failure::Phase(failed) => {
+            let phase = object.pointer("/status/phase").and_then(Value::as_str)?;
+            (phase == failed).then(|| {
+                let message = object.pointer("/status/message").and_then(Value::as_str);
+                match message {
+                    Some(message) if !message.is_empty() => format!("{failed} ({message})"),
+                    _ => failed.to_owned(),
+                }
+            })
+        }
+        Failure::Condition { kind, status, reason } => {
+            let conditions = object.pointer("/status/conditions")?.as_array()?;
+            conditions.iter().find_map(|condition| {
+                let field = |name: &str| condition.get(name).and_then(Value::as_str);
+                (field("type") == Some(kind)
+                    && field("status") == Some(status)
+                    && field("reason") == Some(reason))
+                .then(|| reason.to_owned())
+            })
+        }
     }
-    let conditions = object.pointer("/status/conditions")?.as_array()?;
-    conditions.iter().find_map(|condition| {
-        let field = |name: &str| condition.get(name).and_then(Value::as_str);
-        (field("type") == Some("Progressing")
-            && field("status") == Some("False")
-            && field("reason") == Some("ProgressDeadlineExceeded"))
-        .then(|| "ProgressDeadlineExceeded".to_owned())
-    })
 }
 
 /// The rollout of `object` (a workload's JSON, with its status).
@@ -118,7 +90,13 @@ pub fn rollout(kind: WorkloadKind, object: &Value) -> Rollout {
         }
         at.as_str().map(str::to_owned)
     };
-    let fields = status_fields(kind);
+    let rule = match kind.declaration().rollout {
+        RolloutRule::Counts(counts) => Some(counts),
+        RolloutRule::NoStatus => None,
+    };
+    // Counted as a Deployment's when the kind has no rollout status; the answer is then
+    // "no status".
+    let fields = rule.unwrap_or(AVAILABLE_REPLICAS);
     let has_status =
         object.get("status").is_some_and(|s| s.as_object().is_some_and(|s| !s.is_empty()));
     // The API server leaves zero counts out of a status: once there is a status, a missing
@@ -146,8 +124,8 @@ pub fn rollout(kind: WorkloadKind, object: &Value) -> Rollout {
         message: String::new(),
     };
     let on_delete = text(&["spec", "updateStrategy", "type"]).as_deref() == Some("OnDelete")
-        || kind == WorkloadKind::ReplicaSet;
-    if kind == WorkloadKind::Job || kind == WorkloadKind::Pod || !has_status {
+        || fields.always_on_delete;
+    if rule.is_none() || !has_status {
         rollout.message = "no rollout status to tell from".into();
         return rollout;
     }
@@ -161,9 +139,9 @@ pub fn rollout(kind: WorkloadKind, object: &Value) -> Rollout {
         (Some(current), Some(update)) if current != update
     );
     let all_updated = updated >= desired && existing <= updated && !revisions_differ;
-    let all_ready = match (kind, text(&["status", "phase"])) {
+    let all_ready = match (fields.done_phase, text(&["status", "phase"])) {
         // An Argo Rollout says itself when it is done.
-        (WorkloadKind::Rollout, Some(phase)) => phase == "Healthy",
+        (Some(done), Some(phase)) => phase == done,
         _ => ready >= desired,
     };
     let paused = object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
@@ -177,7 +155,7 @@ pub fn rollout(kind: WorkloadKind, object: &Value) -> Rollout {
                 observed_generation.unwrap_or_default()
             ),
         )
-    } else if let Some(reason) = failure(kind, object) {
+    } else if let Some(reason) = failure(fields.failure, object) {
         (RolloutState::Failed, format!("the rollout failed: {reason}; {counts}"))
     } else if all_updated && all_ready {
         (RolloutState::Complete, counts)

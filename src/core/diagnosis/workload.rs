@@ -5,12 +5,14 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::namespace::{NamespaceView, ReadWorkload, current_of, keys_of, planned, verdict};
 use super::rollout::{Rollout, rollout};
-use super::{NamespaceView, ReadWorkload, current_of, keys_of, planned, verdict};
+use crate::core::digest::Digester;
 use crate::core::field_path::read_at;
-use crate::core::inputs::image::ImageObservation;
+use crate::core::inputs::image::observation::ImageObservation;
+use crate::core::mutate::{Found, Mutation};
+use crate::core::object_ref::ObjectRef;
 use crate::core::verdict::Verdict;
-use crate::core::{Digester, Found, Mutation, ObjectRef};
 
 /// One input of the workload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -168,10 +170,12 @@ fn overall(skipped: Option<Verdict>, workload: &ReadWorkload<'_>, inputs: &[Inpu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::explain::holds::{ControllerEvent, HOLD_REASON, Holds, hold_message};
+    use crate::core::diagnosis::holds::{ControllerEvent, HOLD_REASON, Holds, hold_message};
+    use crate::core::digest::{DigestKeys, ObjectId};
+    use crate::core::kinds::WorkloadKind;
+    use crate::core::mutate::Settings;
+    use crate::core::object_content::ObjectContent;
     use crate::core::refs::ConsumedKeys;
-    use crate::core::workload::WorkloadKind;
-    use crate::core::{DigestKeys, ObjectContent, ObjectId, Settings};
     use serde_json::json;
     use std::collections::BTreeMap;
 

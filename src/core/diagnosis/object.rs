@@ -4,9 +4,11 @@
 
 use serde::Serialize;
 
-use super::{NamespaceView, current_of, keys_of, planned, verdict};
+use super::namespace::{NamespaceView, current_of, keys_of, planned, verdict};
+use crate::core::digest::Digester;
+use crate::core::mutate::Found;
+use crate::core::object_ref::ObjectRef;
 use crate::core::verdict::Verdict;
-use crate::core::{Digester, Found, ObjectRef};
 
 /// One workload that tracks the object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -76,12 +78,14 @@ pub fn trackers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::Settings;
-    use crate::core::explain::{Holds, NamespaceView, ReadWorkload};
+    use crate::core::diagnosis::holds::Holds;
+    use crate::core::diagnosis::namespace::{NamespaceView, ReadWorkload};
+    use crate::core::digest::{DigestKeys, ObjectId};
+    use crate::core::kinds::WorkloadKind;
+    use crate::core::mutate::Settings;
+    use crate::core::object_content::ObjectContent;
     use crate::core::refs::ConsumedKeys;
     use crate::core::verdict::Verdict;
-    use crate::core::workload::WorkloadKind;
-    use crate::core::{DigestKeys, ObjectContent, ObjectId};
     use serde_json::Value;
     use serde_json::json;
     use std::collections::BTreeMap;

@@ -1,32 +1,18 @@
-//! `configsum explain`'s answers, pure: the shell reads the workloads, the objects and the
-//! controller's Events, from the cluster or from files; nothing here is I/O. Every answer is
-//! the webhook's own plan (`track`, `ignore`, opt-out and ownership applied) held against what
-//! the inputs are now.
-//!
-//! - [`object`]: which workloads roll when a ConfigMap or Secret changes;
-//! - [`workload`]: every input of one workload, and whether its pods run its template;
-//! - [`rollout`]: that last question, from the workload's own status;
-//! - [`holds`]: which sources the controller's flap guard holds, from its Events.
-
-pub mod holds;
-pub mod object;
-pub mod rollout;
-pub mod workload;
+//! What every diagnosis starts from: a namespace's workloads as read, the digest key and the
+//! flap guard's holds ([`NamespaceView`]), and each workload's plan as the webhook makes it.
 
 use std::collections::HashSet;
 
 use serde_json::Value;
 
-pub use holds::{ControllerEvent, Holds};
-pub use object::{Tracker, trackers};
-pub use workload::{InputLine, WorkloadAnswer, explain_workload};
-
-use super::kinds::Controller;
-use super::refs::ConsumedKeys;
-use super::review::{Request, plan_review};
-use super::verdict::Verdict;
-use super::workload::WorkloadKind;
-use super::{Digester, Mutation, ObjectKind, Observation, Plan, Settings, Skip};
+use super::holds::Holds;
+use crate::core::digest::Digester;
+use crate::core::kinds::{Controller, WorkloadKind};
+use crate::core::mutate::{Mutation, Observation, Plan, Settings, Skip};
+use crate::core::object_ref::ObjectKind;
+use crate::core::refs::ConsumedKeys;
+use crate::core::review::{Request, plan_review};
+use crate::core::verdict::Verdict;
 
 /// A workload as read, and its kind.
 #[derive(Clone, Copy, Debug)]
@@ -55,12 +41,15 @@ pub struct NamespaceView<'a> {
 
 impl<'a> NamespaceView<'a> {
     /// (kind, name) of every workload of the namespace, each name read once.
-    fn listed(&self) -> HashSet<(String, String)> {
+    pub(super) fn listed(&self) -> HashSet<(String, String)> {
         self.workloads.iter().map(|w| (w.kind.as_str().to_owned(), w.name())).collect()
     }
 
     /// Whether the controller that owns `workload` is among `listed` (see [`Self::listed`]).
-    fn owner_listed(workload: &ReadWorkload<'_>, listed: &HashSet<(String, String)>) -> bool {
+    pub(super) fn owner_listed(
+        workload: &ReadWorkload<'_>,
+        listed: &HashSet<(String, String)>,
+    ) -> bool {
         #[derive(serde::Deserialize)]
         struct Owner {
             kind: String,
@@ -69,7 +58,7 @@ impl<'a> NamespaceView<'a> {
             controller: Option<bool>,
         }
         let owners: Option<Vec<Owner>> =
-            super::field_path::read_at(workload.json, &["metadata", "ownerReferences"])
+            crate::core::field_path::read_at(workload.json, &["metadata", "ownerReferences"])
                 .ok()
                 .flatten();
         let Some(owner) = owners.into_iter().flatten().find(|o| o.controller == Some(true)) else {
@@ -79,7 +68,11 @@ impl<'a> NamespaceView<'a> {
     }
 
     /// The digester for an object of `kind`; `plain` stands in for ConfigMaps without a key.
-    fn digester_for(&self, kind: ObjectKind, plain: &'a Digester) -> Option<&'a Digester> {
+    pub(super) fn digester_for(
+        &self,
+        kind: ObjectKind,
+        plain: &'a Digester,
+    ) -> Option<&'a Digester> {
         match (kind, self.digester) {
             (ObjectKind::Secret, None) => None,
             (_, Some(digester)) => Some(digester),
@@ -90,7 +83,7 @@ impl<'a> NamespaceView<'a> {
 
 /// The webhook's plan for a workload; one it skips for opt-out or ownership is planned as if
 /// it had neither, with that verdict, so that what it would track still shows.
-fn planned(
+pub(super) fn planned(
     workload: &ReadWorkload<'_>,
     view: &NamespaceView<'_>,
 ) -> Option<(Mutation, Option<Verdict>)> {
@@ -134,7 +127,7 @@ fn planned(
 
 /// One input's verdict for a workload: why it will not roll comes first (skipped, a kind that
 /// never rolls, held by the flap guard), then what is recorded against what is current.
-fn verdict(
+pub(super) fn verdict(
     skipped: Option<Verdict>,
     kind: WorkloadKind,
     held: bool,
@@ -151,16 +144,16 @@ fn verdict(
 
 /// An input's current value as explain prints it: its digest, `absent`, or `None` when it
 /// could not be read.
-fn current_of(observation: Observation) -> Option<String> {
+pub(super) fn current_of(observation: Observation) -> Option<String> {
     match observation {
         Observation::Digest(digest) => Some(digest),
-        Observation::Absent => Some(super::digest::ABSENT.to_owned()),
+        Observation::Absent => Some(crate::core::digest::ABSENT.to_owned()),
         Observation::Unreadable(_) => None,
     }
 }
 
 /// The keys as explain prints them: `["*"]` for every key.
-fn keys_of(keys: &ConsumedKeys) -> Vec<String> {
+pub(super) fn keys_of(keys: &ConsumedKeys) -> Vec<String> {
     match keys {
         ConsumedKeys::All => vec!["*".to_owned()],
         ConsumedKeys::Keys(keys) => keys.iter().cloned().collect(),
@@ -169,6 +162,6 @@ fn keys_of(keys: &ConsumedKeys) -> Vec<String> {
 
 fn name_of(json: &str) -> String {
     let name: Option<String> =
-        super::field_path::read_at(json, &["metadata", "name"]).ok().flatten();
+        crate::core::field_path::read_at(json, &["metadata", "name"]).ok().flatten();
     name.unwrap_or_default()
 }

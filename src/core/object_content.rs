@@ -1,0 +1,36 @@
+//! The data of a ConfigMap or Secret once read: what the tracked kinds' table (`inputs`) builds
+//! from an object's data fields and the digest folds. A leaf, so that the table and the digest
+//! share it without importing each other.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The data of a ConfigMap or Secret as digest entries: key to bytes, built
+/// by `ObjectInput::content` from the fields its kind declares.
+#[derive(Default)]
+pub struct ObjectContent {
+    entries: BTreeMap<String, Vec<u8>>,
+}
+
+impl ObjectContent {
+    pub fn from_entries(entries: BTreeMap<String, Vec<u8>>) -> Self {
+        ObjectContent { entries }
+    }
+
+    /// Every entry, in key order: the order the digest folds them in.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &[u8])> {
+        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+    }
+
+    /// The bytes of one entry.
+    pub fn get(&self, key: &str) -> Option<&[u8]> {
+        self.entries.get(key).map(Vec::as_slice)
+    }
+}
+
+impl fmt::Debug for ObjectContent {
+    // Contents may be Secret data: show the keys only.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ObjectContent").field("keys", &self.entries.keys()).finish()
+    }
+}
