@@ -39,12 +39,16 @@ use std::str::FromStr as _;
 
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 
-/// Folders whose own cycles are allowed for now: a cycle passes only if every file (or
-/// folder) in it lies under one entry. Nothing else may be added here.
-const CYCLES_BEING_REMOVED: &[&str] = &[
-    // being opened on branch core-open, remove when merged
-    "src/core",
-];
+/// Folders whose folder-level cycles are allowed for now: such a cycle passes only if every
+/// folder in it lies under one entry. A cycle between files fails wherever it is. Nothing
+/// else may be added here.
+///
+/// src/core: its files import no file that imports them back, but the folders do, through
+/// leaves: core/mutate.rs reads the tables of core/inputs/, whose rows name leaves that live
+/// beside mutate.rs (digest_mode.rs, pod_spec.rs, object_ref.rs, annotations.rs,
+/// warnings.rs); and annotations.rs, refs.rs and pod_spec_reader.rs read the kinds and
+/// inputs tables. Lifting those leaves into a folder of their own is what is left.
+const FOLDER_CYCLES_LEFT: &[&str] = &["src/core"];
 
 /// The library's name as `main.rs` writes it (`configsum::…`).
 fn lib_name() -> String {
@@ -57,14 +61,14 @@ fn src_has_no_import_cycle() {
     let mut files = BTreeMap::new();
     read_tree(root, &root.join("src"), &mut files);
     assert!(files.len() > 50, "read only {} files under src/", files.len());
-    let report = check(&files, CYCLES_BEING_REMOVED);
+    let report = check(&files, FOLDER_CYCLES_LEFT);
     // The checker read the crate, not a sliver of it (it has over 500 edges).
     assert!(
         report.file_edges > 400,
         "only {} file edges: the checker reads too little",
         report.file_edges
     );
-    // Shown with --nocapture: what the branches opening src/core and src/controller remove.
+    // Shown with --nocapture: the folder cycles left.
     println!("{} file edges", report.file_edges);
     for cycle in &report.allowed {
         println!("allowed for now: {cycle}");
@@ -119,7 +123,8 @@ impl Report {
     }
 }
 
-/// Builds the graph of `files` (path under the crate → text) and reports its cycles.
+/// Builds the graph of `files` (path under the crate → text) and reports its cycles; a
+/// folder cycle wholly under one of `allowed` is reported apart.
 fn check(files: &BTreeMap<String, String>, allowed: &[&str]) -> Report {
     let mut crate_ = Crate::default();
     let mut errors = Vec::new();
@@ -159,11 +164,12 @@ fn check(files: &BTreeMap<String, String>, allowed: &[&str]) -> Report {
                 continue;
             }
             let text = describe(kind, &component, graph);
-            let inside_allowed = allowed.iter().any(|prefix| {
-                component
-                    .iter()
-                    .all(|node| node == prefix || node.starts_with(&format!("{prefix}/")))
-            });
+            let inside_allowed = kind == "folders"
+                && allowed.iter().any(|prefix| {
+                    component
+                        .iter()
+                        .all(|node| node == prefix || node.starts_with(&format!("{prefix}/")))
+                });
             if inside_allowed {
                 report.allowed.push(text);
             } else {
@@ -938,32 +944,40 @@ mod checker {
     }
 
     #[test]
-    fn cycles_inside_an_allowed_folder_pass_and_crossing_it_fails() {
+    fn folder_cycles_inside_an_allowed_folder_pass_and_file_cycles_never_do() {
         let files = tree(&[
             ("src/lib.rs", "pub mod core; pub mod shell;"),
-            ("src/core/mod.rs", "pub mod a; pub mod b;"),
-            ("src/core/a.rs", "pub struct A; pub fn f(_: super::b::B) {}"),
-            ("src/core/b.rs", "pub struct B; pub fn f(_: super::a::A) {}"),
+            ("src/core/mod.rs", "pub mod a; pub mod b; pub mod sub;"),
+            ("src/core/a.rs", "pub struct A; pub fn f(_: super::sub::c::C) {}"),
+            ("src/core/b.rs", "pub struct B;"),
+            ("src/core/sub/mod.rs", "pub mod c;"),
+            ("src/core/sub/c.rs", "pub struct C; pub fn f(_: crate::core::b::B) {}"),
             ("src/shell.rs", "pub struct S;"),
         ]);
         let report = check(&files, &["src/core"]);
         assert!(report.failures.is_empty(), "{}", report.render());
-        assert_eq!(report.allowed.len(), 1);
+        assert_eq!(report.allowed.len(), 1, "src/core <-> src/core/sub");
         assert_eq!(
             check(&files, &["src/cor"]).failures.len(),
             1,
             "a prefix is a folder, not a string"
         );
 
+        let mut file_cycle = files.clone();
+        file_cycle.insert("src/core/b.rs".into(), "pub struct B; fn f(_: super::a::A) {}".into());
+        let report = check(&file_cycle, &["src/core"]);
+        assert_eq!(report.failures.len(), 1, "a -> c -> b -> a: {}", report.render());
+
         let mut crossing = files.clone();
         crossing
             .insert("src/shell.rs".into(), "pub struct S; fn f(_: crate::core::a::A) {}".into());
-        crossing.insert(
-            "src/core/a.rs".into(),
-            "pub struct A; fn f(_: super::b::B, _: crate::shell::S) {}".into(),
-        );
+        crossing.insert("src/core/b.rs".into(), "pub struct B; fn f(_: crate::shell::S) {}".into());
         let report = check(&crossing, &["src/core"]);
-        assert_eq!(report.failures.len(), 2, "files and folders: {}", report.render());
+        assert!(
+            report.failures.iter().any(|f| f.contains("src/shell.rs")),
+            "a cycle through src/shell.rs is never allowed: {}",
+            report.render()
+        );
     }
 
     #[test]

@@ -29,10 +29,6 @@ pub mod verdict;
 pub mod warnings;
 pub mod workload;
 
-// src/controller still names the diagnosis `core::explain` (its holds); it is being rewritten.
-// Remove this once it names `core::diagnosis`.
-pub use diagnosis as explain;
-
 pub use annotations::AnnotationDomain;
 pub use digest::{DigestKeys, Digester, ObjectId};
 pub use kinds::WorkloadKind;

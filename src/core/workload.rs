@@ -10,10 +10,7 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field_path::{AtPath, Key, LenientMapAt, Named, OrNull, collect_all, map_at};
-// src/controller still names the kind `core::workload::WorkloadKind`; it lives in kinds, where
-// every other file imports it from. Remove this once the controller's rewrite does too.
-pub use super::kinds::WorkloadKind;
-use super::kinds::{KindRow, ReferenceDeclaration};
+use super::kinds::{KindRow, ReferenceDeclaration, WorkloadKind};
 use super::operation::Operation;
 use super::path_segment::Segment;
 use super::pod_spec::{Metadata, PodSpec};

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::trigger::Trigger;
 use super::workload::WorkloadKey;
-use crate::core::explain::holds;
+use crate::core::diagnosis::holds;
 use crate::lookup::api_object::workload_resource;
 
 const COMPONENT: &str = "configsum-controller";
