@@ -96,12 +96,17 @@ impl ControllerMetrics {
         self.patches.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
-    /// Sets the workloads gauge: every verdict, those not counted at 0.
+    /// Sets the workloads gauge: every verdict, those not counted at 0; and the held
+    /// workloads gauge, which is the `held` count.
     pub fn set_verdicts(&self, counts: &[(Verdict, usize)]) {
         for verdict in Verdict::ALL {
             let count = counts.iter().find(|(v, _)| *v == verdict).map_or(0, |(_, n)| *n);
+            let count = i64::try_from(count).unwrap_or(i64::MAX);
             let labels = VerdictLabels { verdict: verdict.as_str() };
-            self.workloads.get_or_create(&labels).set(i64::try_from(count).unwrap_or(i64::MAX));
+            self.workloads.get_or_create(&labels).set(count);
+            if verdict == Verdict::Held {
+                self.held_workloads.set(count);
+            }
         }
     }
 

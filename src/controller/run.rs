@@ -191,7 +191,6 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         if verdicts_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
             verdicts_at = Some(Instant::now());
             metrics.set_verdicts(&state.verdicts());
-            metrics.held_workloads.set(state.held_workloads() as i64);
         }
     }
     info!("shutting down: releasing the Lease");
