@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::core::annotations::DEFAULT_DOMAIN;
+use crate::core::model::annotations::DEFAULT_DOMAIN;
 use crate::core::{AnnotationDomain, LookupErrorPolicy};
 use crate::registry::RegistryConfig;
 use crate::registry::policy::RegistryPolicy;

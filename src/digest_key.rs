@@ -15,7 +15,8 @@ use tracing::info;
 
 use crate::config::EnsureDigestKeyArgs;
 use crate::core::DigestKeys;
-use crate::core::digest::{DigestKeyError, hex};
+use crate::core::digest::DigestKeyError;
+use crate::core::model::hex::hex;
 
 /// What `ensure` found or did.
 #[derive(Debug, PartialEq, Eq)]

@@ -39,17 +39,6 @@ use std::str::FromStr as _;
 
 use proc_macro2::{Delimiter, Spacing, TokenStream, TokenTree};
 
-/// Folders whose folder-level cycles are allowed for now: such a cycle passes only if every
-/// folder in it lies under one entry. A cycle between files fails wherever it is. Nothing
-/// else may be added here.
-///
-/// src/core: its files import no file that imports them back, but the folders do, through
-/// leaves: core/mutate.rs reads the tables of core/inputs/, whose rows name leaves that live
-/// beside mutate.rs (digest_mode.rs, pod_spec.rs, object_ref.rs, annotations.rs,
-/// warnings.rs); and annotations.rs, refs.rs and pod_spec_reader.rs read the kinds and
-/// inputs tables. Lifting those leaves into a folder of their own is what is left.
-const FOLDER_CYCLES_LEFT: &[&str] = &["src/core"];
-
 /// The library's name as `main.rs` writes it (`configsum::…`).
 fn lib_name() -> String {
     env!("CARGO_PKG_NAME").replace('-', "_")
@@ -61,18 +50,14 @@ fn src_has_no_import_cycle() {
     let mut files = BTreeMap::new();
     read_tree(root, &root.join("src"), &mut files);
     assert!(files.len() > 50, "read only {} files under src/", files.len());
-    let report = check(&files, FOLDER_CYCLES_LEFT);
+    let report = check(&files);
     // The checker read the crate, not a sliver of it (it has over 500 edges).
     assert!(
         report.file_edges > 400,
         "only {} file edges: the checker reads too little",
         report.file_edges
     );
-    // Shown with --nocapture: the folder cycles left.
     println!("{} file edges", report.file_edges);
-    for cycle in &report.allowed {
-        println!("allowed for now: {cycle}");
-    }
     assert!(report.failures.is_empty(), "{}", report.render());
 }
 
@@ -94,10 +79,8 @@ fn read_tree(root: &Path, dir: &Path, files: &mut BTreeMap<String, String>) {
 /// What the checker found.
 #[derive(Debug, Default)]
 struct Report {
-    /// One entry per cycle that is not allowed, printed in full.
+    /// One entry per cycle, printed in full.
     failures: Vec<String>,
-    /// Cycles that lie wholly in an allowed folder.
-    allowed: Vec<String>,
     /// How many file-to-file edges there are: a sanity count.
     file_edges: usize,
     /// (from, to) file edges, each with the first name that makes it.
@@ -106,11 +89,7 @@ struct Report {
 
 impl Report {
     fn render(&self) -> String {
-        let mut out = format!(
-            "{} import cycle(s) under src/ ({} more inside folders on the allow-list):\n\n",
-            self.failures.len(),
-            self.allowed.len()
-        );
+        let mut out = format!("{} import cycle(s) under src/:\n\n", self.failures.len());
         for failure in &self.failures {
             out.push_str(failure);
             out.push('\n');
@@ -124,8 +103,7 @@ impl Report {
 }
 
 /// Builds the graph of `files` (path under the crate → text) and reports its cycles; a
-/// folder cycle wholly under one of `allowed` is reported apart.
-fn check(files: &BTreeMap<String, String>, allowed: &[&str]) -> Report {
+fn check(files: &BTreeMap<String, String>) -> Report {
     let mut crate_ = Crate::default();
     let mut errors = Vec::new();
     for root in ["src/lib.rs", "src/main.rs"] {
@@ -163,18 +141,7 @@ fn check(files: &BTreeMap<String, String>, allowed: &[&str]) -> Report {
             if kind == "folders" && component.iter().all(|node| node.ends_with(".rs")) {
                 continue;
             }
-            let text = describe(kind, &component, graph);
-            let inside_allowed = kind == "folders"
-                && allowed.iter().any(|prefix| {
-                    component
-                        .iter()
-                        .all(|node| node == prefix || node.starts_with(&format!("{prefix}/")))
-                });
-            if inside_allowed {
-                report.allowed.push(text);
-            } else {
-                report.failures.push(text);
-            }
+            report.failures.push(describe(kind, &component, graph));
         }
     }
     report.edges = edges;
@@ -795,14 +762,11 @@ mod checker {
 
     #[test]
     fn finds_a_cycle_between_two_files_and_names_it() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod a; pub mod b;"),
-                ("src/a.rs", "use crate::b::B; pub struct A(B);"),
-                ("src/b.rs", "pub struct B; pub fn f(_: crate::a::A) {}"),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod a; pub mod b;"),
+            ("src/a.rs", "use crate::b::B; pub struct A(B);"),
+            ("src/b.rs", "pub struct B; pub fn f(_: crate::a::A) {}"),
+        ]));
         assert_eq!(report.failures.len(), 1, "{}", report.render());
         let text = &report.failures[0];
         assert!(text.starts_with("cycle between files: src/a.rs, src/b.rs"), "{text}");
@@ -812,18 +776,15 @@ mod checker {
 
     #[test]
     fn an_acyclic_tree_passes() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod a; pub mod b; pub mod c;"),
-                ("src/a.rs", "use crate::b::B; pub struct A(B, crate::c::C);"),
-                ("src/b.rs", "use super::c; pub struct B(c::C);"),
-                (
-                    "src/c.rs",
-                    "pub struct C; #[cfg(test)] mod tests { use super::*; fn t() -> C { C } }",
-                ),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod a; pub mod b; pub mod c;"),
+            ("src/a.rs", "use crate::b::B; pub struct A(B, crate::c::C);"),
+            ("src/b.rs", "use super::c; pub struct B(c::C);"),
+            (
+                "src/c.rs",
+                "pub struct C; #[cfg(test)] mod tests { use super::*; fn t() -> C { C } }",
+            ),
+        ]));
         assert!(report.failures.is_empty(), "{}", report.render());
         assert!(report.has_edge("src/a.rs", "src/b.rs"));
         assert!(report.has_edge("src/a.rs", "src/c.rs"));
@@ -833,18 +794,15 @@ mod checker {
 
     #[test]
     fn re_exports_lead_to_the_defining_file_and_make_no_cycle() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod a; pub mod x;"),
-                (
-                    "src/x/mod.rs",
-                    "mod y; pub use y::Y; pub use self::y::{other as renamed}; pub fn helper() {}",
-                ),
-                ("src/x/y.rs", "use super::helper; pub struct Y; pub fn other() { helper() }"),
-                ("src/a.rs", "use crate::x::{Y, renamed}; pub fn f(_: Y) { renamed() }"),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod a; pub mod x;"),
+            (
+                "src/x/mod.rs",
+                "mod y; pub use y::Y; pub use self::y::{other as renamed}; pub fn helper() {}",
+            ),
+            ("src/x/y.rs", "use super::helper; pub struct Y; pub fn other() { helper() }"),
+            ("src/a.rs", "use crate::x::{Y, renamed}; pub fn f(_: Y) { renamed() }"),
+        ]));
         assert!(report.failures.is_empty(), "{}", report.render());
         assert!(report.has_edge("src/a.rs", "src/x/y.rs"));
         assert!(!report.has_edge("src/a.rs", "src/x/mod.rs"));
@@ -854,14 +812,11 @@ mod checker {
 
     #[test]
     fn a_mod_rs_that_uses_what_it_re_exports_depends_on_it() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod x;"),
-                ("src/x/mod.rs", "mod y; pub use y::Y; pub struct Helper; pub fn f(_: Y) {}"),
-                ("src/x/y.rs", "pub struct Y(super::Helper);"),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod x;"),
+            ("src/x/mod.rs", "mod y; pub use y::Y; pub struct Helper; pub fn f(_: Y) {}"),
+            ("src/x/y.rs", "pub struct Y(super::Helper);"),
+        ]));
         assert_eq!(report.failures.len(), 1, "{}", report.render());
         assert!(report.failures[0].contains("src/x/mod.rs -> src/x/y.rs"), "{}", report.render());
     }
@@ -869,16 +824,13 @@ mod checker {
     #[test]
     fn finds_a_cycle_between_a_folder_and_its_parent() {
         // No file cycle: p/mod.rs names q/leaf.rs, q/leaf.rs names p/other.rs.
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod p;"),
-                ("src/p/mod.rs", "pub mod other; pub mod q; pub fn f() { q::leaf::g() }"),
-                ("src/p/other.rs", "pub struct O;"),
-                ("src/p/q/mod.rs", "pub mod leaf;"),
-                ("src/p/q/leaf.rs", "use crate::p::other::O; pub fn g() -> O { O }"),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod p;"),
+            ("src/p/mod.rs", "pub mod other; pub mod q; pub fn f() { q::leaf::g() }"),
+            ("src/p/other.rs", "pub struct O;"),
+            ("src/p/q/mod.rs", "pub mod leaf;"),
+            ("src/p/q/leaf.rs", "use crate::p::other::O; pub fn g() -> O { O }"),
+        ]));
         assert_eq!(report.failures.len(), 1, "{}", report.render());
         let text = &report.failures[0];
         assert!(text.starts_with("cycle between folders: src/p, src/p/q"), "{text}");
@@ -890,49 +842,40 @@ mod checker {
 
     #[test]
     fn files_directly_in_src_are_nodes_of_their_own() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod config; pub mod command; pub mod p;"),
-                ("src/config.rs", "pub struct Args;"),
-                ("src/command.rs", "pub fn run() { crate::p::y::go() }"),
-                ("src/p/mod.rs", "pub mod x; pub mod y;"),
-                ("src/p/x.rs", "pub fn f(_: crate::config::Args) {}"),
-                ("src/p/y.rs", "pub fn go() {}"),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod config; pub mod command; pub mod p;"),
+            ("src/config.rs", "pub struct Args;"),
+            ("src/command.rs", "pub fn run() { crate::p::y::go() }"),
+            ("src/p/mod.rs", "pub mod x; pub mod y;"),
+            ("src/p/x.rs", "pub fn f(_: crate::config::Args) {}"),
+            ("src/p/y.rs", "pub fn go() {}"),
+        ]));
         assert!(report.failures.is_empty(), "{}", report.render());
     }
 
     #[test]
     fn an_inline_module_s_imports_are_its_own() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod x;"),
-                ("src/x/mod.rs", "mod y; pub fn written() {} pub fn g() { y::f() }"),
-                (
-                    "src/x/y.rs",
-                    "pub fn f() { let written = 1; } #[cfg(test)] mod tests { use super::*; fn t() { f() } }",
-                ),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod x;"),
+            ("src/x/mod.rs", "mod y; pub fn written() {} pub fn g() { y::f() }"),
+            (
+                "src/x/y.rs",
+                "pub fn f() { let written = 1; } #[cfg(test)] mod tests { use super::*; fn t() { f() } }",
+            ),
+        ]));
         assert!(report.failures.is_empty(), "{}", report.render());
         assert!(!report.has_edge("src/x/y.rs", "src/x/mod.rs"));
     }
 
     #[test]
     fn a_glob_import_of_the_parent_reaches_what_it_imports() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod a; pub mod b;"),
-                ("src/a/mod.rs", "#[cfg(test)] mod tests; use crate::b::c::C; pub fn f(_: C) {}"),
-                ("src/a/tests.rs", "use super::*; fn t(_: C) { f(C) }"),
-                ("src/b/mod.rs", "pub mod c;"),
-                ("src/b/c.rs", "pub struct C; pub fn g() { crate::a::f(C) }"),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod a; pub mod b;"),
+            ("src/a/mod.rs", "#[cfg(test)] mod tests; use crate::b::c::C; pub fn f(_: C) {}"),
+            ("src/a/tests.rs", "use super::*; fn t(_: C) { f(C) }"),
+            ("src/b/mod.rs", "pub mod c;"),
+            ("src/b/c.rs", "pub struct C; pub fn g() { crate::a::f(C) }"),
+        ]));
         assert!(report.has_edge("src/a/tests.rs", "src/b/c.rs"));
         assert!(report.has_edge("src/a/tests.rs", "src/a/mod.rs"));
         assert_eq!(
@@ -944,91 +887,43 @@ mod checker {
     }
 
     #[test]
-    fn folder_cycles_inside_an_allowed_folder_pass_and_file_cycles_never_do() {
-        let files = tree(&[
-            ("src/lib.rs", "pub mod core; pub mod shell;"),
-            ("src/core/mod.rs", "pub mod a; pub mod b; pub mod sub;"),
-            ("src/core/a.rs", "pub struct A; pub fn f(_: super::sub::c::C) {}"),
-            ("src/core/b.rs", "pub struct B;"),
-            ("src/core/sub/mod.rs", "pub mod c;"),
-            ("src/core/sub/c.rs", "pub struct C; pub fn f(_: crate::core::b::B) {}"),
-            ("src/shell.rs", "pub struct S;"),
-        ]);
-        let report = check(&files, &["src/core"]);
-        assert!(report.failures.is_empty(), "{}", report.render());
-        assert_eq!(report.allowed.len(), 1, "src/core <-> src/core/sub");
-        assert_eq!(
-            check(&files, &["src/cor"]).failures.len(),
-            1,
-            "a prefix is a folder, not a string"
-        );
-
-        let mut file_cycle = files.clone();
-        file_cycle.insert("src/core/b.rs".into(), "pub struct B; fn f(_: super::a::A) {}".into());
-        let report = check(&file_cycle, &["src/core"]);
-        assert_eq!(report.failures.len(), 1, "a -> c -> b -> a: {}", report.render());
-
-        let mut crossing = files.clone();
-        crossing
-            .insert("src/shell.rs".into(), "pub struct S; fn f(_: crate::core::a::A) {}".into());
-        crossing.insert("src/core/b.rs".into(), "pub struct B; fn f(_: crate::shell::S) {}".into());
-        let report = check(&crossing, &["src/core"]);
-        assert!(
-            report.failures.iter().any(|f| f.contains("src/shell.rs")),
-            "a cycle through src/shell.rs is never allowed: {}",
-            report.render()
-        );
-    }
-
-    #[test]
     fn macros_and_trait_imports_are_edges() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "macro_rules! m { () => {} } pub mod a; pub mod t;"),
-                ("src/a.rs", "use crate::t::Tr as _; fn f() { m!(); }"),
-                ("src/t.rs", "pub trait Tr {}"),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "macro_rules! m { () => {} } pub mod a; pub mod t;"),
+            ("src/a.rs", "use crate::t::Tr as _; fn f() { m!(); }"),
+            ("src/t.rs", "pub trait Tr {}"),
+        ]));
         assert!(report.has_edge("src/a.rs", "src/lib.rs"));
         assert!(report.has_edge("src/a.rs", "src/t.rs"));
     }
 
     #[test]
     fn a_module_path_is_no_edge_but_what_is_named_through_it_is() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod a; pub mod x;"),
-                ("src/x/mod.rs", "pub mod y; pub use y::Y; pub struct X;"),
-                ("src/x/y.rs", "pub struct Y;"),
-                ("src/a.rs", "use crate::x; fn f(_: x::Y) {} fn g(_: crate::x::y::Y) {}"),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod a; pub mod x;"),
+            ("src/x/mod.rs", "pub mod y; pub use y::Y; pub struct X;"),
+            ("src/x/y.rs", "pub struct Y;"),
+            ("src/a.rs", "use crate::x; fn f(_: x::Y) {} fn g(_: crate::x::y::Y) {}"),
+        ]));
         assert!(report.has_edge("src/a.rs", "src/x/y.rs"));
         assert!(!report.has_edge("src/a.rs", "src/x/mod.rs"));
     }
 
     #[test]
     fn a_file_no_module_declares_fails() {
-        let report = check(
-            &tree(&[("src/lib.rs", "pub mod a;"), ("src/a.rs", ""), ("src/stray.rs", "")]),
-            &[],
-        );
+        let report =
+            check(&tree(&[("src/lib.rs", "pub mod a;"), ("src/a.rs", ""), ("src/stray.rs", "")]));
         assert_eq!(report.failures.len(), 1, "{}", report.render());
         assert!(report.failures[0].contains("src/stray.rs"), "{}", report.render());
     }
 
     #[test]
     fn main_names_the_library_by_its_crate_name() {
-        let report = check(
-            &tree(&[
-                ("src/lib.rs", "pub mod a;"),
-                ("src/a.rs", "pub fn run() {}"),
-                ("src/main.rs", &format!("fn main() {{ {}::a::run() }}", lib_name())),
-            ]),
-            &[],
-        );
+        let report = check(&tree(&[
+            ("src/lib.rs", "pub mod a;"),
+            ("src/a.rs", "pub fn run() {}"),
+            ("src/main.rs", &format!("fn main() {{ {}::a::run() }}", lib_name())),
+        ]));
         assert!(report.has_edge("src/main.rs", "src/a.rs"));
     }
 }

@@ -16,8 +16,8 @@ mod server;
 
 use std::time::{Duration, Instant};
 
-use configsum::core::kinds;
-use configsum::core::kinds::WorkloadKind;
+use configsum::core::model::kinds;
+use configsum::core::model::kinds::WorkloadKind;
 use controller::{Cluster, Controller, LEASE_PATH, NS};
 use fake_apiserver::{FakeApiServer, Fault};
 

@@ -8,7 +8,7 @@ mod fixtures;
 
 use std::collections::BTreeMap;
 
-use configsum::core::kinds::WorkloadKind;
+use configsum::core::model::kinds::WorkloadKind;
 use configsum::core::{
     AnnotationDomain, DigestKeys, Digester, LookupErrorPolicy, ObjectRef, Settings,
 };

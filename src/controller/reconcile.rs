@@ -234,7 +234,7 @@ mod tests {
     use crate::controller::model::reading::Fresh;
     use crate::controller::model::work::Due;
     use crate::controller::model::workload::{Snapshot, WatchedWorkload, WorkloadKey};
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::kinds::WorkloadKind;
     use crate::core::refs::ConsumedKeys;
     use crate::core::{DigestKeys, ObjectContent, ObjectId};
 

@@ -26,10 +26,10 @@
 
 use serde::Deserialize;
 
-use super::kinds::{Controller, KindDeclaration, ReferenceDeclaration, RolloutRule};
-use super::object_ref::ObjectKind;
-use super::operation::Operation;
-use super::path_segment::Segment;
+use super::model::kinds::{Controller, KindDeclaration, ReferenceDeclaration, RolloutRule};
+use super::model::object_ref::ObjectKind;
+use super::model::operation::Operation;
+use super::model::path_segment::Segment;
 
 /// The file's own `apiVersion` and `kind`.
 pub const API_VERSION: &str = "configsum.dev/v1alpha1";

@@ -7,13 +7,11 @@ use hmac::{Hmac, Mac};
 use sha2::digest::Update;
 use sha2::{Digest as _, Sha256};
 
-use super::digest_mode::DigestMode;
-use super::object_content::ObjectContent;
-use super::object_ref::ObjectRef;
+use super::model::digest_mode::DigestMode;
+use super::model::hex::hex;
+use super::model::object_content::ObjectContent;
+use super::model::object_ref::ObjectRef;
 use super::refs::ConsumedKeys;
-
-/// The annotation value of a referenced object that does not exist.
-pub const ABSENT: &str = "absent";
 
 const SHA256_PREFIX: &str = "sha256:";
 const HMAC_PREFIX: &str = "hmac-sha256:";
@@ -171,20 +169,10 @@ fn write_str(out: &mut impl Update, s: &str) {
     out.update(s.as_bytes());
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[(b >> 4) as usize] as char);
-        out.push(DIGITS[(b & 0xf) as usize] as char);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::object_ref::ObjectKind;
+    use crate::core::model::object_ref::ObjectKind;
     use std::collections::BTreeSet;
 
     const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";

@@ -13,7 +13,7 @@ use serde::de::{
     DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, SeqAccess, Visitor,
 };
 
-use super::path_segment::Segment;
+use super::model::path_segment::Segment;
 
 /// Deserializes the value at `path` with `seed`; `None` when a field on the way is absent or
 /// `null`. A map on the way that is not a map is an error, as a wrongly typed field is.
@@ -166,7 +166,7 @@ impl<'de> Visitor<'de> for MapSeed<'_> {
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         match self.path.split_first() {
             None => {
-                let map = super::pod_spec::bounded_annotations(deserializer)?;
+                let map = super::model::pod_spec::bounded_annotations(deserializer)?;
                 Ok(Some((map, 0)))
             }
             Some(_) => deserializer.deserialize_map(self),
@@ -317,7 +317,7 @@ fn string_map<'de, A: MapAccess<'de>>(
             continue;
         };
         total += key.as_str().len() + value.len();
-        if total > super::patch::MAX_ANNOTATIONS_BYTES {
+        if total > super::model::annotations::MAX_ANNOTATIONS_BYTES {
             values = None;
             continue;
         }
@@ -386,8 +386,8 @@ pub enum Named {
 pub struct Selector {
     pub name: Option<String>,
     pub key: Option<String>,
-    #[serde(default, deserialize_with = "super::pod_spec::item_keys")]
-    pub items: Option<super::pod_spec::ItemKeys>,
+    #[serde(default, deserialize_with = "super::model::pod_spec::item_keys")]
+    pub items: Option<super::model::pod_spec::ItemKeys>,
     pub optional: Option<bool>,
 }
 

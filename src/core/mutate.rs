@@ -6,23 +6,22 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use json_patch::PatchOperation;
 
-use super::annotations::AnnotationDomain;
-use super::digest::{ABSENT, Digester, ObjectId};
+use super::digest::{Digester, ObjectId};
 use super::field_path::MAX_NAMED;
 use super::inputs::image::containers::PodImages;
 use super::inputs::image::env::{self, ImageEnv};
 use super::inputs::image::observation::ImageObservation;
 use super::inputs::image::tracking::{ImagePlan, ImageTracking};
 use super::inputs::workload_template::template_digest;
-use super::kinds::WorkloadKind;
-use super::object_content::ObjectContent;
-use super::object_ref::ObjectRef;
-use super::patch::{
-    AnnotationsLocation, MAX_ANNOTATIONS_BYTES, annotations_patch, annotations_size,
-};
+use super::model::annotations::AnnotationDomain;
+use super::model::annotations::{ABSENT, MAX_ANNOTATIONS_BYTES};
+use super::model::kinds::WorkloadKind;
+use super::model::object_content::ObjectContent;
+use super::model::object_ref::ObjectRef;
+use super::model::warnings::{Subject, Warnings, kept_or_none};
+use super::patch::{AnnotationsLocation, annotations_patch, annotations_size};
 use super::refs::{References, add_named, references};
 use super::selection::{Target, WorkloadTarget, select};
-use super::warnings::{Subject, Warnings, kept_or_none};
 use super::workload::{Template, Workload};
 
 /// What to do when a ConfigMap or Secret cannot be read (`--on-lookup-error`).

@@ -7,9 +7,6 @@ use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation};
 use serde_json::Value;
 
-/// The API server's limit on the total size of one object's annotations.
-pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
-
 /// Where the annotations map sits in the object, and how much of that path exists yet.
 #[derive(Clone, Copy, Debug)]
 pub struct AnnotationsLocation {

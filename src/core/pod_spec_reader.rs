@@ -11,7 +11,7 @@
 //! Everything else reads one part from an object's text: [`PodSpec`]'s `Deserialize`
 //! ([`Reads::REFERENCES`]) and [`PodImages::of`] ([`Reads::IMAGES`]).
 //!
-//! The field names it reads by hand are those of [`crate::core::pod_spec::field`]; the list
+//! The field names it reads by hand are those of [`crate::core::model::pod_spec::field`]; the list
 //! elements that reference something are kept by the tracked kinds' table
 //! ([`crate::core::inputs::DECLARED`]), whose sites this reader asks.
 
@@ -27,8 +27,8 @@ use super::inputs::DECLARED;
 use super::inputs::image::containers::{
     Capped, Container, EnvVar, Indexed, MAX_CONTAINERS_READ, MAX_ENV_READ, Names, PodImages,
 };
-use super::kinds::WorkloadKind;
-use super::pod_spec::{
+use super::model::kinds::WorkloadKind;
+use super::model::pod_spec::{
     self, EnvFromSource, EnvVarSource, PodSpec, References, SparseList, Volume, VolumeProjection,
     field,
 };

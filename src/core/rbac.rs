@@ -4,7 +4,7 @@
 //! real control plane's tests run each command with exactly those grants. Both lists take the
 //! table's kinds as arguments, so that a rendered installation's table is checked the same way.
 
-use super::object_ref::ObjectKind;
+use super::model::object_ref::ObjectKind;
 
 /// One RBAC rule's worth: API group, resource, verbs.
 pub type Permission = (&'static str, &'static str, &'static [&'static str]);

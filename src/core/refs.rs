@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::field_path::Named;
 use super::inputs::DECLARED;
 use super::inputs::row::{ReferenceSites, Site, SiteKeys};
-use super::object_ref::ObjectRef;
-use super::pod_spec::{ItemKeys, PodSpec};
+use super::model::object_ref::ObjectRef;
+use super::model::pod_spec::{ItemKeys, PodSpec};
 use super::workload::NamedAt;
 
 /// The keys of one object that the pods read.

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use super::digest::Digester;
 use super::inputs::image::containers::PodImages;
-use super::kinds::WorkloadKind;
+use super::model::kinds::WorkloadKind;
+use super::model::object_ref::ObjectRef;
+use super::model::operation::Operation;
 use super::mutate::Observed;
 use super::mutate::{Decision, Found, Plan, Settings, Skip, plan};
-use super::object_ref::ObjectRef;
-use super::operation::Operation;
 use super::workload::{ObjectRead, ParseError};
 
 /// The parts of an AdmissionReview request the decision reads.
@@ -169,7 +169,7 @@ pub fn decide_from_memory<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::annotations::AnnotationDomain;
+    use crate::core::model::annotations::AnnotationDomain;
     use crate::core::mutate::{Mutation, Observation};
     use serde_json::{Value, json};
 

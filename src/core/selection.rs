@@ -3,11 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::annotations::AnnotationDomain;
-use super::kinds::WorkloadKind;
-use super::object_ref::{ObjectRef, is_valid_object_name};
+use super::model::annotations::AnnotationDomain;
+use super::model::kinds::WorkloadKind;
+use super::model::object_ref::{ObjectRef, is_valid_object_name};
+use super::model::warnings::{Subject, Warnings};
 use super::refs::{ConsumedKeys, Consumption, References};
-use super::warnings::{Subject, Warnings};
 
 /// Most objects digested per review; more would crowd the annotations.
 pub const MAX_TRACKED: usize = 128;
@@ -287,7 +287,7 @@ fn tokens<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::pod_spec::PodSpec;
+    use crate::core::model::pod_spec::PodSpec;
     use serde_json::json;
 
     fn refs(names: &[(&str, &str)]) -> References {

@@ -1,6 +1,6 @@
 //! A workload as the core sees it, and how each kind is read: how to recognise
 //! it from `request.kind`, which operations it mutates, where its pod
-//! template and its digests live, all from its row in [`super::kinds`].
+//! template and its digests live, all from its row in [`super::model::kinds`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,10 +10,10 @@ use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::field_path::{AtPath, Key, LenientMapAt, Named, OrNull, collect_all, map_at};
-use super::kinds::{KindRow, ReferenceDeclaration, WorkloadKind};
-use super::operation::Operation;
-use super::path_segment::Segment;
-use super::pod_spec::{Metadata, PodSpec};
+use super::model::kinds::{KindRow, ReferenceDeclaration, WorkloadKind};
+use super::model::operation::Operation;
+use super::model::path_segment::Segment;
+use super::model::pod_spec::{Metadata, PodSpec};
 use super::pod_spec_reader::{ImageHint, ImagesInPass, PodSpecSeed, Reads};
 
 impl WorkloadKind {

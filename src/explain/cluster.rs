@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::config::DIGEST_KEY_FILE_NAME;
 use crate::core::diagnosis::ControllerEvent;
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::{DigestKeys, Digester, ObjectContent, ObjectRef};
 use crate::lookup::api_object::workload_resource;
 use crate::lookup::{KubeSource, ObjectSource as _};

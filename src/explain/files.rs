@@ -5,7 +5,7 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::lookup::{FileSource, workload_documents};
 
 /// Largest stream read, as for `configsum render`.

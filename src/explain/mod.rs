@@ -17,7 +17,7 @@ use crate::core::diagnosis::workload::plan_of;
 use crate::core::diagnosis::{
     ControllerEvent, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
 };
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::{Digester, ObjectRef, Settings};
 use crate::process::load_digest_keys;
 

@@ -11,8 +11,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visi
 
 use crate::core::ObjectContent;
 use crate::core::inputs::ObjectInput;
-use crate::core::kinds::WorkloadKind;
-use crate::core::object_ref::ObjectKind;
+use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::object_ref::ObjectKind;
 
 /// The API resource of a tracked kind, for dynamic requests and watches.
 pub fn object_resource(kind: ObjectKind) -> ApiResource {
@@ -20,7 +20,7 @@ pub fn object_resource(kind: ObjectKind) -> ApiResource {
     resource(input.group, input.version, input.api_kind, input.resource)
 }
 
-/// The API resource of a row (`core::inputs` or `core::kinds`): kube's own builder, which
+/// The API resource of a row (`core::inputs` or `core::model::kinds`): kube's own builder, which
 /// writes `apiVersion` as the API server does (the version alone for the core group).
 pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)

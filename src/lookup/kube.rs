@@ -17,7 +17,7 @@ use tracing::warn;
 use super::api_object::{collection_path, decode, workload_resource};
 use super::{LookupError, ObjectSource};
 use crate::core::field_path::read_at;
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::{ObjectContent, ObjectRef};
 use crate::registry::{PullCredential, credentials_from_secret};
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use futures_util::StreamExt as _;
 use tokio::time::Instant;
 
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
 use crate::registry::PullCredential;
 
@@ -183,7 +183,7 @@ async fn observe_one<S: ObjectSource>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::kinds::WorkloadKind;
     use crate::core::{Plan, Settings, plan};
     use std::sync::atomic::{AtomicUsize, Ordering};
 

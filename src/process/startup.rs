@@ -90,5 +90,5 @@ pub fn declare_custom_kinds(path: Option<&std::path::Path>) -> Result<(), String
         .map_err(|e| format!("cannot read the custom kinds file {}: {e}", path.display()))?;
     let kinds =
         crate::core::custom_kinds::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    crate::core::kinds::declare(kinds).map_err(|e| format!("{}: {e}", path.display()))
+    crate::core::model::kinds::declare(kinds).map_err(|e| format!("{}: {e}", path.display()))
 }

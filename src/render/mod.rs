@@ -25,7 +25,7 @@ pub use self::error::RenderError;
 use self::objects::is_object;
 use self::stream::{Document, is_list, is_resource_list, list_items, parse_document};
 use self::tree::Node;
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::{Digester, ObjectRef, Settings};
 use crate::core::{Request, review};
 use crate::lookup::{FileSource, split_documents};

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::core::field_path::{Key, OrNull};
-use crate::core::operation::Operation;
+use crate::core::model::operation::Operation;
 use crate::core::workload::ObjectRead;
 use crate::core::{
     Decision, OldObject, Plan, Request, Settings, WorkloadKind, plan_read_review, plan_review,

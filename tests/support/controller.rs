@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use configsum::core::kinds::WorkloadKind;
+use configsum::core::model::kinds::WorkloadKind;
 use serde_json::{Value, json};
 use tokio::process::Child;
 

@@ -162,7 +162,7 @@ fn truncate_bytes(mut s: String, max: usize) -> String {
 mod tests {
     use super::*;
     use crate::core::ObjectRef;
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::kinds::WorkloadKind;
 
     #[test]
     fn the_event_names_the_objects_and_the_workload() {

@@ -8,7 +8,7 @@ use super::polled_image::PolledImage;
 use super::reading::Reading;
 use super::work::{Due, ReconcileResult};
 use super::workload::{WatchedWorkload, WorkloadKey};
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::{ObjectKey, ObjectKind};
 use crate::registry::Resolution;
 

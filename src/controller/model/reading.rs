@@ -3,7 +3,7 @@
 
 use super::workload::WorkloadKey;
 use crate::core::Observation;
-use crate::core::digest::ABSENT;
+use crate::core::model::annotations::ABSENT;
 use crate::core::refs::ConsumedKeys;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::core::ObjectRef;
-use crate::core::warnings::shorten_middle;
+use crate::core::model::warnings::shorten_middle;
 
 /// An image reference is named whole up to this many characters (the
 /// grammar allows 255 for the name and 128 for the tag), then shortened in

@@ -12,8 +12,8 @@ use serde_json::value::RawValue;
 use crate::core::field_path::read_at;
 use crate::core::inputs::image::PodImages;
 use crate::core::inputs::workload_template::{template_digest, template_digest_of_json};
-use crate::core::kinds::WorkloadKind;
-use crate::core::pod_spec::Metadata;
+use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::pod_spec::Metadata;
 use crate::core::verdict::Verdict;
 use crate::core::{Mutation, Plan, Settings, plan};
 

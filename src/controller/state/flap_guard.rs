@@ -219,7 +219,7 @@ fn prune(rolls: &mut VecDeque<Instant>, now: Instant, period: Duration) {
 mod tests {
     use super::*;
     use crate::core::ObjectRef;
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::kinds::WorkloadKind;
 
     fn web() -> WorkloadKey {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: "web".into() }

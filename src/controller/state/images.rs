@@ -172,7 +172,7 @@ pub fn digest_of(resolution: &Resolution) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::kinds::WorkloadKind;
 
     fn key(name: &str) -> WorkloadKey {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: name.into() }

@@ -54,7 +54,7 @@ use crate::controller::model::leadership::Leadership;
 use crate::controller::model::message::Message;
 use crate::controller::model::workload::WorkloadKey;
 use crate::core::inputs::workload_template::template_digest;
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::verdict::Verdict;
 use crate::core::{ObjectKey, ObjectKind, Settings};
 

@@ -324,8 +324,8 @@ impl WatchIndex<ObjectVersion> for ObjectWatch<'_> {
 mod tests {
     use super::*;
     use crate::core::DigestKeys;
-    use crate::core::digest::ABSENT;
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::annotations::ABSENT;
+    use crate::core::model::kinds::WorkloadKind;
     use std::time::Duration;
 
     fn db() -> ObjectKey {

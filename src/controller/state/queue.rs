@@ -276,7 +276,7 @@ impl WorkQueue {
 mod tests {
     use super::*;
     use crate::controller::model::work::ReconcileError;
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::kinds::WorkloadKind;
 
     const MS: Duration = Duration::from_millis(1);
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use crate::controller::model::workload::WorkloadKey;
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::{Mutation, ObjectKey, ObjectRef};
 
 /// The objects the webhook's rules say a workload tracks.

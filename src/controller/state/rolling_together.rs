@@ -11,7 +11,7 @@ use tracing::warn;
 
 use crate::controller::model::backoff;
 use crate::controller::model::workload::WorkloadKey;
-use crate::core::digest::ABSENT;
+use crate::core::model::annotations::ABSENT;
 use crate::core::selection::WorkloadTarget;
 use crate::core::{Mutation, Observation};
 
@@ -277,7 +277,7 @@ fn observations(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::kinds::WorkloadKind;
 
     fn key(name: &str) -> WorkloadKey {
         WorkloadKey { kind: WorkloadKind::Deployment, namespace: "ns".into(), name: name.into() }

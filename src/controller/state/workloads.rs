@@ -10,7 +10,7 @@ use super::rolling_together::RollingTogether;
 use super::scope::NamespaceScope;
 use crate::controller::model::workload::{Snapshot, WatchedWorkload, WorkloadKey};
 use crate::core::Settings;
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::verdict::Verdict;
 
 /// What a watch event did to a workload, for the indexes that follow it.

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 
 pub const HOLD_REASON: &str = "FlapGuard";
 pub const RELEASE_REASON: &str = "FlapGuardReleased";

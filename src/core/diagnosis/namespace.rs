@@ -7,9 +7,9 @@ use serde_json::Value;
 
 use super::holds::Holds;
 use crate::core::digest::Digester;
-use crate::core::kinds::{Controller, WorkloadKind};
+use crate::core::model::kinds::{Controller, WorkloadKind};
+use crate::core::model::object_ref::ObjectKind;
 use crate::core::mutate::{Mutation, Observation, Plan, Settings, Skip};
-use crate::core::object_ref::ObjectKind;
 use crate::core::refs::ConsumedKeys;
 use crate::core::review::{Request, plan_review};
 use crate::core::verdict::Verdict;
@@ -147,7 +147,7 @@ pub(super) fn verdict(
 pub(super) fn current_of(observation: Observation) -> Option<String> {
     match observation {
         Observation::Digest(digest) => Some(digest),
-        Observation::Absent => Some(crate::core::digest::ABSENT.to_owned()),
+        Observation::Absent => Some(crate::core::model::annotations::ABSENT.to_owned()),
         Observation::Unreadable(_) => None,
     }
 }

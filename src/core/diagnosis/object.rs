@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::namespace::{NamespaceView, current_of, keys_of, planned, verdict};
 use crate::core::digest::Digester;
+use crate::core::model::object_ref::ObjectRef;
 use crate::core::mutate::Found;
-use crate::core::object_ref::ObjectRef;
 use crate::core::verdict::Verdict;
 
 /// One workload that tracks the object.
@@ -81,9 +81,9 @@ mod tests {
     use crate::core::diagnosis::holds::Holds;
     use crate::core::diagnosis::namespace::{NamespaceView, ReadWorkload};
     use crate::core::digest::{DigestKeys, ObjectId};
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::kinds::WorkloadKind;
+    use crate::core::model::object_content::ObjectContent;
     use crate::core::mutate::Settings;
-    use crate::core::object_content::ObjectContent;
     use crate::core::refs::ConsumedKeys;
     use crate::core::verdict::Verdict;
     use serde_json::Value;

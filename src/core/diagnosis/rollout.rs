@@ -7,7 +7,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::core::kinds::{AVAILABLE_REPLICAS, Failure, RolloutRule, WorkloadKind};
+use crate::core::model::kinds::{AVAILABLE_REPLICAS, Failure, RolloutRule, WorkloadKind};
 
 /// Where the rollout stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

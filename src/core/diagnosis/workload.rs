@@ -10,8 +10,8 @@ use super::rollout::{Rollout, rollout};
 use crate::core::digest::Digester;
 use crate::core::field_path::read_at;
 use crate::core::inputs::image::observation::ImageObservation;
+use crate::core::model::object_ref::ObjectRef;
 use crate::core::mutate::{Found, Mutation};
-use crate::core::object_ref::ObjectRef;
 use crate::core::verdict::Verdict;
 
 /// One input of the workload.
@@ -172,9 +172,9 @@ mod tests {
     use super::*;
     use crate::core::diagnosis::holds::{ControllerEvent, HOLD_REASON, Holds, hold_message};
     use crate::core::digest::{DigestKeys, ObjectId};
-    use crate::core::kinds::WorkloadKind;
+    use crate::core::model::kinds::WorkloadKind;
+    use crate::core::model::object_content::ObjectContent;
     use crate::core::mutate::Settings;
-    use crate::core::object_content::ObjectContent;
     use crate::core::refs::ConsumedKeys;
     use serde_json::json;
     use std::collections::BTreeMap;

@@ -3,8 +3,8 @@
 //! `envFrom[].configMapRef`, a `configMap` volume and a projected `configMap`.
 
 use super::row::{DataField, Encoding, ObjectInput, ReferenceSites, Site};
-use crate::core::digest_mode::DigestMode;
-use crate::core::object_ref::ObjectKind;
+use crate::core::model::digest_mode::DigestMode;
+use crate::core::model::object_ref::ObjectKind;
 
 pub(super) const CONFIG_MAP: ObjectInput = ObjectInput {
     kind: ObjectKind::ConfigMap,

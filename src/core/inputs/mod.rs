@@ -25,7 +25,7 @@ pub mod row;
 mod secret;
 pub mod workload_template;
 
-use super::object_ref::ObjectKind;
+use super::model::object_ref::ObjectKind;
 pub use row::{DataField, Encoding, InvalidData, ObjectInput, ReferenceSites, Site, SiteKeys};
 
 /// Every kind of tracked object, in [`ObjectKind`] order.
@@ -65,7 +65,7 @@ impl ObjectKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::object_content::ObjectContent;
+    use crate::core::model::object_content::ObjectContent;
     use std::collections::BTreeMap;
 
     fn entries(content: &ObjectContent) -> Vec<(&str, &[u8])> {

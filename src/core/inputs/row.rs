@@ -9,11 +9,13 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
 
-use crate::core::digest_mode::DigestMode;
-use crate::core::object_content::ObjectContent;
-use crate::core::object_ref::ObjectKind;
-use crate::core::pod_spec::{EnvFromSource, EnvVarSource, ItemKeys, KeySelector, NamedSource};
-use crate::core::pod_spec::{Volume, VolumeProjection};
+use crate::core::model::digest_mode::DigestMode;
+use crate::core::model::object_content::ObjectContent;
+use crate::core::model::object_ref::ObjectKind;
+use crate::core::model::pod_spec::{
+    EnvFromSource, EnvVarSource, ItemKeys, KeySelector, NamedSource,
+};
+use crate::core::model::pod_spec::{Volume, VolumeProjection};
 
 /// What configsum needs to know about one kind of tracked object.
 #[derive(Debug)]

@@ -6,8 +6,8 @@
 //! and are not references.
 
 use super::row::{DataField, Encoding, ObjectInput, ReferenceSites, Site, SiteKeys};
-use crate::core::digest_mode::DigestMode;
-use crate::core::object_ref::ObjectKind;
+use crate::core::model::digest_mode::DigestMode;
+use crate::core::model::object_ref::ObjectKind;
 
 pub(super) const SECRET: ObjectInput = ObjectInput {
     kind: ObjectKind::Secret,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 
-use crate::core::digest::hex;
+use crate::core::model::hex::hex;
 
 /// The digest of `template` (a pod template as the API server returns it). An annotation
 /// whose key starts with one of `tracking_prefixes` (`deployment.<domain>/`, …) is left out;

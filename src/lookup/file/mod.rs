@@ -27,7 +27,7 @@ use self::object::Shape;
 pub(crate) use self::yaml::scan_reason;
 use self::yaml::{Fields, Node, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
-use crate::core::kinds::WorkloadKind;
+use crate::core::model::kinds::WorkloadKind;
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 use crate::registry::{
     DOCKER_CFG_KEY, DOCKER_CONFIG_JSON_KEY, PullCredential, parse_docker_cfg,

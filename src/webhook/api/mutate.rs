@@ -17,8 +17,8 @@ use tracing::{Instrument as _, Span, info, info_span};
 
 use super::{AdmissionError, AppState, ReviewBody};
 use crate::core::inputs::image::ImageObservation;
-use crate::core::kinds::WorkloadKind;
-use crate::core::operation::Operation;
+use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::operation::Operation;
 use crate::core::{Decision, Mutation, Observation, Plan, Request};
 use crate::lookup::{
     Inputs, ObjectSource, lookup_budget, observe, observe_all, observe_workloads, resolve_all,

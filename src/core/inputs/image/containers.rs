@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use crate::core::pod_spec::field;
+use crate::core::model::pod_spec::field;
 
 /// A container that runs an image, with where that image sits in the object.
 #[derive(Clone, Debug, PartialEq, Eq)]

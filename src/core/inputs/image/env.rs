@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use super::containers::{ContainerImage, EnvValue};
 use super::observation::ImageObservation;
 use super::reference::ImageName;
-use crate::core::annotations::AnnotationDomain;
-use crate::core::warnings::{Subject, Warnings};
+use crate::core::model::annotations::AnnotationDomain;
+use crate::core::model::warnings::{Subject, Warnings};
 
 /// At most this many variables are handed digests per workload, as for tracked images: each
 /// is a registry request. The rest are left as they are, with a warning.

@@ -7,9 +7,9 @@ use super::containers::{MAX_CONTAINERS_READ, PodImages};
 use super::env::{EnvPatch, EnvSlot, EnvTarget, ImageEnv};
 use super::observation::ImageObservation;
 use super::reference::ImageName;
-use crate::core::annotations::AnnotationDomain;
-use crate::core::digest::ABSENT;
-use crate::core::warnings::{Subject, Warnings, kept_or_none};
+use crate::core::model::annotations::ABSENT;
+use crate::core::model::annotations::AnnotationDomain;
+use crate::core::model::warnings::{Subject, Warnings, kept_or_none};
 
 /// At most this many containers' images are resolved per review: a pod
 /// rarely runs ten, and each is a registry request. The rest keep their
@@ -650,7 +650,7 @@ mod tests {
         containers: serde_json::Value,
         observe: impl Fn(&ImageTarget) -> ImageObservation,
     ) -> (Vec<ImageTarget>, serde_json::Value, Vec<String>, Vec<String>) {
-        use crate::core::kinds::WorkloadKind;
+        use crate::core::model::kinds::WorkloadKind;
         let deployment = json!({"spec": {"template": {"spec": {"containers": containers}}}});
         let pod = PodImages::of(WorkloadKind::Deployment, &deployment.to_string()).expect("reads");
         let mut warnings = Warnings::default();

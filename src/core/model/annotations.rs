@@ -5,9 +5,15 @@ use std::borrow::Cow;
 
 use sha2::{Digest as _, Sha256};
 
-use super::digest::hex;
+use super::hex::hex;
 use super::kinds::WorkloadKind;
 use super::object_ref::{ObjectKind, ObjectRef, is_dns_subdomain};
+
+/// The API server's limit on the total size of one object's annotations.
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+/// The annotation value of a referenced object that does not exist.
+pub const ABSENT: &str = "absent";
 
 pub const DEFAULT_DOMAIN: &str = "configsum.dev";
 

@@ -21,7 +21,7 @@ use std::marker::PhantomData;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::patch::MAX_ANNOTATIONS_BYTES;
+use super::annotations::MAX_ANNOTATIONS_BYTES;
 
 /// The pod spec's field names the reader matches by hand (the types below name theirs through
 /// serde). A new field read from a pod spec, a container or an `env` entry gets its name here.

@@ -1,4 +1,4 @@
-//! A step of a field path through a JSON document. A leaf: the kinds table declares reference
+//! A step of a field path through a JSON document. The kinds table declares reference
 //! paths with it (a row of `kinds`, or of a custom kinds file) and `field_path` walks them, so
 //! neither the table nor the walker has to import the other for the type.
 

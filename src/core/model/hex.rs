@@ -1,0 +1,12 @@
+//! Lowercase hexadecimal, as every digest and hashed name configsum writes spells bytes.
+
+/// `bytes` as lowercase hexadecimal, two digits a byte.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[(b >> 4) as usize] as char);
+        out.push(DIGITS[(b & 0xf) as usize] as char);
+    }
+    out
+}
