@@ -22,6 +22,11 @@ struct OutcomeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabels {
+    resource: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VerdictLabels {
     verdict: &'static str,
 }
@@ -33,6 +38,7 @@ pub struct ControllerMetrics {
     /// Workloads the flap guard holds.
     pub held_workloads: Gauge,
     pub queue_depth: Gauge,
+    lists: Family<ResourceLabels, Counter>,
     reaction: Histogram,
     pub watched_objects: Gauge,
     /// The reconciliations' ConfigMap and Secret reads.
@@ -54,6 +60,12 @@ impl ControllerMetrics {
             "controller_queue_depth",
             "Workloads waiting for their window, the rate limit or a patch",
             queue_depth.clone(),
+        );
+        let lists = Family::<ResourceLabels, Counter>::default();
+        registry.register(
+            "controller_watch_lists",
+            "Complete lists applied per watched resource: each watch's first, then one per relist after its watch expired",
+            lists.clone(),
         );
         // 0.1 s to ~100 s: the coalescing window dominates.
         let reaction = Histogram::new(exponential_buckets(0.1, 2.0, 11));
@@ -85,11 +97,16 @@ impl ControllerMetrics {
             workloads,
             held_workloads,
             queue_depth,
+            lists,
             reaction,
             watched_objects,
             lookups: LookupMetrics::register(registry),
             registries: RegistryMetrics::register(registry),
         }
+    }
+
+    pub fn listed(&self, resource: &'static str) {
+        self.lists.get_or_create(&ResourceLabels { resource }).inc();
     }
 
     pub fn count(&self, outcome: &'static str) {
@@ -140,6 +157,7 @@ mod tests {
         let metrics = ControllerMetrics::register(&mut registry);
         metrics.count("patched");
         metrics.set_verdicts(&[(Verdict::Stale, 2)]);
+        metrics.listed("secrets");
         let took = std::time::Duration::from_millis(2);
         metrics.lookups.observe(took, Some("timeout"));
         metrics.registries.observe("ghcr.io", "digest", took);
@@ -147,6 +165,7 @@ mod tests {
         for needle in [
             r#"configsum_controller_patches_total{outcome="patched"} 1"#,
             "configsum_controller_queue_depth ",
+            r#"configsum_controller_watch_lists_total{resource="secrets"} 1"#,
             "configsum_controller_reaction_seconds_count 0",
             "configsum_controller_watched_objects ",
             r#"configsum_controller_workloads{verdict="stale"} 2"#,

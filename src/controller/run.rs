@@ -128,6 +128,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let mut refused = None;
     let mut verdicts_at: Option<Instant> = None;
     loop {
+        let mut listed = None;
         // Wake for due work, and at least every second for the metrics.
         let second = Instant::now() + Duration::from_secs(1);
         let next = state.next_due().map_or(second, |due| due.min(second));
@@ -138,6 +139,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
                 if let Message::Reconciled(done) = &message {
                     metrics.reconciled(&done.0, &done.1, now);
                 }
+                listed = message.completes_list();
                 state.handle(message, now);
             }
             _ = tokio::time::sleep_until(next) => {}
@@ -187,6 +189,11 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         }
         metrics.queue_depth.set(state.queue_depth() as i64);
         metrics.watched_objects.set(state.watched_objects() as i64);
+        // Counted after the queue depth, so that whoever sees the count sees the reads the
+        // list started.
+        if let Some(resource) = listed {
+            metrics.listed(resource);
+        }
         // A pass over every workload: once a second at most, not once a message.
         if verdicts_at.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
             verdicts_at = Some(Instant::now());

@@ -92,6 +92,17 @@ impl Controller {
             .sum()
     }
 
+    /// How many complete lists of `resource` the controller has applied (its first, then one
+    /// per relist).
+    pub async fn lists_of(&self, resource: &str) -> f64 {
+        let text = http_get(&self.metrics, "/metrics").await.1;
+        let series = format!("configsum_controller_watch_lists_total{{resource=\"{resource}\"}} ");
+        text.lines()
+            .filter_map(|l| l.strip_prefix(series.as_str()))
+            .filter_map(|n| n.parse::<f64>().ok())
+            .sum()
+    }
+
     /// Waits (30 s at most) until nothing is queued: no workload waiting for its window, a retry
     /// or the worker, no read waiting or running.
     pub async fn idle(&self) {

@@ -79,6 +79,10 @@ fn a_relist_after_410_reads_no_unchanged_object_again() {
             "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: unwatched, namespace: {SYSTEM}}}\n"
         ));
         let mark = cp.audit_events().len();
+        let mut lists_before = Vec::new();
+        for resource in ["secrets", "configmaps", "deployments"] {
+            lists_before.push((resource, controller.lists_of(resource).await));
+        }
         let restarted = Instant::now();
         cp.restart_apiserver();
         eprintln!("kube-apiserver stopped and ready again in {:?}", restarted.elapsed());
@@ -95,7 +99,18 @@ fn a_relist_after_410_reads_no_unchanged_object_again() {
             controller.logs().iter().any(|l| l.contains("Expired"))
         })
         .await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // The positive signal before asserting that nothing was read: the controller applied
+        // the second list of each resource (its metric counts a list once the loop applied it
+        // and queued what it needs), and then nothing is queued or being read.
+        for (resource, before) in lists_before {
+            assert!(before >= 1.0, "{resource}: the first list is counted");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while controller.lists_of(resource).await <= before {
+                assert!(Instant::now() < deadline, "{resource}: no relist applied");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        controller.idle().await;
         let after = requests_of(&cp, &user, mark);
         let watches_resumed = after.iter().filter(|e| e["verb"] == "watch").count();
         assert!(watches_resumed > 0, "the watches resumed: {after:?}");

@@ -89,7 +89,13 @@ fn undo_after_a_secret_only_roll_changes_no_template() {
         assert_eq!(before[0].1, before[1].1, "the same image: a roll by the Secret alone");
 
         install.cp.kubectl_ok(&["rollout", "undo", "deployment/web", "-n", ns]);
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        // The positive signal before asserting that no ReplicaSet came: the Deployment
+        // controller has observed the Deployment as the undo left it.
+        wait_until("the undo observed", Duration::from_secs(30), || {
+            let web = install.cp.get_json(&["deployment", "web", "-n", ns]);
+            web["status"]["observedGeneration"] == web["metadata"]["generation"]
+        })
+        .await;
         assert_eq!(revisions(install, ns), before, "no new ReplicaSet");
         let web = install.cp.get_json(&["deployment", "web", "-n", ns]);
         assert_eq!(

@@ -43,3 +43,44 @@ pub enum Message {
     /// A read of a tracked workload's pod template finished (`None`: it does not exist).
     Template(Box<(WorkloadKey, Result<Option<serde_json::Value>, String>)>),
 }
+
+impl Message {
+    /// The resource (plural) whose list this message completes: a watch's first list or a
+    /// relist after its watch expired. The loop counts them once it has applied the list.
+    pub fn completes_list(&self) -> Option<&'static str> {
+        match self {
+            Message::Namespace(Event::InitDone) => Some("namespaces"),
+            Message::Workload { kind, event, .. } if matches!(**event, Event::InitDone) => {
+                Some(kind.declaration().resource)
+            }
+            Message::Object(kind, Event::InitDone) => Some(kind.input().resource),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_completes_with_init_done_and_names_the_resource() {
+        let object = |event| Message::Object(ObjectKind::Secret, event);
+        assert_eq!(object(Event::InitDone).completes_list(), Some("secrets"));
+        assert_eq!(object(Event::Init).completes_list(), None);
+        assert_eq!(object(Event::Delete(version())).completes_list(), None);
+        assert_eq!(Message::Namespace(Event::InitDone).completes_list(), Some("namespaces"));
+        let workload = |event| Message::Workload {
+            kind: WorkloadKind::StatefulSet,
+            epoch: 1,
+            event: Box::new(event),
+        };
+        assert_eq!(workload(Event::InitDone).completes_list(), Some("statefulsets"));
+        assert_eq!(workload(Event::Init).completes_list(), None);
+        assert_eq!(Message::KindServed(WorkloadKind::Deployment).completes_list(), None);
+    }
+
+    fn version() -> ObjectVersion {
+        ObjectVersion { namespace: None, name: Some("db".into()), resource_version: None }
+    }
+}
