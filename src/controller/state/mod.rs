@@ -18,6 +18,7 @@
 //! The watches' relist protocol is [`relist`]'s, once for every index.
 
 mod dispatch;
+pub mod fan_out;
 pub mod flap_guard;
 pub mod gate;
 pub mod images;
