@@ -46,7 +46,8 @@ impl Fresh {
 #[derive(Clone, Debug)]
 pub struct Reading {
     pub resource_version: Option<String>,
-    /// A digest of the whole content; `None` when the object does not exist.
+    /// A digest of the whole content (keyed for a Secret under `--digest-key-file`); `None`
+    /// when the object does not exist.
     pub content_digest: Option<String>,
     pub judged: Vec<Judged>,
 }

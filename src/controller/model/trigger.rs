@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use crate::core::ObjectRef;
+use crate::core::{ObjectKey, ObjectRef};
+
+use super::workload::WorkloadKey;
 use crate::core::model::warnings::shorten_middle;
 
 /// An image reference is named whole up to this many characters (the
@@ -65,5 +67,48 @@ impl fmt::Display for Trigger {
                 write!(f, " ({image}) from {old} to {new}")
             }
         }
+    }
+}
+
+/// Where a change comes from: what a fan-out gathers the workloads of. An image tag's change
+/// spans namespaces, so its source is the reference alone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Source {
+    Object(ObjectKey),
+    Image(String),
+    Workload(WorkloadKey),
+}
+
+/// One new content of one source (docs/behaviour.md, "Rolling safely"): the workloads it
+/// makes due roll in waves. `id` is the first 12 hex digits of the new content's digest —
+/// keyed for a Secret under `--digest-key-file`, so that it tells nothing of the data.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SourceChange {
+    pub source: Source,
+    pub id: String,
+}
+
+impl SourceChange {
+    /// The change of `source` to the content `digest` names (`sha256:<hex>`,
+    /// `hmac-sha256:<hex>`, or bare hex).
+    pub fn new(source: Source, digest: &str) -> SourceChange {
+        let hex = digest.rsplit(':').next().unwrap_or(digest);
+        let id = hex.chars().filter(char::is_ascii_hexdigit).take(12).collect();
+        SourceChange { source, id }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_is_named_by_the_first_twelve_hex_digits_of_its_digest() {
+        let source = Source::Image("ghcr.io/acme/web:1".into());
+        let change = |digest| SourceChange::new(source.clone(), digest).id;
+        assert_eq!(change("sha256:0123456789abcdef0123"), "0123456789ab");
+        assert_eq!(change("hmac-sha256:fedcba9876543210"), "fedcba987654");
+        assert_eq!(change("abc"), "abc");
+        assert_eq!(change("sha256:<script>"), "c", "only hex digits, whatever was written");
     }
 }

@@ -55,7 +55,8 @@ impl State {
                 if let Some(event) = released.event.filter(|_| self.queue.term().is_some()) {
                     self.record(event, &released.workload);
                 }
-                self.pass_gates(released.workload, released.trigger, now, Some(at));
+                // Released by a gate, it rolls on its own: no fan-out waits for it.
+                self.pass_gates(released.workload, released.trigger, None, now, Some(at));
             }
         }
         let work = self.work_due(now);

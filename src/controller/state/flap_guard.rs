@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use super::gate::{Gate, Released, Verdict};
 use crate::controller::model::event;
-use crate::controller::model::trigger::Trigger;
+use crate::controller::model::trigger::{SourceChange, Trigger};
 use crate::controller::model::workload::WorkloadKey;
 
 /// `--flap-limit` and `--flap-period`; a limit of 0 turns the guard off.
@@ -162,7 +162,13 @@ impl FlapGuard {
 /// The flap guard as a gate: its hold is announced by a `FlapGuard` Event, its release by a
 /// `FlapGuardReleased` one, and the released workload goes on as `Trigger::Quiet`.
 impl Gate for FlapGuard {
-    fn admit(&mut self, workload: &WorkloadKey, trigger: &Trigger, now: Instant) -> Verdict {
+    fn admit(
+        &mut self,
+        workload: &WorkloadKey,
+        trigger: &Trigger,
+        _change: Option<&SourceChange>,
+        now: Instant,
+    ) -> Verdict {
         match FlapGuard::admit(self, workload, trigger, now) {
             Admission::Roll => Verdict::Pass,
             Admission::Hold { announce: false } => Verdict::Hold { event: None },

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Event;
 use tokio::time::Instant;
 
-use crate::controller::model::trigger::Trigger;
+use crate::controller::model::trigger::{SourceChange, Trigger};
 use crate::controller::model::workload::WorkloadKey;
 
 /// What a gate does with a trigger.
@@ -31,8 +31,15 @@ pub struct Released {
 }
 
 pub trait Gate: std::fmt::Debug + Send {
-    /// Whether `trigger` may make `workload` due at `now`.
-    fn admit(&mut self, workload: &WorkloadKey, trigger: &Trigger, now: Instant) -> Verdict;
+    /// Whether `trigger` may make `workload` due at `now`; `change` is the new content of a
+    /// source that came with it (none for a workload another gate released).
+    fn admit(
+        &mut self,
+        workload: &WorkloadKey,
+        trigger: &Trigger,
+        change: Option<&SourceChange>,
+        now: Instant,
+    ) -> Verdict;
 
     /// `workload` rolled (or would have, in a dry run) at `now` because of `triggers`.
     fn rolled(&mut self, _workload: &WorkloadKey, _triggers: &BTreeSet<Trigger>, _now: Instant) {}

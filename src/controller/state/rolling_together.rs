@@ -128,7 +128,6 @@ impl RollingTogether {
     }
 
     /// The template digest of `tracked`, if known (`Some(None)`: it does not exist).
-    #[cfg(test)]
     pub fn template(&self, tracked: &WorkloadKey) -> Option<&Option<String>> {
         self.templates.get(tracked)
     }

@@ -16,7 +16,7 @@ use super::workloads::WorkloadChange;
 use crate::controller::model::backoff;
 use crate::controller::model::polled_image::PolledImage;
 use crate::controller::model::reading::{Judged, Reading};
-use crate::controller::model::trigger::Trigger;
+use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::work::{Due, ReconcileResult, Reconciled};
 use crate::controller::model::workload::WorkloadKey;
 use crate::core::{ObjectKey, ObjectRef};
@@ -70,10 +70,17 @@ impl State {
         }
     }
 
-    /// `trigger` makes `workload` due, unless a gate holds it. A follower rolls nothing, so
-    /// nothing counts.
-    pub(super) fn trigger(&mut self, workload: WorkloadKey, trigger: Trigger, now: Instant) {
-        self.pass_gates(workload, trigger, now, None);
+    /// `trigger` makes `workload` due, unless a gate holds it; `change`, the new content of
+    /// a source it came with, gathers the workloads of one fan-out. A follower rolls nothing,
+    /// so nothing counts.
+    pub(super) fn trigger(
+        &mut self,
+        workload: WorkloadKey,
+        trigger: Trigger,
+        change: Option<&SourceChange>,
+        now: Instant,
+    ) {
+        self.pass_gates(workload, trigger, change, now, None);
     }
 
     /// Passes `trigger` through every gate but `skip` (the one that released it), then to
@@ -82,6 +89,7 @@ impl State {
         &mut self,
         workload: WorkloadKey,
         trigger: Trigger,
+        change: Option<&SourceChange>,
         now: Instant,
         skip: Option<usize>,
     ) {
@@ -92,7 +100,7 @@ impl State {
             if Some(at) == skip {
                 continue;
             }
-            if let Verdict::Hold { event } = gate.admit(&workload, &trigger, now) {
+            if let Verdict::Hold { event } = gate.admit(&workload, &trigger, change, now) {
                 if let Some(event) = event {
                     self.record(*event, &workload);
                 }
@@ -138,7 +146,8 @@ impl State {
         }
         for (tracker, tracked) in due {
             let trigger = Trigger::Workload(format!("{}/{}", tracked.kind.word(), tracked.name));
-            self.trigger(tracker, trigger, now);
+            let change = self.template_change(tracked);
+            self.trigger(tracker, trigger, change.as_ref(), now);
         }
     }
 
@@ -151,12 +160,19 @@ impl State {
             for workload in tracked.iter().filter(|w| self.together.is_stale(&snapshot.mutation, w))
             {
                 let word = workload.kind.word();
-                due.push((tracker.clone(), Trigger::Workload(format!("{word}/{}", workload.name))));
+                let trigger = Trigger::Workload(format!("{word}/{}", workload.name));
+                due.push((tracker.clone(), trigger, self.template_change(workload)));
             }
         }
-        for (tracker, trigger) in due {
-            self.trigger(tracker, trigger, now);
+        for (tracker, trigger, change) in due {
+            self.trigger(tracker, trigger, change.as_ref(), now);
         }
+    }
+
+    /// The change of `tracked`'s template to what it is now, if known.
+    fn template_change(&self, tracked: &WorkloadKey) -> Option<SourceChange> {
+        let digest = self.together.template(tracked)?.as_deref()?;
+        Some(SourceChange::new(Source::Workload(tracked.clone()), digest))
     }
 
     /// The workloads tracking `object`, with the keys each consumes and its digest.
@@ -188,13 +204,18 @@ impl State {
                     // A follower rolls nothing; its next term reads everything again.
                     return;
                 }
+                let change = reading.content_digest.as_deref().map_or(
+                    SourceChange { source: Source::Object(object.clone()), id: "absent".into() },
+                    |digest| SourceChange::new(Source::Object(object.clone()), digest),
+                );
                 let outdated = |judged: &Judged| self.judged_on_outdated(&object.object, judged);
                 let due: Vec<Judged> =
                     super::objects::to_roll(reading, changed, outdated).collect();
                 for judged in due {
                     // Handed to the reconciliation, so it need not read the object again.
                     self.objects.hand_on(&judged.workload, &object.object, judged.fresh);
-                    self.trigger(judged.workload, Trigger::Object(object.object.clone()), now);
+                    let trigger = Trigger::Object(object.object.clone());
+                    self.trigger(judged.workload, trigger, Some(&change), now);
                 }
             }
             Err(reason) => {
@@ -257,8 +278,9 @@ impl State {
                 due.push((tracking.workload.clone(), trigger));
             }
         }
+        let change = SourceChange::new(Source::Image(image.reference.clone()), digest);
         for (workload, trigger) in due {
-            self.trigger(workload, trigger, now);
+            self.trigger(workload, trigger, Some(&change), now);
         }
     }
 

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::*;
 use crate::controller::model::backoff;
 use crate::controller::model::message::ObjectVersion;
-use crate::controller::model::trigger::Trigger;
+use crate::controller::model::trigger::{SourceChange, Trigger};
 use crate::controller::model::work::{Reconciled, Work};
 use crate::controller::model::workload::WatchedWorkload;
 use crate::controller::state::flap_guard::{FlapGuard, FlapLimits};
@@ -622,7 +622,13 @@ struct ClosedUntil {
 }
 
 impl gate::Gate for ClosedUntil {
-    fn admit(&mut self, workload: &WorkloadKey, trigger: &Trigger, now: Instant) -> gate::Verdict {
+    fn admit(
+        &mut self,
+        workload: &WorkloadKey,
+        trigger: &Trigger,
+        _change: Option<&SourceChange>,
+        now: Instant,
+    ) -> gate::Verdict {
         if now >= self.open {
             return gate::Verdict::Pass;
         }
