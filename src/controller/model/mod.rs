@@ -53,5 +53,6 @@ pub mod message;
 pub mod polled_image;
 pub mod reading;
 pub mod trigger;
+pub mod wave_record;
 pub mod work;
 pub mod workload;

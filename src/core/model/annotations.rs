@@ -88,6 +88,37 @@ impl AnnotationDomain {
         format!("{}/image-env", self.domain)
     }
 
+    /// `<domain>/canary`: `"true"` on a workload puts it in the first wave of every change.
+    pub fn canary(&self) -> String {
+        format!("{}/canary", self.domain)
+    }
+
+    /// `<domain>/fan-out`: `"all"` on a ConfigMap or Secret skips waves for its changes.
+    pub fn fan_out(&self) -> String {
+        format!("{}/fan-out", self.domain)
+    }
+
+    /// `<domain>/resume`: on a source, the id of a halted change to go on with.
+    pub fn resume(&self) -> String {
+        format!("{}/resume", self.domain)
+    }
+
+    /// `<domain>/roll-window`: when the controller may roll a workload (or a namespace's).
+    pub fn roll_window(&self) -> String {
+        format!("{}/roll-window", self.domain)
+    }
+
+    /// `<domain>/paused`: `"true"` on a workload: the controller never rolls it.
+    pub fn paused(&self) -> String {
+        format!("{}/paused", self.domain)
+    }
+
+    /// `<domain>/waves`: on a workload's own metadata, the waves it rolled in, per source —
+    /// what a new leader needs to go on with a fan-out where it stood.
+    pub fn waves(&self) -> String {
+        format!("{}/waves", self.domain)
+    }
+
     /// `image.<domain>/<container>`: the digest behind a container's tag.
     pub fn image_key(&self, container: &str) -> String {
         format!("{}{}", self.image_prefix, name_part(container))
@@ -189,6 +220,12 @@ mod tests {
         assert_eq!(domain.key_for(&ObjectRef::secret("x")), "secret.example.com/x");
         assert_eq!(domain.enabled(), "example.com/enabled");
         assert_eq!(domain.track(), "example.com/track");
+        assert_eq!(domain.canary(), "example.com/canary");
+        assert_eq!(domain.fan_out(), "example.com/fan-out");
+        assert_eq!(domain.resume(), "example.com/resume");
+        assert_eq!(domain.roll_window(), "example.com/roll-window");
+        assert_eq!(domain.paused(), "example.com/paused");
+        assert_eq!(domain.waves(), "example.com/waves");
         assert_eq!(domain.ignore(), "example.com/ignore");
         assert!(domain.owns("secret.example.com/x"));
         assert!(!domain.owns("secret.configsum.dev/x"));
