@@ -101,6 +101,8 @@ fn rollout_by(rule: RolloutRule, object: &Value) -> Rollout {
         None => (said(&rule, status), reading.checks_hold),
     };
     let paused = object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
+    // Pods of an older template that stay until deleted: the rule may be met, the pods not.
+    let old_pods_stay = reading.keeps_old_pods && !all_updated;
     let (state, message) = if !reading.observed {
         (
             RolloutState::NotObserved,
@@ -112,11 +114,11 @@ fn rollout_by(rule: RolloutRule, object: &Value) -> Rollout {
         )
     } else if let Some(reason) = &reading.failure {
         (RolloutState::Failed, format!("the rollout failed: {reason}; {told}"))
-    } else if reading.checks_hold && !(reading.keeps_old_pods && !all_updated) {
+    } else if reading.checks_hold && !old_pods_stay {
         (RolloutState::Complete, told)
     } else if paused {
         (RolloutState::Paused, format!("paused: {told}"))
-    } else if reading.keeps_old_pods && !all_updated {
+    } else if old_pods_stay {
         (
             RolloutState::OnDelete,
             format!("{told}; the others are replaced only when deleted (OnDelete)"),
