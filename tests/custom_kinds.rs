@@ -361,3 +361,47 @@ async fn a_declared_kind_served_cluster_scoped_stops_the_controller_with_exit_2(
     }
     assert_eq!(running.stop().await, Some(2));
 }
+
+/// A declared kind's `health` entry is what explain tells of its rollout, read from the file's
+/// status; without the entry, its status is read as a Deployment's.
+#[test]
+fn explain_tells_a_declared_kinds_rollout_by_its_health_entry() {
+    let setup = Setup::new("custom-kinds-health");
+    let kinds = KINDS.replace(
+        "  template: spec.template\n",
+        "  template: spec.template\n  health: {path: status.phase, healthy: Running, failed: Failed}\n",
+    );
+    std::fs::write(setup.path("health.yaml"), kinds).expect("kinds");
+    let explain = |kinds: &str, phase: &str| {
+        let mut web = clone_set();
+        web["metadata"]["generation"] = json!(2);
+        web["status"] = json!({"observedGeneration": 2, "phase": phase, "message": "quota"});
+        let file = format!("{OBJECTS}---\n{}\n", serde_json::to_string(&web).expect("json"));
+        std::fs::write(setup.path("web.yaml"), file).expect("objects");
+        let output = Command::new(env!("CARGO_BIN_EXE_configsum"))
+            .args(["explain", "cloneset/web", "-n", "team-a", "--output", "json"])
+            .args(["-f", &setup.path("web.yaml"), "--custom-kinds", &setup.path(kinds)])
+            .output()
+            .expect("explain");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let answer: Value = serde_json::from_slice(&output.stdout).expect("json");
+        (answer["rollout"]["state"].clone(), answer["rollout"]["message"].clone())
+    };
+    assert_eq!(
+        explain("health.yaml", "Running"),
+        (json!("complete"), json!("status.phase is Running"))
+    );
+    assert_eq!(
+        explain("health.yaml", "Pending"),
+        (json!("progressing"), json!("rolling out: status.phase is Pending"))
+    );
+    assert_eq!(
+        explain("health.yaml", "Failed"),
+        (json!("failed"), json!("the rollout failed: Failed (quota); status.phase is Failed"))
+    );
+    // No health entry: a Deployment's counts, which this status does not have.
+    assert_eq!(
+        explain("kinds.yaml", "Running"),
+        (json!("progressing"), json!("rolling out: 0 of 2 pods run the current template, 0 ready"))
+    );
+}

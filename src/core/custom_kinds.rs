@@ -26,10 +26,13 @@
 
 use serde::Deserialize;
 
-use super::model::kinds::{Controller, KindDeclaration, ReferenceDeclaration, RolloutRule};
+use super::model::kinds::{Controller, DECLARED_ROLLOUT, KindDeclaration, ReferenceDeclaration};
 use super::model::object_ref::ObjectKind;
 use super::model::operation::Operation;
 use super::model::path_segment::Segment;
+use super::model::rollout_rule::{
+    Check, Desired, Failure, Observed, OldPods, RolloutRule, StatusRule,
+};
 
 /// The file's own `apiVersion` and `kind`.
 pub const API_VERSION: &str = "configsum.dev/v1alpha1";
@@ -65,6 +68,16 @@ struct EntryWire {
     annotations: Option<String>,
     operations: Option<Vec<String>>,
     rolls: Option<bool>,
+    health: Option<HealthWire>,
+}
+
+/// `health: {path: status.phase, healthy: Running, failed: Failed}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthWire {
+    path: String,
+    healthy: String,
+    failed: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -177,6 +190,10 @@ fn entry(index: usize, value: serde_json::Value) -> Result<KindDeclaration, Cust
             Vec::leak(operations)
         }
     };
+    let rollout = match &wire.health {
+        Some(health) => health_rule(health).map_err(|why| error(format!("health: {why}")))?,
+        None => DECLARED_ROLLOUT,
+    };
     Ok(KindDeclaration {
         group: leak(group),
         version: leak(version),
@@ -192,9 +209,50 @@ fn entry(index: usize, value: serde_json::Value) -> Result<KindDeclaration, Cust
         } else {
             Controller::RollsWhereServed
         },
-        // A declared kind's status is read as a Deployment's.
-        rollout: RolloutRule::DEFAULT,
+        rollout,
     })
+}
+
+/// The longest `health.path` and value (characters): a status field, a word.
+const HEALTH_PATH_LIMIT: usize = 256;
+const HEALTH_VALUE_LIMIT: usize = 128;
+
+/// A `health` entry as the rule the kind's rollout is judged by, for explain and for waves:
+/// the text at `path` is `healthy` (complete) or `failed`; with the generation observed when
+/// the status reports one, lest a wave read the phase of the spec before the patch.
+fn health_rule(health: &HealthWire) -> Result<RolloutRule, String> {
+    if health.path.len() > HEALTH_PATH_LIMIT {
+        return Err(format!("path: over {HEALTH_PATH_LIMIT} characters"));
+    }
+    let path = field_path(&health.path).map_err(|why| format!("path: {why}"))?;
+    let under_status = match path.split_first() {
+        Some((first, rest)) if first == "status" && !rest.is_empty() => rest,
+        _ => return Err("path: a field under status (status.phase)".into()),
+    };
+    let value = |name: &str, value: &str| {
+        if value.is_empty() || value.chars().count() > HEALTH_VALUE_LIMIT {
+            Err(format!("{name}: a value of 1 to {HEALTH_VALUE_LIMIT} characters"))
+        } else {
+            Ok(leak(value))
+        }
+    };
+    let healthy = value("healthy", &health.healthy)?;
+    let failed = match &health.failed {
+        Some(failed) if *failed == health.healthy => {
+            return Err("failed: the same value as healthy".into());
+        }
+        Some(failed) => Some(value("failed", failed)?),
+        None => None,
+    };
+    let path = leak_all(under_status);
+    Ok(RolloutRule::Status(StatusRule {
+        observed: Observed::AtLeastIfReported,
+        desired: Desired::SpecReplicas,
+        complete: Vec::leak(vec![Check::TextIs(path, healthy)]),
+        failure: failed.map(|failed| Failure::TextIs(path, failed)),
+        old_pods: OldPods::Replaced,
+        counts: None,
+    }))
 }
 
 /// `spec.template` as field names; no `[]` (one template, one annotations map).
@@ -384,5 +442,65 @@ kinds:
             assert!(segments(bad).is_err(), "{bad}");
         }
         assert!(segments(&vec!["a"; 40].join(".")).is_err());
+    }
+
+    #[test]
+    fn a_health_entry_is_the_rule_of_the_kind() {
+        use crate::core::rollout_health::{Health, SpecParts, read};
+        let file = |health: &str| {
+            format!(
+                "apiVersion: configsum.dev/v1alpha1\nkind: CustomKinds\nkinds:\n- {{apiVersion: \
+                 a.io/v1, kind: A, resource: as, template: spec.template{health}}}\n"
+            )
+        };
+        let kinds =
+            parse(&file(", health: {path: status.phase, healthy: Running, failed: Failed}"))
+                .expect("a kind with health");
+        let RolloutRule::Status(rule) = kinds[0].rollout else {
+            panic!("health is the rule for explain and waves: {:?}", kinds[0].rollout);
+        };
+        assert_eq!(rule.complete, [Check::TextIs(&["phase"], "Running")]);
+        assert_eq!(rule.failure, Some(Failure::TextIs(&["phase"], "Failed")));
+        let judge = |status: serde_json::Value| read(&rule, SpecParts::default(), &status).health();
+        assert_eq!(judge(serde_json::json!({"phase": "Running"})), Health::Complete);
+        assert_eq!(judge(serde_json::json!({"phase": "Starting"})), Health::Progressing);
+        assert!(matches!(judge(serde_json::json!({"phase": "Failed"})), Health::Failed { .. }));
+
+        let kinds = parse(&file(", health: {path: status.health.state, healthy: ok}"))
+            .expect("health without failed");
+        let RolloutRule::Status(rule) = kinds[0].rollout else { panic!("a rule") };
+        assert_eq!(rule.complete, [Check::TextIs(&["health", "state"], "ok")]);
+        assert_eq!(rule.failure, None);
+
+        // Without health: explain reads it as a Deployment, a wave counts it patched.
+        let kinds = parse(&file("")).expect("no health");
+        assert_eq!(kinds[0].rollout, DECLARED_ROLLOUT);
+        assert!(matches!(kinds[0].rollout, RolloutRule::ExplainOnly(_)));
+
+        let long = "x".repeat(300);
+        for (health, expected) in [
+            (
+                ", health: {path: spec.phase, healthy: Running}",
+                "health: path: a field under status",
+            ),
+            (", health: {path: status, healthy: Running}", "health: path: a field under status"),
+            (", health: {path: \"status..phase\", healthy: Running}", "health: path:"),
+            (", health: {path: \"status.conditions[].type\", healthy: Running}", "through a list"),
+            (", health: {path: status.phase, healthy: \"\"}", "health: healthy: a value of 1 to"),
+            (", health: {path: status.phase, healthy: Running, failed: \"\"}", "health: failed:"),
+            (", health: {path: status.phase, healthy: Running, failed: Running}", "the same value"),
+            (", health: {path: status.phase}", "health"),
+            (", health: {path: status.phase, healthy: Running, colour: red}", "unknown field"),
+        ]
+        .into_iter()
+        .map(|(h, e)| (h.to_owned(), e))
+        .chain([
+            (format!(", health: {{path: status.{long}, healthy: Running}}"), "over 256 characters"),
+            (format!(", health: {{path: status.phase, healthy: {long}}}"), "healthy: a value"),
+        ]) {
+            let error = parse(&file(&health)).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(error.starts_with("kinds[0] (a.io/v1 A): "), "{health}: {error}");
+            assert!(error.contains(expected), "{health}: {error}");
+        }
     }
 }

@@ -7,7 +7,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::core::model::kinds::{AVAILABLE_REPLICAS, Failure, RolloutRule, WorkloadKind};
+use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::rollout_rule::{Check, Desired, RolloutRule, StatusRule};
+use crate::core::model::warnings::shorten_middle;
+use crate::core::rollout_health::{SpecParts, count, holds, read, text};
 
 /// Where the rollout stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -47,129 +50,108 @@ pub struct Rollout {
     pub message: String,
 }
 
-/// The reason a workload's controller reports for a failed rollout, if it reports one.
-fn failure(failure: Failure, object: &Value) -> Option<String> {
-    match failure {
-        Failure::Phase(failed) => {
-            let phase = object.pointer("/status/phase").and_then(Value::as_str)?;
-            (phase == failed).then(|| {
-                let message = object.pointer("/status/message").and_then(Value::as_str);
-                match message {
-                    Some(message) if !message.is_empty() => format!("{failed} ({message})"),
-                    _ => failed.to_owned(),
-                }
-            })
-        }
-        Failure::Condition { kind, status, reason } => {
-            let conditions = object.pointer("/status/conditions")?.as_array()?;
-            conditions.iter().find_map(|condition| {
-                let field = |name: &str| condition.get(name).and_then(Value::as_str);
-                (field("type") == Some(kind)
-                    && field("status") == Some(status)
-                    && field("reason") == Some(reason))
-                .then(|| reason.to_owned())
-            })
-        }
-    }
+/// The rollout of `object` (a workload's JSON, with its status): the kind's rule as the
+/// controller's waves read it (`core::rollout_health`), told in more words. Where a wave and
+/// explain differ, explain says more: a paused rollout is `Paused` (a wave waits), and one
+/// whose old pods stay until deleted is `OnDelete` (a wave counts it complete).
+pub fn rollout(kind: WorkloadKind, object: &Value) -> Rollout {
+    rollout_by(kind.declaration().rollout, object)
 }
 
-/// The rollout of `object` (a workload's JSON, with its status).
-pub fn rollout(kind: WorkloadKind, object: &Value) -> Rollout {
-    let int = |path: &[&str]| {
-        let mut at = object;
-        for field in path {
-            at = at.get(field)?;
-        }
-        // Argo Rollouts writes its observedGeneration as a string.
-        at.as_i64().or_else(|| at.as_str()?.parse().ok())
-    };
-    let text = |path: &[&str]| {
-        let mut at = object;
-        for field in path {
-            at = at.get(*field)?;
-        }
-        at.as_str().map(str::to_owned)
-    };
-    let rule = match kind.declaration().rollout {
-        RolloutRule::Counts(counts) => Some(counts),
+fn rollout_by(rule: RolloutRule, object: &Value) -> Rollout {
+    let parts = SpecParts::of(object);
+    let rule = match rule {
+        RolloutRule::Status(rule) | RolloutRule::ExplainOnly(rule) => Some(rule),
         RolloutRule::NoStatus => None,
     };
-    // Counted as a Deployment's when the kind has no rollout status; the answer is then
-    // "no status".
-    let fields = rule.unwrap_or(AVAILABLE_REPLICAS);
-    let has_status =
-        object.get("status").is_some_and(|s| s.as_object().is_some_and(|s| !s.is_empty()));
-    // The API server leaves zero counts out of a status: once there is a status, a missing
-    // count is 0.
-    let count = |field: &str| int(&["status", field]).or(has_status.then_some(0));
-    let generation = int(&["metadata", "generation"]);
-    let observed_generation = int(&["status", "observedGeneration"]);
-    let (replicas, updated, existing, ready) = (
-        match fields.desired {
-            Some(field) => count(field),
+    let status = object.get("status").filter(|s| s.as_object().is_some_and(|s| !s.is_empty()));
+    let (Some(rule), Some(status)) = (rule, status) else {
+        return Rollout {
+            state: RolloutState::Unknown,
+            generation: parts.generation,
+            observed_generation: object
+                .pointer("/status/observedGeneration")
+                .and_then(Value::as_i64),
             // A missing spec.replicas is 1, as the API server defaults it.
-            None => int(&["spec", "replicas"]).or(Some(1)),
-        },
-        count(fields.updated),
-        count(fields.existing),
-        count(fields.ready),
-    );
-    let mut rollout = Rollout {
-        state: RolloutState::Unknown,
-        generation,
-        observed_generation,
-        replicas,
-        updated_replicas: updated,
-        ready_replicas: ready,
-        message: String::new(),
+            replicas: match rule.map(|r| r.desired) {
+                Some(Desired::Status(_)) => None,
+                _ => Some(parts.replicas.unwrap_or(1)),
+            },
+            updated_replicas: None,
+            ready_replicas: None,
+            message: "no rollout status to tell from".into(),
+        };
     };
-    let on_delete = text(&["spec", "updateStrategy", "type"]).as_deref() == Some("OnDelete")
-        || fields.always_on_delete;
-    if rule.is_none() || !has_status {
-        rollout.message = "no rollout status to tell from".into();
-        return rollout;
-    }
-    let (updated, existing, ready) =
-        (updated.unwrap_or(0), existing.unwrap_or(0), ready.unwrap_or(0));
-    let desired = replicas.unwrap_or(1);
-    let counts = format!("{updated} of {desired} pods run the current template, {ready} ready");
-    // A StatefulSet tells its template revisions apart; the others by counts.
-    let revisions_differ = matches!(
-        (text(&["status", "currentRevision"]), text(&["status", "updateRevision"])),
-        (Some(current), Some(update)) if current != update
-    );
-    let all_updated = updated >= desired && existing <= updated && !revisions_differ;
-    let all_ready = match (fields.done_phase, text(&["status", "phase"])) {
-        // An Argo Rollout says itself when it is done.
-        (Some(done), Some(phase)) => phase == done,
-        _ => ready >= desired,
+    let reading = read(&rule, parts, status);
+    let desired = reading.desired;
+    let counts = rule
+        .counts
+        .map(|c| (count(status, c.updated), count(status, c.existing), count(status, c.ready)));
+    let (told, all_updated) = match counts {
+        Some((updated, existing, ready)) => (
+            format!("{updated} of {desired} pods run the current template, {ready} ready"),
+            // Every pod of the current template, and (a StatefulSet) one revision.
+            updated >= desired
+                && existing <= updated
+                && rule.complete.iter().all(|check| {
+                    !matches!(check, Check::SameText(..)) || holds(*check, status, desired)
+                }),
+        ),
+        // A declared kind's `health` field: what it says is all there is.
+        None => (said(&rule, status), reading.checks_hold),
     };
     let paused = object.pointer("/spec/paused").and_then(Value::as_bool) == Some(true);
-    (rollout.state, rollout.message) = if matches!((generation, observed_generation), (Some(g), Some(o)) if o < g)
-    {
+    // Pods of an older template that stay until deleted: the rule may be met, the pods not.
+    let old_pods_stay = reading.keeps_old_pods && !all_updated;
+    let (state, message) = if !reading.observed {
         (
             RolloutState::NotObserved,
             format!(
                 "its controller has not observed generation {} yet (observed {})",
-                generation.unwrap_or_default(),
-                observed_generation.unwrap_or_default()
+                reading.generation.unwrap_or_default(),
+                reading.observed_generation.unwrap_or_default()
             ),
         )
-    } else if let Some(reason) = failure(fields.failure, object) {
-        (RolloutState::Failed, format!("the rollout failed: {reason}; {counts}"))
-    } else if all_updated && all_ready {
-        (RolloutState::Complete, counts)
+    } else if let Some(reason) = &reading.failure {
+        (RolloutState::Failed, format!("the rollout failed: {reason}; {told}"))
+    } else if reading.checks_hold && !old_pods_stay {
+        (RolloutState::Complete, told)
     } else if paused {
-        (RolloutState::Paused, format!("paused: {counts}"))
-    } else if on_delete && !all_updated {
+        (RolloutState::Paused, format!("paused: {told}"))
+    } else if old_pods_stay {
         (
             RolloutState::OnDelete,
-            format!("{counts}; the others are replaced only when deleted (OnDelete)"),
+            format!("{told}; the others are replaced only when deleted (OnDelete)"),
         )
     } else {
-        (RolloutState::Progressing, format!("rolling out: {counts}"))
+        (RolloutState::Progressing, format!("rolling out: {told}"))
     };
-    rollout
+    Rollout {
+        state,
+        generation: reading.generation,
+        observed_generation: reading.observed_generation,
+        replicas: counts.is_some().then_some(desired),
+        updated_replicas: counts.map(|(updated, _, _)| updated),
+        ready_replicas: counts.map(|(_, _, ready)| ready),
+        message,
+    }
+}
+
+/// What the status says at the paths of a rule without counts: `status.phase is Running`.
+fn said(rule: &StatusRule, status: &Value) -> String {
+    let said: Vec<String> = rule
+        .complete
+        .iter()
+        .filter_map(|check| match check {
+            Check::TextIs(path, _) => Some(format!(
+                "status.{} is {}",
+                path.join("."),
+                text(status, path).map_or_else(|| "not set".to_owned(), |t| shorten_middle(t, 64))
+            )),
+            _ => None,
+        })
+        .collect();
+    said.join(", ")
 }
 
 #[cfg(test)]
@@ -297,5 +279,68 @@ mod tests {
         let mut progressing = argo.clone();
         progressing["status"]["phase"] = json!("Progressing");
         assert_eq!(rollout(WorkloadKind::Rollout, &progressing).state, RolloutState::Progressing);
+    }
+
+    /// A declared kind's `health` entry: its field is what explain tells.
+    #[test]
+    fn a_declared_health_field_is_told_as_it_reads() {
+        use crate::core::model::rollout_rule::{Failure, Observed, OldPods};
+        let rule = RolloutRule::Status(StatusRule {
+            observed: Observed::AtLeastIfReported,
+            desired: Desired::SpecReplicas,
+            complete: &[Check::TextIs(&["phase"], "Running")],
+            failure: Some(Failure::TextIs(&["phase"], "Failed")),
+            old_pods: OldPods::Replaced,
+            counts: None,
+        });
+        let running = json!({"metadata": {"generation": 2}, "status": {"phase": "Running"}});
+        let r = rollout_by(rule, &running);
+        assert_eq!(
+            (r.state, r.message.as_str()),
+            (RolloutState::Complete, "status.phase is Running")
+        );
+        assert_eq!((r.replicas, r.ready_replicas), (None, None));
+        let pending = json!({"metadata": {"generation": 2}, "status": {"phase": "Pending"}});
+        let r = rollout_by(rule, &pending);
+        assert_eq!(r.state, RolloutState::Progressing);
+        assert_eq!(r.message, "rolling out: status.phase is Pending");
+        let failed = json!({"metadata": {"generation": 2},
+            "status": {"phase": "Failed", "message": "no quota"}});
+        let r = rollout_by(rule, &failed);
+        assert_eq!(r.state, RolloutState::Failed);
+        assert_eq!(r.message, "the rollout failed: Failed (no quota); status.phase is Failed");
+    }
+
+    /// Where a wave and explain differ, explain says more; the judgement is the same rule.
+    #[test]
+    fn explain_and_waves_read_one_rule() {
+        use crate::core::rollout_health::{Health, health};
+        let on_delete = json!({"metadata": {"generation": 2},
+            "spec": {"replicas": 2, "updateStrategy": {"type": "OnDelete"}},
+            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 0,
+                "readyReplicas": 2, "currentRevision": "db-1", "updateRevision": "db-2"}});
+        assert_eq!(rollout(WorkloadKind::StatefulSet, &on_delete).state, RolloutState::OnDelete);
+        assert_eq!(health(WorkloadKind::StatefulSet, &on_delete), Health::Complete);
+
+        // A ReplicaSet's old pods stay: explain says so, a wave waits for its pods ready.
+        let rs = json!({"metadata": {"generation": 3}, "spec": {"replicas": 2},
+            "status": {"observedGeneration": 3, "replicas": 2, "readyReplicas": 2}});
+        let r = rollout(WorkloadKind::ReplicaSet, &rs);
+        assert_eq!(r.state, RolloutState::OnDelete);
+        assert!(r.message.ends_with("replaced only when deleted (OnDelete)"), "{}", r.message);
+        assert_eq!(health(WorkloadKind::ReplicaSet, &rs), Health::Complete);
+
+        let paused = json!({"metadata": {"generation": 4}, "spec": {"replicas": 3, "paused": true},
+            "status": {"observedGeneration": 4, "replicas": 3, "updatedReplicas": 0,
+                "availableReplicas": 3}});
+        assert_eq!(rollout(WorkloadKind::Deployment, &paused).state, RolloutState::Paused);
+        assert_eq!(health(WorkloadKind::Deployment, &paused), Health::Progressing);
+
+        // A Deployment with every count at spec.replicas, however written, is complete.
+        let done = json!({"metadata": {"generation": 1}, "spec": {},
+            "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                "availableReplicas": 1}});
+        assert_eq!(rollout(WorkloadKind::Deployment, &done).state, RolloutState::Complete);
+        assert_eq!(health(WorkloadKind::Deployment, &done), Health::Complete);
     }
 }

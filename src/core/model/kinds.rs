@@ -11,6 +11,9 @@ use std::sync::OnceLock;
 use super::object_ref::ObjectKind;
 use super::operation::Operation;
 use super::path_segment::Segment;
+use super::rollout_rule::{
+    Check, Desired, Failure, Observed, OldPods, RolloutRule, StatusCounts, StatusRule,
+};
 
 /// What configsum needs to know about one workload kind.
 #[derive(Clone, Debug)]
@@ -37,7 +40,8 @@ pub struct KindDeclaration {
     /// ConfigMaps and Secrets named at paths of the object (an operator's custom resource).
     pub references: &'static [ReferenceDeclaration],
     pub controller: Controller,
-    /// How its status tells whether its pods run its current template (`configsum explain`).
+    /// How its status tells whether its rollout is complete (`configsum explain`, the
+    /// controller's waves: `core::rollout_health`).
     pub rollout: RolloutRule,
 }
 
@@ -63,67 +67,40 @@ pub enum Controller {
     Never,
 }
 
-/// How a kind's status tells whether its rollout is done: what `configsum explain` reads
-/// (`core::diagnosis::rollout`) and never decides by kind itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RolloutRule {
-    /// No rollout status to tell from (Jobs, Pods).
-    NoStatus,
-    /// The counts of the status, and how it says the rollout failed or is done.
-    Counts(StatusCounts),
-}
-
-/// Where a kind's status keeps its counts, and what else its controller reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatusCounts {
-    /// Desired pods; `None`: `spec.replicas` (1 when absent).
-    pub desired: Option<&'static str>,
-    /// Pods of the current template, all pods, and ready (or available) ones.
-    pub updated: &'static str,
-    pub existing: &'static str,
-    pub ready: &'static str,
-    /// Pods of an older template stay until deleted whatever the update strategy says (a
-    /// ReplicaSet never replaces pods); otherwise only under `updateStrategy: OnDelete`.
-    pub always_on_delete: bool,
-    pub failure: Failure,
-    /// A `status.phase` the kind's controller sets once done (an Argo Rollout's `Healthy`):
-    /// when the status has a phase, that is what completes the rollout, not the counts.
-    pub done_phase: Option<&'static str>,
-}
-
-/// How a kind's controller reports a rollout it gave up on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// A condition with this type, status and reason (a Deployment's `Progressing`, `False`,
-    /// `ProgressDeadlineExceeded`); the reason is the failure.
-    Condition { kind: &'static str, status: &'static str, reason: &'static str },
-    /// This `status.phase` (an Argo Rollout's `Degraded`), with `status.message`.
-    Phase(&'static str),
-}
-
-impl RolloutRule {
-    /// A Deployment's rule, and that of a declared kind: `replicas`, `updatedReplicas`,
-    /// `availableReplicas`, failed past its progress deadline.
-    pub const DEFAULT: RolloutRule = RolloutRule::Counts(AVAILABLE_REPLICAS);
-}
-
-/// A Deployment's counts: also what a kind without a rollout status reports (none).
-pub const AVAILABLE_REPLICAS: StatusCounts = StatusCounts {
-    desired: None,
-    updated: "updatedReplicas",
-    existing: "replicas",
-    ready: "availableReplicas",
-    always_on_delete: false,
-    failure: Failure::Condition {
+/// A Deployment's rule: `updatedReplicas`, `availableReplicas` and `replicas` all at
+/// `spec.replicas`, failed past its progress deadline.
+const DEPLOYMENT_ROLLOUT: StatusRule = StatusRule {
+    observed: Observed::AtLeast,
+    desired: Desired::SpecReplicas,
+    complete: &[
+        Check::AtDesired("updatedReplicas"),
+        Check::AtDesired("availableReplicas"),
+        Check::AtDesired("replicas"),
+    ],
+    failure: Some(Failure::Condition {
         kind: "Progressing",
         status: "False",
         reason: "ProgressDeadlineExceeded",
-    },
-    done_phase: None,
+    }),
+    old_pods: OldPods::Replaced,
+    counts: Some(StatusCounts {
+        updated: "updatedReplicas",
+        existing: "replicas",
+        ready: "availableReplicas",
+    }),
 };
 
 /// StatefulSets and ReplicaSets count ready pods, not available ones.
-const READY_REPLICAS: StatusCounts = StatusCounts { ready: "readyReplicas", ..AVAILABLE_REPLICAS };
+const READY_REPLICAS: StatusCounts =
+    StatusCounts { updated: "updatedReplicas", existing: "replicas", ready: "readyReplicas" };
+
+/// The rule of a declared kind without a `health` entry: its status is read as a Deployment's
+/// by `configsum explain` (whose operator may not report `observedGeneration`), and a wave
+/// counts it complete once patched.
+pub const DECLARED_ROLLOUT: RolloutRule = RolloutRule::ExplainOnly(StatusRule {
+    observed: Observed::AtLeastIfReported,
+    ..DEPLOYMENT_ROLLOUT
+});
 
 const CREATE_AND_UPDATE: &[Operation] = &[Operation::Create, Operation::Update];
 /// Jobs and Pods: the pod spec is immutable once created.
@@ -144,7 +121,7 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Rolls,
-        rollout: RolloutRule::DEFAULT,
+        rollout: RolloutRule::Status(DEPLOYMENT_ROLLOUT),
     },
     KindDeclaration {
         group: "apps",
@@ -157,7 +134,16 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Rolls,
-        rollout: RolloutRule::Counts(READY_REPLICAS),
+        rollout: RolloutRule::Status(StatusRule {
+            complete: &[
+                Check::SameText("updateRevision", "currentRevision"),
+                Check::AtDesired("readyReplicas"),
+            ],
+            failure: None,
+            old_pods: OldPods::KeptUnderOnDelete,
+            counts: Some(READY_REPLICAS),
+            ..DEPLOYMENT_ROLLOUT
+        }),
     },
     KindDeclaration {
         group: "apps",
@@ -170,12 +156,20 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Rolls,
-        rollout: RolloutRule::Counts(StatusCounts {
-            desired: Some("desiredNumberScheduled"),
-            updated: "updatedNumberScheduled",
-            existing: "currentNumberScheduled",
-            ready: "numberAvailable",
-            ..READY_REPLICAS
+        rollout: RolloutRule::Status(StatusRule {
+            desired: Desired::Status("desiredNumberScheduled"),
+            complete: &[
+                Check::AtDesired("updatedNumberScheduled"),
+                Check::AtDesired("numberAvailable"),
+            ],
+            failure: None,
+            old_pods: OldPods::KeptUnderOnDelete,
+            counts: Some(StatusCounts {
+                updated: "updatedNumberScheduled",
+                existing: "currentNumberScheduled",
+                ready: "numberAvailable",
+            }),
+            ..DEPLOYMENT_ROLLOUT
         }),
     },
     KindDeclaration {
@@ -189,7 +183,14 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::Rolls,
-        rollout: RolloutRule::Counts(StatusCounts { always_on_delete: true, ..READY_REPLICAS }),
+        // Standalone: it never replaces its pods, so its rollout is its pods ready.
+        rollout: RolloutRule::Status(StatusRule {
+            complete: &[Check::AtDesired("readyReplicas")],
+            failure: None,
+            old_pods: OldPods::Kept,
+            counts: Some(READY_REPLICAS),
+            ..DEPLOYMENT_ROLLOUT
+        }),
     },
     KindDeclaration {
         group: "batch",
@@ -215,10 +216,12 @@ pub const BUILT_IN: [KindDeclaration; 7] = [
         annotations: None,
         references: &[],
         controller: Controller::RollsWhereServed,
-        rollout: RolloutRule::Counts(StatusCounts {
-            failure: Failure::Phase("Degraded"),
-            done_phase: Some("Healthy"),
-            ..AVAILABLE_REPLICAS
+        // It says itself when it is done, for the generation it writes as a string.
+        rollout: RolloutRule::Status(StatusRule {
+            observed: Observed::Equal,
+            complete: &[Check::TextIs(&["phase"], "Healthy")],
+            failure: Some(Failure::TextIs(&["phase"], "Degraded")),
+            ..DEPLOYMENT_ROLLOUT
         }),
     },
     KindDeclaration {
@@ -541,7 +544,7 @@ mod tests {
             annotations: None,
             references: &[],
             controller: Controller::RollsWhereServed,
-            rollout: RolloutRule::DEFAULT,
+            rollout: DECLARED_ROLLOUT,
         };
         let table = rows(vec![clone_set.clone()]).expect("a new kind");
         assert_eq!(table.len(), BUILT_IN.len() + 1);

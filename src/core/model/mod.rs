@@ -13,4 +13,5 @@ pub mod object_ref;
 pub mod operation;
 pub mod path_segment;
 pub mod pod_spec;
+pub mod rollout_rule;
 pub mod warnings;
