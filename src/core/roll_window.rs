@@ -664,4 +664,186 @@ mod tests {
         assert_eq!(effective(None, None, None), None);
         assert_eq!(effective(Some("not a window"), Some("n"), None), Some("not a window"));
     }
+
+    /// The zones the properties roam: no DST, a one-hour shift either side of
+    /// the Atlantic, a 30-minute shift, and a half-hour offset.
+    const ZONES: [&str; 5] =
+        ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"];
+
+    /// 2026-01-01T00:00:00Z and 2028-01-01T00:00:00Z.
+    const FROM: i64 = 1_767_225_600;
+    const UNTIL: i64 = 1_830_297_600;
+
+    fn instant(second: i64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(second as u64)
+    }
+
+    /// An instant in 2026-2027: uniform, or within six hours of one of the
+    /// zone's transitions (where the DST rules bite), minute-aligned half the
+    /// time so boundaries are hit exactly.
+    fn pick(zone: &TimeZone, near_transition: bool, k: usize, jitter: i64, uniform: i64) -> i64 {
+        let start = Timestamp::from_second(FROM).expect("in range");
+        let transitions: Vec<i64> = zone
+            .following(start)
+            .map(|t| t.timestamp().as_second())
+            .take_while(|&s| s < UNTIL)
+            .collect();
+        let second = match transitions.get(k % transitions.len().max(1)) {
+            Some(t) if near_transition => t + jitter,
+            _ => uniform,
+        };
+        if jitter % 2 == 0 { second - second.rem_euclid(60) } else { second }
+    }
+
+    /// Whether local wall time `at` falls in the window's range on a day it
+    /// starts (the day itself, or the day before for an overnight window).
+    fn wall_in_range(w: &RollWindow, at: DateTime) -> bool {
+        let (day, time) = (at.date().weekday(), at.time());
+        if w.start < w.end {
+            w.days.contains(day) && w.start <= time && time < w.end
+        } else {
+            (w.days.contains(day) && w.start <= time)
+                || (w.days.contains(day.previous()) && time < w.end)
+        }
+    }
+
+    fn window_text(days: u8, start: u16, end: u16, zone: usize) -> String {
+        let days = Days(days);
+        let hm = |m: u16| format!("{:02}:{:02}", m / 60, m % 60);
+        format!("{days} {}-{} {}", hm(start), hm(end), ZONES[zone])
+    }
+
+    fn a_window() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        // Quarter hours hit the transitions (02:00, 02:30, 03:00) often.
+        let minute = prop_oneof![(0u16..96).prop_map(|q| q * 15), 0u16..1440];
+        (1u8..128, minute.clone(), minute, 0..ZONES.len())
+            .prop_filter("start and end differ", |(_, s, e, _)| s != e)
+            .prop_map(|(d, s, e, z)| window_text(d, s, e, z))
+    }
+
+    fn check_wall_clock(
+        text: &str,
+        second: i64,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let windows = windows(text);
+        let w = &windows.windows[0];
+        let at = Timestamp::from_second(second).expect("in range");
+        let wall = w.zone.to_datetime(at);
+        let is_open = windows.is_open(instant(second));
+        let in_range = wall_in_range(w, wall);
+        // In a repeated hour, the first pass reads like any wall time (both
+        // boundaries resolve to first occurrences); the second may be open
+        // below the start, since the window opened in the first.
+        let repeated = match w.zone.to_ambiguous_timestamp(wall).offset() {
+            AmbiguousOffset::Fold { before, .. } => before.to_timestamp(wall).ok() != Some(at),
+            _ => false,
+        };
+        if !repeated {
+            proptest::prop_assert_eq!(is_open, in_range, "{} at {} ({})", text, at, wall);
+        }
+        Ok(())
+    }
+
+    fn check_next(text: &str, second: i64) -> Result<(), proptest::test_runner::TestCaseError> {
+        let windows = windows(text);
+        let at = instant(second);
+        let opening = windows.next_opening(at);
+        proptest::prop_assert!(opening.is_some(), "{text} never opens after {second}");
+        let opening = opening.unwrap_or(at);
+        proptest::prop_assert!(opening >= at);
+        proptest::prop_assert!(windows.is_open(opening), "{text}: {second} -> {opening:?}");
+        if windows.is_open(at) {
+            proptest::prop_assert_eq!(opening, at);
+        }
+        let wait = opening.duration_since(at).unwrap_or_default();
+        for i in 0..16u32 {
+            let between = at + wait * i / 16;
+            proptest::prop_assert!(between == opening || !windows.is_open(between));
+        }
+        if wait >= std::time::Duration::from_secs(1) {
+            let just_before = opening - std::time::Duration::from_secs(1);
+            proptest::prop_assert!(!windows.is_open(just_before), "{text} opened before");
+        }
+        if let Some(closing) = windows.next_closing(opening) {
+            proptest::prop_assert!(closing > opening);
+            proptest::prop_assert!(!windows.is_open(closing), "{text} open at its closing");
+            let open_for = closing.duration_since(opening).unwrap_or_default();
+            for i in 0..16u32 {
+                proptest::prop_assert!(windows.is_open(opening + open_for * i / 16));
+            }
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 512, ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Open exactly at the wall times inside the range on a matching day,
+        /// but for the second pass of a repeated hour (the window opened at
+        /// the first, and may be open or closed there).
+        #[test]
+        fn open_exactly_at_the_wall_times_written(
+            text in a_window(),
+            near in proptest::bool::ANY,
+            k in 0usize..8,
+            jitter in -6 * 3600i64..6 * 3600,
+            uniform in FROM..UNTIL,
+        ) {
+            let zone = &windows(&text).windows[0].zone;
+            check_wall_clock(&text, pick(zone, near, k, jitter, uniform))?;
+        }
+
+        /// The next opening is open, not before the instant asked about, and
+        /// nothing sampled between them is; an open instant is its own next
+        /// opening. The next closing mirrors it.
+        #[test]
+        fn next_opening_and_closing_are_the_first_change(
+            texts in proptest::collection::vec(a_window(), 1..4),
+            near in proptest::bool::ANY,
+            k in 0usize..8,
+            jitter in -6 * 3600i64..6 * 3600,
+            uniform in FROM..UNTIL,
+        ) {
+            let text = texts.join("; ");
+            let zone = &windows(&text).windows[0].zone;
+            check_next(&text, pick(zone, near, k, jitter, uniform))?;
+        }
+
+        /// Both, for windows that start or end near a transition's wall time,
+        /// on its Sunday, at instants around it: where gaps and folds bite.
+        #[test]
+        fn on_dst_days_too(
+            zone in 1usize..4,
+            k in 0usize..4,
+            quarters in (-8i64..8, -8i64..12),
+            days in 0u8..128,
+            jitter in -3 * 3600i64..3 * 3600,
+        ) {
+            let tz = TimeZone::get(ZONES[zone]).expect("a zone of the list");
+            let start = Timestamp::from_second(FROM).expect("in range");
+            let transition = tz.following(start).nth(k).expect("four in two years").timestamp();
+            let wall = tz.to_datetime(transition).time();
+            let minute = |q: i64| {
+                let m = i64::from(wall.hour()) * 60 + i64::from(wall.minute()) + q * 15;
+                m.rem_euclid(1440) as u16
+            };
+            let (s, e) = (minute(quarters.0), minute(quarters.1));
+            proptest::prop_assume!(s != e);
+            let text = window_text(days | 0b100_0000, s, e, zone);
+            let second = transition.as_second() + jitter;
+            check_wall_clock(&text, second)?;
+            check_next(&text, second)?;
+        }
+
+        /// Whatever a tenant writes: no panic, and an error in bounded words.
+        #[test]
+        fn any_text_parses_or_says_why_briefly(text in "[ -~\\t\\n\u{0}-\u{1f}…é]{0,300}") {
+            if let Err(e) = RollWindows::parse(&text) {
+                proptest::prop_assert!(e.to_string().chars().count() < 600, "{e}");
+            }
+        }
+    }
 }
