@@ -428,6 +428,11 @@ mod tests {
             "Mon,Tue,Sun 01:00-02:00 UTC"
         );
         assert_eq!(windows("Mon-Sun 01:00-02:00 UTC").to_string(), "* 01:00-02:00 UTC");
+        // Zone names are found regardless of case, and shown as the tzdb spells them.
+        assert_eq!(
+            windows("Mon 01:00-02:00 europe/berlin").to_string(),
+            "Mon 01:00-02:00 Europe/Berlin"
+        );
         // Several windows, spaces around the separator and between fields.
         let several = windows(" Mon 01:00-02:00 UTC ;Tue   03:00-04:00\tEurope/Berlin");
         assert_eq!(several.to_string(), "Mon 01:00-02:00 UTC; Tue 03:00-04:00 Europe/Berlin");
@@ -585,6 +590,11 @@ mod tests {
         assert!(!open(w, "2026-01-05T14:00:00Z"));
         assert_eq!(closing(w, "2026-01-05T10:30:00Z"), Some(utc("2026-01-05T14:00:00Z")));
         assert_eq!(opening(w, "2026-01-05T14:00:00Z"), Some(utc("2026-01-06T00:00:00Z")));
+        // A whole day is two windows.
+        let saturday = "Sat 00:00-12:00 UTC; Sat 12:00-00:00 UTC";
+        assert!(open(saturday, "2026-01-03T00:00:00Z") && open(saturday, "2026-01-03T23:59:59Z"));
+        assert!(!open(saturday, "2026-01-04T00:00:00Z"));
+        assert_eq!(closing(saturday, "2026-01-03T05:00:00Z"), Some(utc("2026-01-04T00:00:00Z")));
         // Covering the whole week: open, never closing.
         let always = "* 00:00-12:00 UTC; * 12:00-00:00 UTC";
         assert!(open(always, "2026-03-29T01:30:00Z"));
