@@ -17,6 +17,7 @@ pub mod pod_spec_reader;
 pub mod rbac;
 pub mod refs;
 pub mod review;
+pub mod roll_window;
 pub mod rollout_health;
 pub mod selection;
 pub mod verdict;
