@@ -281,7 +281,12 @@ mod tests {
                     "envFrom": [{"secretRef": {"name": "db"}}]}]}}}}))
         .expect("a Deployment");
         let mutation = watched.plan(WorkloadKind::Deployment, &Settings::default()).expect("plan");
-        Snapshot { mutation, resource_version: Some("5".into()), uid: Some("u1".into()) }
+        Snapshot {
+            mutation,
+            resource_version: Some("5".into()),
+            uid: Some("u1".into()),
+            rollout: Default::default(),
+        }
     }
 
     fn work() -> Work {

@@ -18,13 +18,15 @@ use crate::core::model::rollout_rule::{
 };
 use crate::core::model::warnings::shorten_middle;
 
-/// Where a workload's rollout stands, for a wave.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where a workload's rollout stands, for a wave. Unknown is progressing: never complete
+/// by default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Health {
     /// Done by its kind's rule; also a kind with nothing to wait for (Jobs and Pods, which are
     /// never rolled; a declared kind without a `health` entry).
     Complete,
     /// Not done yet: not observed, pods being replaced, paused, or no status yet.
+    #[default]
     Progressing,
     /// Its controller gave up. `reason` is at most [`REASON_LIMIT`] characters: part of it is
     /// written by another controller.

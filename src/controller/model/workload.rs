@@ -14,8 +14,11 @@ use crate::core::inputs::image::PodImages;
 use crate::core::inputs::workload_template::{template_digest, template_digest_of_json};
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::model::pod_spec::Metadata;
+use crate::core::rollout_health::{Health, SpecParts, health_of_parts};
 use crate::core::verdict::Verdict;
-use crate::core::{Mutation, Plan, Settings, plan};
+use crate::core::{AnnotationDomain, Mutation, Plan, Settings, plan};
+
+use super::wave_record::WaveRecord;
 
 /// A workload the controller may roll.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,6 +41,25 @@ pub struct Snapshot {
     pub mutation: Mutation,
     pub resource_version: Option<String>,
     pub uid: Option<String>,
+    pub rollout: RolloutFacts,
+}
+
+/// What rolling it safely needs to know of a workload (docs/behaviour.md, "Rolling safely"):
+/// its rollout's health, judged when the watch delivered it (the status is then dropped), and
+/// the annotations that place it in waves, windows and pauses.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RolloutFacts {
+    /// `metadata.generation`: a status judged before a patch reached it is not the patch's.
+    pub generation: Option<i64>,
+    pub health: Health,
+    /// `<domain>/canary: "true"`.
+    pub canary: bool,
+    /// `<domain>/paused: "true"`.
+    pub paused: bool,
+    /// `<domain>/roll-window`, as written (bounded by the grammar's limit when parsed).
+    pub roll_window: Option<Box<str>>,
+    /// `<domain>/waves`: the waves it rolled in.
+    pub waves: WaveRecord,
 }
 
 /// Only what the plan reads of a watched workload: its metadata, read sparsely (no
@@ -51,6 +73,7 @@ pub struct WatchedWorkload {
     meta: ObjectMeta,
     metadata: Metadata,
     spec: Option<Box<RawValue>>,
+    status: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -58,6 +81,20 @@ struct Wire {
     #[serde(default)]
     metadata: Metadata,
     spec: Option<Box<RawValue>>,
+    /// Judged into [`RolloutFacts::health`] and dropped.
+    #[serde(default)]
+    status: Option<serde_json::Value>,
+}
+
+/// What a rollout's judgement reads of a spec besides the status; any other type reads as
+/// absent.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecWire {
+    #[serde(default)]
+    replicas: Option<serde_json::Value>,
+    #[serde(default)]
+    update_strategy: Option<serde_json::Value>,
 }
 
 impl TryFrom<Wire> for WatchedWorkload {
@@ -72,7 +109,7 @@ impl TryFrom<Wire> for WatchedWorkload {
             resource_version: m.resource_version.clone(),
             ..ObjectMeta::default()
         };
-        Ok(WatchedWorkload { meta, metadata: wire.metadata, spec: wire.spec })
+        Ok(WatchedWorkload { meta, metadata: wire.metadata, spec: wire.spec, status: wire.status })
     }
 }
 
@@ -93,6 +130,35 @@ impl WatchedWorkload {
 
     pub fn uid(&self) -> Option<&str> {
         self.meta.uid.as_deref()
+    }
+
+    /// What rolling it safely needs to know of it, as `kind`, under `domain`.
+    pub fn rollout_facts(&self, kind: WorkloadKind, domain: &AnnotationDomain) -> RolloutFacts {
+        let spec =
+            self.spec.as_deref().and_then(|s| serde_json::from_str::<SpecWire>(s.get()).ok());
+        let parts = SpecParts {
+            generation: self.metadata.generation,
+            replicas: spec
+                .as_ref()
+                .and_then(|s| s.replicas.as_ref())
+                .and_then(serde_json::Value::as_i64),
+            on_delete: spec
+                .as_ref()
+                .and_then(|s| s.update_strategy.as_ref())
+                .and_then(|u| u.get("type"))
+                .and_then(serde_json::Value::as_str)
+                == Some("OnDelete"),
+        };
+        let annotations = self.metadata.annotations.as_ref();
+        let annotation = |name: String| annotations.and_then(|a| a.get(&name));
+        RolloutFacts {
+            generation: self.metadata.generation,
+            health: health_of_parts(kind, parts, self.status.as_ref()),
+            canary: annotation(domain.canary()).is_some_and(|v| v == "true"),
+            paused: annotation(domain.paused()).is_some_and(|v| v == "true"),
+            roll_window: annotation(domain.roll_window()).map(|w| w.as_str().into()),
+            waves: annotation(domain.waves()).map(|w| WaveRecord::parse(w)).unwrap_or_default(),
+        }
     }
 
     /// Its pod template, as a template read would find it (the tests' API).
@@ -172,6 +238,43 @@ mod tests {
             object["kind"] = json!("Deployment");
         }
         object
+    }
+
+    #[test]
+    fn rollout_facts_judge_the_status_and_read_the_annotations_then_drop_them() {
+        let domain = AnnotationDomain::default();
+        let mut object = deployment(false);
+        object["metadata"]["generation"] = json!(3);
+        object["metadata"]["annotations"] = json!({
+            "configsum.dev/canary": "true",
+            "configsum.dev/paused": "yes",
+            "configsum.dev/roll-window": "* 02:00-04:00 UTC",
+            "configsum.dev/waves": r#"{"secret/db":{"change":"0123456789ab","wave":2,"at":"2026-11-28T16:00:00Z"}}"#,
+        });
+        object["status"] = json!({"observedGeneration": 3, "replicas": 2, "updatedReplicas": 2,
+            "availableReplicas": 2});
+        let watched: WatchedWorkload = serde_json::from_value(object.clone()).expect("decodes");
+        let facts = watched.rollout_facts(WorkloadKind::Deployment, &domain);
+        assert_eq!(facts.generation, Some(3));
+        assert_eq!(facts.health, Health::Complete);
+        assert!(facts.canary);
+        assert!(!facts.paused, "only \"true\" pauses");
+        assert_eq!(facts.roll_window.as_deref(), Some("* 02:00-04:00 UTC"));
+        assert_eq!(facts.waves.get("secret/db").map(|e| e.wave), Some(2));
+
+        // Behind: the status describes generation 2, so the patch of generation 3 is not done.
+        object["status"]["observedGeneration"] = json!(2);
+        let watched: WatchedWorkload = serde_json::from_value(object.clone()).expect("decodes");
+        assert_eq!(
+            watched.rollout_facts(WorkloadKind::Deployment, &domain).health,
+            Health::Progressing
+        );
+        // Hostile types read as absent, never as a failure to decode.
+        object["metadata"]["generation"] = json!("3");
+        object["spec"]["replicas"] = json!("two");
+        let watched: WatchedWorkload = serde_json::from_value(object).expect("decodes");
+        let facts = watched.rollout_facts(WorkloadKind::Deployment, &domain);
+        assert_eq!((facts.generation, facts.health), (None, Health::Progressing));
     }
 
     #[test]

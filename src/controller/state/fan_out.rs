@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::controller::model::workload::WorkloadKey;
+pub use crate::core::rollout_health::Health;
 
 /// A workload one change made due.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,16 +25,6 @@ pub struct Member {
     pub workload: WorkloadKey,
     /// Annotated `configsum.dev/canary: "true"`: it rolls in wave 1.
     pub canary: bool,
-}
-
-/// Where a rolled workload's rollout stands, by its kind's rule.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Health {
-    Complete,
-    Progressing,
-    /// Its controller gave up (a Deployment past its progress deadline, a `Degraded`
-    /// Rollout); the reason as the controller reports it, already bounded.
-    Failed(String),
 }
 
 /// Why a change is halted.
@@ -216,7 +207,7 @@ impl FanOut {
             };
             let cause = match health(workload) {
                 Health::Complete => continue,
-                Health::Failed(reason) => Some(HaltCause::Failed(reason)),
+                Health::Failed { reason } => Some(HaltCause::Failed(reason)),
                 Health::Progressing => (now.saturating_duration_since(*patched) >= timeout)
                     .then_some(HaltCause::Timeout),
             };
@@ -414,7 +405,7 @@ mod tests {
         let now = Instant::now();
         fan_out.step(|_| Health::Complete, now, TIMEOUT);
         fan_out.patched(a, now);
-        let failed = |_: &WorkloadKey| Health::Failed("ProgressDeadlineExceeded".into());
+        let failed = |_: &WorkloadKey| Health::Failed { reason: "ProgressDeadlineExceeded".into() };
         let step = fan_out.step(failed, now, TIMEOUT);
         let halt = Halt {
             failing: a.clone(),
@@ -435,7 +426,7 @@ mod tests {
         let now = Instant::now();
         fan_out.step(|_| Health::Complete, now, TIMEOUT);
         fan_out.patched(a, now);
-        let failed = |_: &WorkloadKey| Health::Failed("Degraded".into());
+        let failed = |_: &WorkloadKey| Health::Failed { reason: "Degraded".into() };
         assert!(fan_out.step(failed, now, TIMEOUT).halt.is_some());
         fan_out.excuse(a);
         let step = fan_out.step(failed, now, TIMEOUT);
@@ -514,7 +505,7 @@ mod tests {
         }
         let failing = |x: &WorkloadKey| {
             if *x == w(2) {
-                Health::Failed("ProgressDeadlineExceeded".into())
+                Health::Failed { reason: "ProgressDeadlineExceeded".into() }
             } else {
                 Health::Complete
             }
@@ -546,7 +537,7 @@ mod tests {
             let mut rolled: Vec<(WorkloadKey, u32)> = Vec::new();
             let mut halted = None;
             for _ in 0..200 {
-                let health = |w: &WorkloadKey| if fails.contains(w) { Health::Failed("x".into()) } else { Health::Complete };
+                let health = |w: &WorkloadKey| if fails.contains(w) { Health::Failed { reason: "x".into() } } else { Health::Complete };
                 let step = fan_out.step(health, now, TIMEOUT);
                 if let Some(halt) = step.halt {
                     prop_assert!(fails.contains(&halt.failing));

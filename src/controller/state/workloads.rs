@@ -144,6 +144,7 @@ impl WatchIndex<WatchedWorkload> for WorkloadWatch<'_> {
             return;
         }
         let uid = workload.uid().map(str::to_owned);
+        let rollout = workload.rollout_facts(kind, &index.settings.domain);
         // Whether or not configsum rolls it, another workload may track it: its template is
         // digested, before the plan drops the spec.
         if self.together.is_tracked(&key) {
@@ -156,7 +157,9 @@ impl WatchIndex<WatchedWorkload> for WorkloadWatch<'_> {
                 index.skipped.remove(&key);
                 // A new snapshot includes any patch of this replica's.
                 index.unseen_patches.remove(&key);
-                index.snapshots.insert(key.clone(), Snapshot { mutation, resource_version, uid });
+                index
+                    .snapshots
+                    .insert(key.clone(), Snapshot { mutation, resource_version, uid, rollout });
                 index.changes.push(WorkloadChange::Planned(key));
             }
             Err(verdict) => {

@@ -49,6 +49,9 @@ pub struct Metadata {
     pub namespace: Option<String>,
     pub uid: Option<String>,
     pub resource_version: Option<String>,
+    /// Read leniently: anything but an integer is absent (the controller's rollout health).
+    #[serde(default, deserialize_with = "lenient_integer")]
+    pub generation: Option<i64>,
     #[serde(default, deserialize_with = "bounded_annotations")]
     pub annotations: Option<BTreeMap<String, String>>,
     pub owner_references: Option<Vec<OwnerReference>>,
@@ -138,6 +141,11 @@ pub struct ProjectedVolumeSource {
 pub struct VolumeProjection {
     pub config_map: Option<NamedSource>,
     pub secret: Option<NamedSource>,
+}
+
+/// An integer, or absent for any other JSON value.
+fn lenient_integer<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    Ok(Option::<serde_json::Value>::deserialize(deserializer)?.and_then(|v| v.as_i64()))
 }
 
 /// Annotations, refused once their keys and values total more than the
