@@ -190,6 +190,18 @@ pub struct ControllerArgs {
     /// The flap guard's period (1s to 24h).
     #[arg(long, env = "CONFIGSUM_FLAP_PERIOD", default_value = "10m", value_parser = parse_flap_period)]
     pub flap_period: Duration,
+    /// How the workloads one change makes due roll: `waves` (canaries first, then twice as
+    /// many each wave, each wave once the one before completed its rollout) or `all` (at
+    /// once, paced only). `all` until the rest of waves lands (docs/behaviour.md).
+    #[arg(long, env = "CONFIGSUM_FAN_OUT", value_enum, default_value = "all")]
+    pub fan_out: FanOutMode,
+    /// The most workloads in one wave (1 to 10000).
+    #[arg(long, env = "CONFIGSUM_MAX_WAVE", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_wave: u32,
+    /// How long a rolled workload may take to complete its rollout before its change halts
+    /// (1s to 24h).
+    #[arg(long, env = "CONFIGSUM_WAVE_TIMEOUT", default_value = "10m", value_parser = parse_flap_period)]
+    pub wave_timeout: Duration,
     #[command(flatten)]
     pub registries: RegistryArgs,
     #[command(flatten)]
@@ -392,6 +404,13 @@ fn parse_poll_interval(value: &str) -> Result<Duration, String> {
 
 fn parse_discovery_interval(value: &str) -> Result<Duration, String> {
     bounded_duration(value, Duration::from_secs(1), Duration::from_secs(3_600))
+}
+
+/// `--fan-out`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FanOutMode {
+    Waves,
+    All,
 }
 
 fn parse_flap_period(value: &str) -> Result<Duration, String> {

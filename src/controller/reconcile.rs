@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use json_patch::PatchOperation;
 use kube::api::Patch;
@@ -18,9 +19,11 @@ use super::api::{ControllerApi, PatchError, Reads};
 use super::model::event;
 use super::model::leadership::Leadership;
 use super::model::trigger::Trigger;
+use super::model::wave_record::{WaveEntry, WaveMark};
 use super::model::work::{
     CALL_TIMEOUT, CONFLICT_RETRIES, ReconcileError, ReconcileResult, Reconciled, Work,
 };
+use super::model::workload::Snapshot;
 use super::state::pacing::TokenBucket;
 use crate::core::inputs::image::ImageObservation;
 use crate::core::{Digester, Mutation, ObjectRef, Observation, Settings};
@@ -85,10 +88,19 @@ impl<A: ControllerApi> Reconciler<A> {
         // A pinned image or an image-env variable is in an element of a list, which a
         // merge patch could only replace whole: such a patch is a JSON Patch.
         let annotations = key.kind.annotations_path();
+        let record = wave_record(snapshot, &work.waves, SystemTime::now());
         let patch: Patch<Value> = if annotations_only(annotations, &decision.patch) {
-            Patch::Merge(merge_patch(annotations, &decision.patch, version))
+            let mut patch = merge_patch(annotations, &decision.patch, version);
+            if let Some(record) = record {
+                patch["metadata"]["annotations"][self.settings.domain.waves()] = record.into();
+            }
+            Patch::Merge(patch)
         } else {
-            Patch::Json(guarded_json_patch(decision.patch, version))
+            let mut ops = decision.patch;
+            if let Some(record) = record {
+                ops.extend(record_ops(&self.settings.domain.waves(), record, snapshot));
+            }
+            Patch::Json(guarded_json_patch(ops, version))
         };
         match tokio::time::timeout(left.min(CALL_TIMEOUT), self.api.patch(key, &patch)).await {
             Err(_) => Err(ReconcileError::Timeout),
@@ -108,6 +120,39 @@ impl<A: ControllerApi> Reconciler<A> {
             Ok(Err(PatchError::Failed(e))) => Err(ReconcileError::Api(e)),
         }
     }
+}
+
+/// The `<domain>/waves` value the roll writes: what the workload recorded, with the waves
+/// it rolls in now; `None` when it rolls in none.
+fn wave_record(snapshot: &Snapshot, marks: &[WaveMark], now: SystemTime) -> Option<String> {
+    if marks.is_empty() {
+        return None;
+    }
+    // To the second, as the record keeps it.
+    let seconds = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+    let mut record = snapshot.rollout.waves.clone();
+    for mark in marks {
+        let entry = WaveEntry { change: mark.change.clone(), wave: mark.wave, at };
+        record.record(&mark.source, entry);
+    }
+    Some(record.render())
+}
+
+/// JSON Patch operations that set the annotation `key` of the workload's own metadata,
+/// creating the map if the snapshot has none (the patch is guarded by its resourceVersion).
+fn record_ops(key: &str, value: String, snapshot: &Snapshot) -> Vec<PatchOperation> {
+    let map = json_patch::jsonptr::PointerBuf::from_tokens(["metadata", "annotations"]);
+    let mut ops = Vec::new();
+    if !snapshot.rollout.annotated {
+        ops.push(PatchOperation::Add(json_patch::AddOperation {
+            path: map.clone(),
+            value: json!({}),
+        }));
+    }
+    let path = map.with_trailing_token(key);
+    ops.push(PatchOperation::Add(json_patch::AddOperation { path, value: Value::String(value) }));
+    ops
 }
 
 /// `could not read secret/db, configmap/app`.
@@ -232,8 +277,9 @@ mod tests {
     use super::*;
     use crate::controller::fake_api::{Answer, Call, FakeApi};
     use crate::controller::model::reading::Fresh;
+    use crate::controller::model::wave_record::WaveRecord;
     use crate::controller::model::work::Due;
-    use crate::controller::model::workload::{Snapshot, WatchedWorkload, WorkloadKey};
+    use crate::controller::model::workload::{WatchedWorkload, WorkloadKey};
     use crate::core::model::kinds::WorkloadKind;
     use crate::core::refs::ConsumedKeys;
     use crate::core::{DigestKeys, ObjectContent, ObjectId};
@@ -298,6 +344,7 @@ mod tests {
             fresh: HashMap::new(),
             images: Vec::new(),
             workloads: Vec::new(),
+            waves: Vec::new(),
         }
     }
 
@@ -337,6 +384,60 @@ mod tests {
         assert_eq!(annotations["secret.configsum.dev/db"], digest_of("two"));
         assert!(matches!(&calls[2], Call::Event(m) if m.contains("secret/db")), "{calls:?}");
         assert_eq!(calls.len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_roll_in_a_wave_records_its_wave_on_the_workload_in_the_same_patch() {
+        let (r, _leading) = reconciler();
+        let mut work = work();
+        let mark = |source: &str, wave| WaveMark {
+            source: source.into(),
+            change: "0123456789ab".into(),
+            wave,
+        };
+        // What the workload recorded before stays; the wave it rolls in now is added.
+        if let Some(snapshot) = &mut work.snapshot {
+            let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_881_600);
+            let entry = WaveEntry { change: "fedcba987654".into(), wave: 3, at };
+            snapshot.rollout.waves.record("configmap/app", entry);
+        }
+        work.waves = vec![mark("secret/db", 2)];
+        assert_eq!(reconcile_work(&r, &work).await.expect("reconciled"), patched());
+        let patches = r.api.patches();
+        let record = patches[0]["metadata"]["annotations"]["configsum.dev/waves"]
+            .as_str()
+            .map(WaveRecord::parse)
+            .expect("recorded in the merge patch");
+        let entries: Vec<(&str, &str, u32)> =
+            record.entries().map(|(s, e)| (s, e.change.as_str(), e.wave)).collect();
+        assert_eq!(
+            entries,
+            [("configmap/app", "fedcba987654", 3), ("secret/db", "0123456789ab", 2)]
+        );
+        assert_eq!(patches[0]["metadata"]["resourceVersion"], "5", "guarded as ever");
+
+        // No wave: nothing recorded.
+        let (r, _leading) = reconciler();
+        reconcile(&r).await.expect("reconciled");
+        assert!(r.api.patches()[0]["metadata"].get("annotations").is_none());
+    }
+
+    #[test]
+    fn a_json_patch_creates_the_annotations_map_only_where_there_is_none() {
+        let mut snapshot = snapshot();
+        let path = |op: &PatchOperation| match op {
+            PatchOperation::Add(add) => add.path.to_string(),
+            _ => String::new(),
+        };
+        let ops = record_ops("configsum.dev/waves", "{}".into(), &snapshot);
+        let paths: Vec<String> = ops.iter().map(path).collect();
+        assert_eq!(paths, ["/metadata/annotations", "/metadata/annotations/configsum.dev~1waves"]);
+        snapshot.rollout.annotated = true;
+        let ops = record_ops("configsum.dev/waves", "{}".into(), &snapshot);
+        assert_eq!(
+            ops.iter().map(path).collect::<Vec<_>>(),
+            ["/metadata/annotations/configsum.dev~1waves"]
+        );
     }
 
     #[tokio::test(start_paused = true)]

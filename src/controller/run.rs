@@ -18,11 +18,13 @@ use super::poller::{self, PollRate};
 use super::reads;
 use super::reconcile::Reconciler;
 use super::state::flap_guard::{FlapGuard, FlapLimits};
+use super::state::gate::Gate;
 use super::state::pacing::TokenBucket;
+use super::state::waves::{WaveLimits, Waves};
 use super::state::{Options, State};
 use super::watches::{self, Watches};
 use super::worker;
-use crate::config::ControllerArgs;
+use crate::config::{ControllerArgs, FanOutMode};
 use crate::core::LookupErrorPolicy;
 use crate::lookup::KubeSource;
 use crate::process::{self, MetricsRegistry, Running, StartupError, own_namespace};
@@ -115,10 +117,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         window: args.window,
         min_interval: args.min_interval,
         poll_interval: args.image_poll_interval,
-        gates: vec![Box::new(FlapGuard::new(FlapLimits {
-            limit: args.flap_limit,
-            period: args.flap_period,
-        }))],
+        gates: gates(&args),
     };
     let mut state = State::new(options);
     let metrics = controller_metrics;
@@ -205,4 +204,16 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let _ = election.await;
     running.finished().await;
     refused.map_or(Ok(()), Err)
+}
+
+/// The gates a trigger passes, in order, from their flags. Waves come last: a workload
+/// another gate holds is no member of a wave, and rolls on its own once let go.
+fn gates(args: &ControllerArgs) -> Vec<Box<dyn Gate>> {
+    let flap = FlapLimits { limit: args.flap_limit, period: args.flap_period };
+    let mut gates: Vec<Box<dyn Gate>> = vec![Box::new(FlapGuard::new(flap))];
+    if args.fan_out == FanOutMode::Waves {
+        let max_wave = usize::try_from(args.max_wave).unwrap_or(usize::MAX);
+        gates.push(Box::new(Waves::new(WaveLimits { max_wave, timeout: args.wave_timeout })));
+    }
+    gates
 }

@@ -59,6 +59,25 @@ pub fn flap_guard_released(
     on_workload(key, uid, holds::RELEASE_REASON, truncate_bytes(message, MAX_MESSAGE_BYTES))
 }
 
+/// The Event when `key`'s rollout halts `source`'s change `change`: `waiting` workloads are
+/// not rolled until it completes, an operator resumes the change, or the source changes again.
+pub fn rollout_halted(
+    key: &WorkloadKey,
+    uid: Option<String>,
+    source: &str,
+    change: &str,
+    cause: &str,
+    waiting: usize,
+) -> Event {
+    let message = format!(
+        "{source}: change {change} halted here, {cause}; {waiting} workload(s) wait. It goes on \
+         when this rollout completes, or with {domain}/resume: \"{change}\" on {source}",
+        domain = crate::core::model::annotations::DEFAULT_DOMAIN,
+    );
+    let event = on_workload(key, uid, "RolloutHalted", truncate_bytes(message, MAX_MESSAGE_BYTES));
+    Event { type_: Some("Warning".to_owned()), ..event }
+}
+
 /// A `Normal` core/v1 Event on the workload, from configsum's controller.
 fn on_workload(key: &WorkloadKey, uid: Option<String>, reason: &str, message: String) -> Event {
     let resource = workload_resource(key.kind);

@@ -79,6 +79,41 @@ pub enum Source {
     Workload(WorkloadKey),
 }
 
+impl Source {
+    /// How a workload's `<domain>/waves` names it: as its Events do, without the namespace
+    /// (a ConfigMap, Secret or workload is the workload's own namespace's).
+    pub fn record_name(&self) -> String {
+        match self {
+            Source::Object(key) => key.object.to_string(),
+            Source::Image(reference) => format!("image {reference}"),
+            Source::Workload(key) => format!("{}/{}", key.kind.word(), key.name),
+        }
+    }
+
+    /// Whether `workload` may be among those this source's change rolls.
+    pub fn concerns(&self, workload: &WorkloadKey) -> bool {
+        match self {
+            Source::Object(key) => key.namespace == workload.namespace,
+            Source::Workload(key) => key.namespace == workload.namespace,
+            Source::Image(_) => true,
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Object(key) => write!(f, "{} in {}", key.object, key.namespace),
+            Source::Image(reference) => {
+                write!(f, "image {}", shorten_middle(reference, MAX_REFERENCE_CHARS))
+            }
+            Source::Workload(key) => {
+                write!(f, "{}/{} in {}", key.kind.word(), key.name, key.namespace)
+            }
+        }
+    }
+}
+
 /// One new content of one source (docs/behaviour.md, "Rolling safely"): the workloads it
 /// makes due roll in waves. `id` is the first 12 hex digits of the new content's digest —
 /// keyed for a Secret under `--digest-key-file`, so that it tells nothing of the data.

@@ -18,6 +18,14 @@ pub const MAX_ENTRIES: usize = 32;
 /// A longer annotation is not read at all.
 pub const MAX_BYTES: usize = 16 * 1024;
 
+/// What a roll records: it rolls in `wave` of `source`'s change `change`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaveMark {
+    pub source: String,
+    pub change: String,
+    pub wave: u32,
+}
+
 /// One source's last roll of this workload in a fan-out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaveEntry {

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::reading::Fresh;
 use super::trigger::Trigger;
+use super::wave_record::WaveMark;
 use super::workload::{Snapshot, WorkloadKey};
 use crate::core::inputs::image::ImageObservation;
 use crate::core::{ObjectRef, Observation};
@@ -46,6 +47,8 @@ pub struct Work {
     pub images: Vec<ImageObservation>,
     /// The template digests of the workloads it tracks, one per tracked workload.
     pub workloads: Vec<Option<Observation>>,
+    /// The waves it rolls in, recorded on it with the roll (`<domain>/waves`).
+    pub waves: Vec<WaveMark>,
 }
 
 /// How a reconciliation ended, short of an error.

@@ -60,6 +60,8 @@ pub struct RolloutFacts {
     pub roll_window: Option<Box<str>>,
     /// `<domain>/waves`: the waves it rolled in.
     pub waves: WaveRecord,
+    /// Whether `metadata.annotations` exists: a JSON Patch must create it before a key.
+    pub annotated: bool,
 }
 
 /// Only what the plan reads of a watched workload: its metadata, read sparsely (no
@@ -158,6 +160,7 @@ impl WatchedWorkload {
             paused: annotation(domain.paused()).is_some_and(|v| v == "true"),
             roll_window: annotation(domain.roll_window()).map(|w| w.as_str().into()),
             waves: annotation(domain.waves()).map(|w| WaveRecord::parse(w)).unwrap_or_default(),
+            annotated: annotations.is_some(),
         }
     }
 

@@ -58,6 +58,11 @@ impl State {
                 // Released by a gate, it rolls on its own: no fan-out waits for it.
                 self.pass_gates(released.workload, released.trigger, None, now, Some(at));
             }
+            for (workload, event) in self.gates[at].events() {
+                if self.queue.term().is_some() {
+                    self.record(event, &workload);
+                }
+            }
         }
         let work = self.work_due(now);
         let poll = self.images.poll_due(now, self.leadership.is_leading(now));
@@ -101,6 +106,7 @@ impl State {
             ),
             None => (Vec::new(), Vec::new()),
         };
-        Work { due, snapshot, fresh, images, workloads }
+        let waves = self.gates.iter().flat_map(|gate| gate.marks(&due.key)).collect();
+        Work { due, snapshot, fresh, images, workloads, waves }
     }
 }

@@ -135,6 +135,14 @@ impl FanOut {
         out
     }
 
+    /// Adds `workload`, rolled in this change before this leader and not due any more, so
+    /// that [`FanOut::restore`] can place it in its wave.
+    pub fn add_rolled(&mut self, workload: WorkloadKey) {
+        if !self.is_member(&workload) {
+            self.order.push(workload);
+        }
+    }
+
     /// A new leader's account of a member rolled before it: in `wave`, patched at `at`.
     /// Call before the first [`FanOut::step`]: members restored move to the front, by wave,
     /// and the fan-out goes on with the last wave they reached (the rest of it first).

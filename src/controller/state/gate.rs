@@ -9,7 +9,8 @@ use k8s_openapi::api::core::v1::Event;
 use tokio::time::Instant;
 
 use crate::controller::model::trigger::{SourceChange, Trigger};
-use crate::controller::model::workload::WorkloadKey;
+use crate::controller::model::wave_record::WaveMark;
+use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
 
 /// What a gate does with a trigger.
 #[derive(Debug)]
@@ -44,6 +45,9 @@ pub trait Gate: std::fmt::Debug + Send {
     /// `workload` rolled (or would have, in a dry run) at `now` because of `triggers`.
     fn rolled(&mut self, _workload: &WorkloadKey, _triggers: &BTreeSet<Trigger>, _now: Instant) {}
 
+    /// The watch delivered `workload` anew (its health, its annotations).
+    fn observed(&mut self, _workload: &WorkloadKey, _facts: &RolloutFacts) {}
+
     /// The workloads it lets go at `now`.
     fn release(&mut self, now: Instant) -> Vec<Released>;
 
@@ -52,6 +56,16 @@ pub trait Gate: std::fmt::Debug + Send {
 
     /// Whether it holds `workload` (the `held` verdict of the workloads gauge and explain).
     fn holds(&self, workload: &WorkloadKey) -> bool;
+
+    /// What `workload`'s roll records on it (`<domain>/waves`).
+    fn marks(&self, _workload: &WorkloadKey) -> Vec<WaveMark> {
+        Vec::new()
+    }
+
+    /// Events it has to say, each on a workload (the router fills in the uid).
+    fn events(&mut self) -> Vec<(WorkloadKey, Event)> {
+        Vec::new()
+    }
 
     /// `workload` is gone, or out of scope.
     fn forget(&mut self, workload: &WorkloadKey);

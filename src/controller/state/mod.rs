@@ -32,6 +32,7 @@ mod rolls;
 pub mod scope;
 #[cfg(test)]
 mod tests;
+pub mod waves;
 pub mod workloads;
 
 use std::collections::HashMap;

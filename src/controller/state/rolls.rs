@@ -32,6 +32,9 @@ impl State {
                 WorkloadChange::Forgotten(key) => self.forget_elsewhere(&key),
                 WorkloadChange::Planned(key) => {
                     let Some(snapshot) = self.workloads.snapshot(&key) else { continue };
+                    for gate in &mut self.gates {
+                        gate.observed(&key, &snapshot.rollout);
+                    }
                     let mutation = &snapshot.mutation;
                     self.images.upsert(&key, tracked_images(&key, mutation));
                     let together = rolling_together::tracked_by(mutation);

@@ -63,13 +63,17 @@ impl Harness {
     }
 
     fn with_flap_limits(flap: FlapLimits) -> Self {
+        Harness::with_gates(vec![Box::new(FlapGuard::new(flap))])
+    }
+
+    fn with_gates(gates: Vec<Box<dyn Gate>>) -> Self {
         let options = Options {
             settings: Settings::default(),
             own_namespace: "configsum".into(),
             window: WINDOW,
             min_interval: Duration::ZERO,
             poll_interval: HOUR,
-            gates: vec![Box::new(FlapGuard::new(flap))],
+            gates,
         };
         let state = State::new(options);
         let digester =
@@ -711,4 +715,156 @@ fn a_workload_listed_before_its_tracker_is_read_once_and_caught_up() {
     assert_eq!(due, [key("keycloak")], "caught up");
     let known: Vec<&WorkloadKey> = h.state.together.known_templates().collect();
     assert_eq!(known, [&key("db")], "only tracked workloads keep a digest");
+}
+
+/// `app-<i>` reading Secret db and recording `password`, at `generation`, its rollout
+/// complete, failed past its deadline, or still going.
+fn app(h: &Harness, i: usize, password: &str, generation: i64, rollout: &str) -> WatchedWorkload {
+    serde_json::from_value(app_value(h, i, password, generation, rollout)).expect("a Deployment")
+}
+
+fn app_value(
+    h: &Harness,
+    i: usize,
+    password: &str,
+    generation: i64,
+    rollout: &str,
+) -> serde_json::Value {
+    let mut status = json!({"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
+        "availableReplicas": 1});
+    match rollout {
+        // A status update that changes nothing but the resourceVersion.
+        "complete" | "complete-again" => {}
+        "failed" => {
+            status["availableReplicas"] = json!(0);
+            status["conditions"] = json!([{"type": "Progressing", "status": "False",
+                "reason": "ProgressDeadlineExceeded"}]);
+        }
+        _ => status["availableReplicas"] = json!(0),
+    }
+    let value = json!({"metadata": {"name": format!("app-{i}"), "namespace": "ns",
+            "resourceVersion": format!("{i}-{generation}-{rollout}"), "generation": generation},
+        "spec": {"replicas": 1, "template": {
+            "metadata": {"annotations": {"secret.configsum.dev/db": h.digest_of(password)}},
+            "spec": {"containers": [{"name": "c", "image": "app:1",
+                "envFrom": [{"secretRef": {"name": "db"}}]}]}}},
+        "status": status});
+    value
+}
+
+/// The workloads of the work handed out so far, emptied.
+fn rolled(h: &mut Harness) -> Vec<String> {
+    let mut names: Vec<String> = h.work.drain(..).map(|w| w.due.key.name).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
+    use crate::controller::state::waves::{WaveLimits, Waves};
+    let waves = Waves::new(WaveLimits { max_wave: 50, timeout: HOUR });
+    let mut h =
+        Harness::with_gates(vec![Box::new(FlapGuard::new(FlapLimits::default())), Box::new(waves)]);
+    h.put_secret("one", "10");
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    let apps = (0..5).map(|i| app(&h, i, "one", 1, "complete")).collect();
+    h.list_workloads(1, apps);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    assert!(h.state.ready());
+
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    let work: Vec<Work> = h.work.drain(..).collect();
+    assert_eq!(
+        work.iter().map(|w| w.due.key.name.as_str()).collect::<Vec<_>>(),
+        ["app-0"],
+        "wave 1"
+    );
+    let marks = &work[0].waves;
+    assert_eq!(marks.len(), 1);
+    assert_eq!((marks[0].source.as_str(), marks[0].wave), ("secret/db", 1));
+    let change_id = marks[0].change.clone();
+    assert_eq!(change_id.len(), 12);
+    // A status update before the patch: the rollout it reports complete is the old one's.
+    let resync = app(&h, 0, "one", 1, "complete-again");
+    apply(&mut h, resync);
+    for w in work {
+        h.send(Message::Reconciled(Box::new((w.due, Ok(Reconciled::Patched { from: None })))));
+    }
+    h.wait(WINDOW * 3);
+    assert!(h.work.is_empty(), "wave 2 waits for app-0's rollout");
+    // The watch delivers app-0 patched (generation 2), still rolling, then complete.
+    let next = app(&h, 0, "two", 2, "progressing");
+    apply(&mut h, next);
+    h.wait(WINDOW);
+    assert!(h.work.is_empty());
+    let next = app(&h, 0, "two", 2, "complete");
+    apply(&mut h, next);
+    h.wait(WINDOW);
+    let work: Vec<Work> = h.work.drain(..).collect();
+    let mut names: Vec<&str> = work.iter().map(|w| w.due.key.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["app-1", "app-2"], "wave 2: twice wave 1");
+    assert!(work.iter().all(|w| w.waves.iter().all(|m| m.wave == 2 && m.change == change_id)));
+    for w in work {
+        h.send(Message::Reconciled(Box::new((w.due, Ok(Reconciled::Patched { from: None })))));
+    }
+    let next = app(&h, 1, "two", 2, "complete");
+    apply(&mut h, next);
+    let next = app(&h, 2, "two", 2, "failed");
+    apply(&mut h, next);
+    h.wait(WINDOW * 10);
+    assert!(h.work.is_empty(), "halted: app-3 and app-4 are never rolled");
+    let halted: Vec<&k8s_openapi::api::core::v1::Event> =
+        h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted")).collect();
+    assert_eq!(halted.len(), 1, "said once: {:?}", h.events);
+    assert_eq!(halted[0].involved_object.name.as_deref(), Some("app-2"));
+    let message = halted[0].message.as_deref().unwrap_or_default();
+    assert!(message.contains("2 workload(s) wait") && message.contains(&change_id), "{message}");
+    // Fixed by other means: its rollout completes after all, and the rest go.
+    let next = app(&h, 2, "two", 3, "complete");
+    apply(&mut h, next);
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-3", "app-4"], "wave 3: the two left");
+}
+
+#[test]
+fn a_new_leader_goes_on_from_the_waves_the_workloads_record() {
+    use crate::controller::state::waves::{WaveLimits, Waves};
+    let waves = Waves::new(WaveLimits { max_wave: 50, timeout: HOUR });
+    let mut h = Harness::with_gates(vec![Box::new(waves)]);
+    h.put_secret("two", "11");
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    // The last leader rolled app-0 in wave 1 and app-1 and app-2 in wave 2, each complete,
+    // then stopped: the next wave is the third, four workloads.
+    let source = crate::controller::model::trigger::Source::Object(db());
+    let change = SourceChange::new(source, &h.digest_of("two"));
+    let record = |wave: u32| {
+        format!(
+            r#"{{"secret/db":{{"change":"{}","wave":{wave},"at":"2026-11-28T16:00:00Z"}}}}"#,
+            change.id
+        )
+    };
+    let mut apps: Vec<WatchedWorkload> = Vec::new();
+    for i in 0..8 {
+        let (password, generation) = if i < 3 { ("two", 2) } else { ("one", 1) };
+        let mut value = app_value(&h, i, password, generation, "complete");
+        if i < 3 {
+            let wave = if i == 0 { 1 } else { 2 };
+            value["metadata"]["annotations"] = json!({"configsum.dev/waves": record(wave)});
+        }
+        apps.push(serde_json::from_value(value).expect("a watched Deployment"));
+    }
+    h.list_workloads(1, apps);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-3", "app-4", "app-5", "app-6"], "wave 3, nothing twice");
+    let halted = h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted"));
+    assert_eq!(halted.count(), 0);
 }
