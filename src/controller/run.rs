@@ -20,6 +20,7 @@ use super::reconcile::Reconciler;
 use super::state::flap_guard::{FlapGuard, FlapLimits};
 use super::state::gate::Gate;
 use super::state::pacing::TokenBucket;
+use super::state::pause::Pause;
 use super::state::waves::{WaveLimits, Waves};
 use super::state::{Options, State};
 use super::watches::{self, Watches};
@@ -210,7 +211,8 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
 /// another gate holds is no member of a wave, and rolls on its own once let go.
 fn gates(args: &ControllerArgs) -> Vec<Box<dyn Gate>> {
     let flap = FlapLimits { limit: args.flap_limit, period: args.flap_period };
-    let mut gates: Vec<Box<dyn Gate>> = vec![Box::new(FlapGuard::new(flap))];
+    let mut gates: Vec<Box<dyn Gate>> =
+        vec![Box::new(FlapGuard::new(flap)), Box::new(Pause::default())];
     if args.fan_out == FanOutMode::Waves {
         let max_wave = usize::try_from(args.max_wave).unwrap_or(usize::MAX);
         gates.push(Box::new(Waves::new(WaveLimits { max_wave, timeout: args.wave_timeout })));

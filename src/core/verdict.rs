@@ -20,13 +20,20 @@ pub enum Verdict {
     NotRolling,
     /// The flap guard holds it.
     Held,
+    /// `<domain>/paused: "true"`: the controller never rolls it while set.
+    Paused,
+    /// Outside its maintenance window (`<domain>/roll-window`): it rolls at the next opening.
+    WaitingWindow,
+    /// Waiting behind a change halted by a failed rollout (docs/behaviour.md, "Rolling
+    /// safely").
+    Halted,
     /// Cannot be told: a Secret without the digest key, an input that could not be read.
     Unknown,
 }
 
 impl Verdict {
     /// Every verdict, in the order a gauge lists them.
-    pub const ALL: [Verdict; 8] = [
+    pub const ALL: [Verdict; 11] = [
         Verdict::Current,
         Verdict::Stale,
         Verdict::FirstObservation,
@@ -34,6 +41,9 @@ impl Verdict {
         Verdict::ControllerOwned,
         Verdict::NotRolling,
         Verdict::Held,
+        Verdict::Paused,
+        Verdict::WaitingWindow,
+        Verdict::Halted,
         Verdict::Unknown,
     ];
 
@@ -46,6 +56,9 @@ impl Verdict {
             Verdict::ControllerOwned => "controller-owned",
             Verdict::NotRolling => "not-rolling",
             Verdict::Held => "held",
+            Verdict::Paused => "paused",
+            Verdict::WaitingWindow => "waiting-window",
+            Verdict::Halted => "halted",
             Verdict::Unknown => "unknown",
         }
     }
@@ -105,6 +118,9 @@ mod tests {
                 "controller-owned",
                 "not-rolling",
                 "held",
+                "paused",
+                "waiting-window",
+                "halted",
                 "unknown"
             ]
         );

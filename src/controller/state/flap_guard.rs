@@ -10,10 +10,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::gate::{Gate, Released, Verdict};
+use super::gate::{Gate, Gating, Released};
 use crate::controller::model::event;
 use crate::controller::model::trigger::{SourceChange, Trigger};
 use crate::controller::model::workload::WorkloadKey;
+use crate::core::verdict::Verdict;
 
 /// `--flap-limit` and `--flap-period`; a limit of 0 turns the guard off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,16 +169,16 @@ impl Gate for FlapGuard {
         trigger: &Trigger,
         _change: Option<&SourceChange>,
         now: Instant,
-    ) -> Verdict {
+    ) -> Gating {
         match FlapGuard::admit(self, workload, trigger, now) {
-            Admission::Roll => Verdict::Pass,
-            Admission::Hold { announce: false } => Verdict::Hold { event: None },
+            Admission::Roll => Gating::Pass,
+            Admission::Hold { announce: false } => Gating::Hold { event: None },
             Admission::Hold { announce: true } => {
                 let FlapLimits { limit, period } = self.limits;
                 let source = trigger.source();
                 warn!(workload = %workload, %source, limit, period = ?period,
                     "flap guard: stopped rolling it until the source is quiet");
-                Verdict::Hold {
+                Gating::Hold {
                     event: Some(Box::new(event::flap_guard(
                         workload, None, &source, limit, period,
                     ))),
@@ -206,8 +207,8 @@ impl Gate for FlapGuard {
         FlapGuard::next_release(self)
     }
 
-    fn holds(&self, workload: &WorkloadKey) -> bool {
-        self.is_held(workload)
+    fn verdict(&self, workload: &WorkloadKey) -> Option<Verdict> {
+        self.is_held(workload).then_some(Verdict::Held)
     }
 
     fn forget(&mut self, workload: &WorkloadKey) {

@@ -11,10 +11,11 @@ use tokio::time::Instant;
 use crate::controller::model::trigger::{SourceChange, Trigger};
 use crate::controller::model::wave_record::WaveMark;
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
+use crate::core::verdict::Verdict;
 
 /// What a gate does with a trigger.
 #[derive(Debug)]
-pub enum Verdict {
+pub enum Gating {
     /// Let it through.
     Pass,
     /// Hold the workload; record `event` (on the workload, whose uid the router fills in)
@@ -40,7 +41,7 @@ pub trait Gate: std::fmt::Debug + Send {
         trigger: &Trigger,
         change: Option<&SourceChange>,
         now: Instant,
-    ) -> Verdict;
+    ) -> Gating;
 
     /// `workload` rolled (or would have, in a dry run) at `now` because of `triggers`.
     fn rolled(&mut self, _workload: &WorkloadKey, _triggers: &BTreeSet<Trigger>, _now: Instant) {}
@@ -54,8 +55,8 @@ pub trait Gate: std::fmt::Debug + Send {
     /// When it next lets something go, if it holds anything.
     fn next_release(&self) -> Option<Instant>;
 
-    /// Whether it holds `workload` (the `held` verdict of the workloads gauge and explain).
-    fn holds(&self, workload: &WorkloadKey) -> bool;
+    /// What it says of `workload`, if it holds it: the verdict of the workloads gauge.
+    fn verdict(&self, workload: &WorkloadKey) -> Option<Verdict>;
 
     /// What `workload`'s roll records on it (`<domain>/waves`).
     fn marks(&self, _workload: &WorkloadKey) -> Vec<WaveMark> {

@@ -24,6 +24,7 @@ pub mod gate;
 pub mod images;
 pub mod objects;
 pub mod pacing;
+pub mod pause;
 pub mod queue;
 pub mod references;
 pub mod relist;
@@ -312,8 +313,8 @@ impl State {
             *counts.entry(*verdict).or_default() += 1;
         }
         for (key, snapshot) in self.workloads.snapshots() {
-            let verdict = if self.held(key) {
-                Verdict::Held
+            let verdict = if let Some(verdict) = self.gate_verdict(key) {
+                verdict
             } else if self.queue.is_pending(key) {
                 Verdict::Stale
             } else if snapshot.mutation.records_every_input() {
@@ -335,7 +336,8 @@ impl State {
         held.map_or(0, |(_, count)| count)
     }
 
-    fn held(&self, workload: &WorkloadKey) -> bool {
-        self.gates.iter().any(|gate| gate.holds(workload))
+    /// The first gate's word on `workload`, if one holds it.
+    fn gate_verdict(&self, workload: &WorkloadKey) -> Option<Verdict> {
+        self.gates.iter().find_map(|gate| gate.verdict(workload))
     }
 }

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::State;
-use super::gate::Verdict;
+use super::gate::Gating;
 use super::images::{digest_of, tracked_images};
 use super::objects::Tracker;
 use super::references::{Change, tracked_by};
@@ -103,7 +103,7 @@ impl State {
             if Some(at) == skip {
                 continue;
             }
-            if let Verdict::Hold { event } = gate.admit(&workload, &trigger, change, now) {
+            if let Gating::Hold { event } = gate.admit(&workload, &trigger, change, now) {
                 if let Some(event) = event {
                     self.record(*event, &workload);
                 }

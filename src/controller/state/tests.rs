@@ -632,12 +632,12 @@ impl gate::Gate for ClosedUntil {
         trigger: &Trigger,
         _change: Option<&SourceChange>,
         now: Instant,
-    ) -> gate::Verdict {
+    ) -> gate::Gating {
         if now >= self.open {
-            return gate::Verdict::Pass;
+            return gate::Gating::Pass;
         }
         self.held.push((workload.clone(), trigger.clone()));
-        gate::Verdict::Hold { event: None }
+        gate::Gating::Hold { event: None }
     }
 
     fn release(&mut self, now: Instant) -> Vec<gate::Released> {
@@ -657,8 +657,8 @@ impl gate::Gate for ClosedUntil {
         (!self.held.is_empty()).then_some(self.open)
     }
 
-    fn holds(&self, workload: &WorkloadKey) -> bool {
-        self.held.iter().any(|(held, _)| held == workload)
+    fn verdict(&self, workload: &WorkloadKey) -> Option<Verdict> {
+        self.held.iter().any(|(held, _)| held == workload).then_some(Verdict::Held)
     }
 
     fn forget(&mut self, workload: &WorkloadKey) {
@@ -824,6 +824,8 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
     assert_eq!(halted[0].involved_object.name.as_deref(), Some("app-2"));
     let message = halted[0].message.as_deref().unwrap_or_default();
     assert!(message.contains("2 workload(s) wait") && message.contains(&change_id), "{message}");
+    let halted = h.state.verdicts().into_iter().find(|(v, _)| *v == Verdict::Halted);
+    assert_eq!(halted, Some((Verdict::Halted, 3)), "app-2, and app-3 and app-4 behind it");
     // Fixed by other means: its rollout completes after all, and the rest go.
     let next = app(&h, 2, "two", 3, "complete");
     apply(&mut h, next);
@@ -867,4 +869,34 @@ fn a_new_leader_goes_on_from_the_waves_the_workloads_record() {
     assert_eq!(rolled(&mut h), ["app-3", "app-4", "app-5", "app-6"], "wave 3, nothing twice");
     let halted = h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted"));
     assert_eq!(halted.count(), 0);
+}
+
+#[test]
+fn a_paused_workload_is_never_rolled_and_rolls_once_when_unpaused() {
+    let gates: Vec<Box<dyn Gate>> = vec![Box::new(super::pause::Pause::default())];
+    let mut h = Harness::with_gates(gates);
+    h.put_secret("one", "10");
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    let mut paused = app_value(&h, 0, "one", 1, "complete");
+    paused["metadata"]["annotations"] = json!({"configsum.dev/paused": "true"});
+    let paused: WatchedWorkload = serde_json::from_value(paused).expect("a Deployment");
+    h.list_workloads(1, vec![paused, app(&h, 1, "one", 1, "complete")]);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    assert!(h.state.verdicts().contains(&(Verdict::Paused, 1)));
+    h.secret_changed("two", "11");
+    h.secret_changed("three", "12");
+    h.wait(WINDOW * 5);
+    assert_eq!(rolled(&mut h), ["app-1"], "only the one not paused (both changes in one window)");
+    // Unpaused: one roll, with every change it missed.
+    let unpaused = app(&h, 0, "one", 1, "complete-again");
+    apply(&mut h, unpaused);
+    h.wait(WINDOW);
+    let work: Vec<Work> = h.work.drain(..).collect();
+    assert_eq!(work.len(), 1);
+    assert_eq!(work[0].due.key.name, "app-0");
+    assert!(work[0].due.triggers.contains(&Trigger::Object(ObjectRef::secret("db"))));
+    assert!(!h.state.verdicts().iter().any(|(v, _)| *v == Verdict::Paused));
 }

@@ -16,11 +16,12 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::fan_out::{FanOut, Halt, HaltCause, Health, Member};
-use super::gate::{Gate, Released, Verdict};
+use super::gate::{Gate, Gating, Released};
 use crate::controller::model::event;
 use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::wave_record::WaveMark;
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
+use crate::core::verdict::Verdict;
 
 /// `--max-wave` and `--wave-timeout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,8 +154,8 @@ impl Gate for Waves {
         trigger: &Trigger,
         change: Option<&SourceChange>,
         _now: Instant,
-    ) -> Verdict {
-        let Some(change) = change else { return Verdict::Pass };
+    ) -> Gating {
+        let Some(change) = change else { return Gating::Pass };
         if let Some(rolling) = self.rolling.get(&change.source) {
             if rolling.change.id != change.id {
                 // A newer change replaces the one rolling (halted or not): wave 1 again.
@@ -165,19 +166,19 @@ impl Gate for Waves {
                 // Due again within its change (a retry, a newer snapshot): once released, it
                 // goes on; before, it waits for its wave.
                 return match rolling.fan_out.wave_of(workload) {
-                    Some(_) => Verdict::Pass,
-                    None => Verdict::Hold { event: None },
+                    Some(_) => Gating::Pass,
+                    None => Gating::Hold { event: None },
                 };
             } else {
                 // Not part of the change as it arrived (held by another gate then): on its own.
-                return Verdict::Pass;
+                return Gating::Pass;
             }
         }
         let members = self.arriving.entry(change.clone()).or_default();
         if !members.iter().any(|(w, _)| w == workload) {
             members.push((workload.clone(), trigger.clone()));
         }
-        Verdict::Hold { event: None }
+        Gating::Hold { event: None }
     }
 
     fn rolled(&mut self, workload: &WorkloadKey, _triggers: &BTreeSet<Trigger>, now: Instant) {
@@ -287,10 +288,14 @@ impl Gate for Waves {
         timeouts.chain(now).min()
     }
 
-    /// A workload waiting for its wave is stale, not held (the flap guard's word); a halted
-    /// change will have a verdict of its own.
-    fn holds(&self, _workload: &WorkloadKey) -> bool {
-        false
+    /// A workload waiting for its wave is stale; one waiting behind a halt is `halted`, as is
+    /// the workload whose rollout halted the change.
+    fn verdict(&self, workload: &WorkloadKey) -> Option<Verdict> {
+        let halted = self.rolling.values().filter(|r| r.halted).any(|r| {
+            let waiting = r.fan_out.is_member(workload) && r.fan_out.wave_of(workload).is_none();
+            waiting || r.announced.as_ref() == Some(workload)
+        });
+        halted.then_some(Verdict::Halted)
     }
 
     fn marks(&self, workload: &WorkloadKey) -> Vec<WaveMark> {
