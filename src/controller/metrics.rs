@@ -38,6 +38,10 @@ pub struct ControllerMetrics {
     /// Workloads the flap guard holds.
     pub held_workloads: Gauge,
     pub queue_depth: Gauge,
+    /// Changes halted by a failed rollout.
+    pub halted_changes: Gauge,
+    waves: Family<OutcomeLabels, Counter>,
+    wave_seconds: Histogram,
     lists: Family<ResourceLabels, Counter>,
     reaction: Histogram,
     pub watched_objects: Gauge,
@@ -60,6 +64,25 @@ impl ControllerMetrics {
             "controller_queue_depth",
             "Workloads waiting for their window, the rate limit or a patch",
             queue_depth.clone(),
+        );
+        let halted_changes = Gauge::default();
+        registry.register(
+            "controller_halted_changes",
+            "Changes halted by a failed rollout: the workloads behind them wait",
+            halted_changes.clone(),
+        );
+        let waves = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "controller_waves",
+            "Waves of a change's fan-out that ended: completed, failed (a rollout failed) or timeout",
+            waves.clone(),
+        );
+        // 1 s to ~4.5 h: a wave waits for rollouts, up to --wave-timeout.
+        let wave_seconds = Histogram::new(exponential_buckets(1.0, 2.0, 15));
+        registry.register(
+            "controller_wave_seconds",
+            "From a wave's release to its end (completed, failed or timeout)",
+            wave_seconds.clone(),
         );
         let lists = Family::<ResourceLabels, Counter>::default();
         registry.register(
@@ -97,12 +120,21 @@ impl ControllerMetrics {
             workloads,
             held_workloads,
             queue_depth,
+            halted_changes,
+            waves,
+            wave_seconds,
             lists,
             reaction,
             watched_objects,
             lookups: LookupMetrics::register(registry),
             registries: RegistryMetrics::register(registry),
         }
+    }
+
+    /// A wave ended.
+    pub fn wave(&self, outcome: &'static str, took: std::time::Duration) {
+        self.waves.get_or_create(&OutcomeLabels { outcome }).inc();
+        self.wave_seconds.observe(took.as_secs_f64());
     }
 
     pub fn listed(&self, resource: &'static str) {
@@ -158,6 +190,7 @@ mod tests {
         metrics.count("patched");
         metrics.set_verdicts(&[(Verdict::Stale, 2)]);
         metrics.listed("secrets");
+        metrics.wave("completed", std::time::Duration::from_secs(3));
         let took = std::time::Duration::from_millis(2);
         metrics.lookups.observe(took, Some("timeout"));
         metrics.registries.observe("ghcr.io", "digest", took);
@@ -171,6 +204,10 @@ mod tests {
             r#"configsum_controller_workloads{verdict="stale"} 2"#,
             r#"configsum_controller_workloads{verdict="held"} 0"#,
             "configsum_controller_held_workloads 0",
+            "configsum_controller_halted_changes 0",
+            r#"configsum_controller_waves_total{outcome="completed"} 1"#,
+            "configsum_controller_wave_seconds_count 1",
+            r#"configsum_controller_workloads{verdict="halted"} 0"#,
             "configsum_lookup_duration_seconds_count 1",
             r#"configsum_lookup_errors_total{reason="timeout"} 1"#,
             r#"configsum_registry_requests_total{registry="ghcr.io",outcome="digest"} 1"#,

@@ -176,6 +176,9 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         for work in effects.work {
             let _ = work_tx.send(work);
         }
+        for ended in effects.wave_outcomes {
+            metrics.wave(ended.outcome, ended.took);
+        }
         for workload in effects.template_reads {
             tokio::spawn(reads::read_template(api.clone(), workload, tx.clone()));
         }
@@ -189,6 +192,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         }
         metrics.queue_depth.set(state.queue_depth() as i64);
         metrics.watched_objects.set(state.watched_objects() as i64);
+        metrics.halted_changes.set(state.halted_changes() as i64);
         // Counted after the queue depth, so that whoever sees the count sees the reads the
         // list started.
         if let Some(resource) = listed {

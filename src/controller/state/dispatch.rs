@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::Event;
 use tokio::time::Instant;
 
 use super::State;
+use super::gate::WaveOutcome;
 use super::objects::ReadRequest;
 use crate::controller::model::polled_image::PolledImage;
 use crate::controller::model::work::{Due, Work};
@@ -25,6 +26,8 @@ pub struct Effects {
     pub events: Vec<Event>,
     /// Tracked workloads whose pod template must be read.
     pub template_reads: Vec<WorkloadKey>,
+    /// How waves ended (the waves' metrics).
+    pub wave_outcomes: Vec<WaveOutcome>,
 }
 
 impl State {
@@ -73,7 +76,8 @@ impl State {
         }
         let events = std::mem::take(&mut self.events);
         let template_reads = self.together.take_reads(now);
-        Effects { reads, work, poll, events, template_reads }
+        let wave_outcomes = self.gates.iter_mut().flat_map(|g| g.take_wave_outcomes()).collect();
+        Effects { reads, work, poll, events, template_reads, wave_outcomes }
     }
 
     /// The queue's due work, each with what its reconciliation needs. Work on a snapshot

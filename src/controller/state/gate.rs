@@ -32,6 +32,13 @@ pub struct Released {
     pub event: Option<Event>,
 }
 
+/// How one wave ended: `completed`, `failed` (a rollout failed) or `timeout`, after `took`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaveOutcome {
+    pub outcome: &'static str,
+    pub took: std::time::Duration,
+}
+
 pub trait Gate: std::fmt::Debug + Send {
     /// Whether `trigger` may make `workload` due at `now`; `change` is the new content of a
     /// source that came with it (none for a workload another gate released).
@@ -66,6 +73,16 @@ pub trait Gate: std::fmt::Debug + Send {
     /// Events it has to say, each on a workload (the router fills in the uid).
     fn events(&mut self) -> Vec<(WorkloadKey, Event)> {
         Vec::new()
+    }
+
+    /// How the waves it decided ended since the last call (the waves' metrics).
+    fn take_wave_outcomes(&mut self) -> Vec<WaveOutcome> {
+        Vec::new()
+    }
+
+    /// Changes it holds halted (the halted gauge).
+    fn halted_changes(&self) -> usize {
+        0
     }
 
     /// `workload` is gone, or out of scope.

@@ -296,6 +296,11 @@ impl State {
         self.queue.depth() + self.objects.depth() + self.together.depth()
     }
 
+    /// Changes halted by a failed rollout (the halted gauge).
+    pub fn halted_changes(&self) -> usize {
+        self.gates.iter().map(|gate| gate.halted_changes()).sum()
+    }
+
     pub fn watched_objects(&self) -> usize {
         self.references.object_count()
     }

@@ -51,6 +51,7 @@ struct Harness {
     reads: Vec<ObjectKey>,
     work: Vec<Work>,
     events: Vec<k8s_openapi::api::core::v1::Event>,
+    outcomes: Vec<gate::WaveOutcome>,
     /// The pod templates template reads find, and the reads made.
     templates: HashMap<WorkloadKey, serde_json::Value>,
     template_reads: Vec<WorkloadKey>,
@@ -87,6 +88,7 @@ impl Harness {
             reads: Vec::new(),
             work: Vec::new(),
             events: Vec::new(),
+            outcomes: Vec::new(),
             templates: HashMap::new(),
             template_reads: Vec::new(),
             epoch: 0,
@@ -144,6 +146,7 @@ impl Harness {
             let effects = self.state.tick(self.now);
             self.work.extend(effects.work);
             self.events.extend(effects.events);
+            self.outcomes.extend(effects.wave_outcomes);
             if effects.reads.is_empty() && effects.template_reads.is_empty() {
                 return;
             }
@@ -826,11 +829,15 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
     assert!(message.contains("2 workload(s) wait") && message.contains(&change_id), "{message}");
     let halted = h.state.verdicts().into_iter().find(|(v, _)| *v == Verdict::Halted);
     assert_eq!(halted, Some((Verdict::Halted, 3)), "app-2, and app-3 and app-4 behind it");
+    assert_eq!(h.state.halted_changes(), 1);
+    let outcomes: Vec<&str> = h.outcomes.iter().map(|o| o.outcome).collect();
+    assert_eq!(outcomes, ["completed", "failed"], "wave 1 completed, wave 2 failed");
     // Fixed by other means: its rollout completes after all, and the rest go.
     let next = app(&h, 2, "two", 3, "complete");
     apply(&mut h, next);
     h.wait(WINDOW);
     assert_eq!(rolled(&mut h), ["app-3", "app-4"], "wave 3: the two left");
+    assert_eq!(h.state.halted_changes(), 0);
 }
 
 #[test]

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::fan_out::{FanOut, Halt, HaltCause, Health, Member};
-use super::gate::{Gate, Gating, Released};
+use super::gate::{Gate, Gating, Released, WaveOutcome};
 use crate::controller::model::event;
 use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::wave_record::WaveMark;
@@ -46,6 +46,8 @@ struct Rolling {
     /// The failing workload whose halt was announced: its Event is recorded once.
     announced: Option<WorkloadKey>,
     halted: bool,
+    /// When the current wave was released.
+    wave_opened: Instant,
 }
 
 /// What the gate knows of a workload's rollout, kept for members and for workloads that
@@ -75,16 +77,13 @@ pub struct Waves {
     wall: Option<(Instant, SystemTime)>,
     /// Events to record, on these workloads.
     events: Vec<(WorkloadKey, Event)>,
+    /// How waves ended since the metrics last asked.
+    outcomes: Vec<WaveOutcome>,
 }
 
 impl Waves {
     pub fn new(limits: WaveLimits) -> Self {
         Waves { limits, ..Waves::default() }
-    }
-
-    /// How many changes are halted (the halted gauge).
-    pub fn halted(&self) -> usize {
-        self.rolling.values().filter(|r| r.halted).count()
     }
 
     fn is_member(&self, workload: &WorkloadKey) -> bool {
@@ -127,6 +126,7 @@ impl Waves {
                 triggers,
                 announced: None,
                 halted: false,
+                wave_opened: now,
             };
             self.rolling.insert(change.source, rolling);
         }
@@ -241,12 +241,23 @@ impl Gate for Waves {
             let step = rolling.fan_out.step(|w| self.health(w), now, self.limits.timeout);
             if let Some(wave) = step.completed {
                 info!(source = %source, change = %rolling.change.id, wave, "wave complete");
+                let took = now.saturating_duration_since(rolling.wave_opened);
+                self.outcomes.push(WaveOutcome { outcome: "completed", took });
+            }
+            if !step.release.is_empty() {
+                rolling.wave_opened = now;
             }
             match &step.halt {
                 Some(halt) => {
                     rolling.halted = true;
                     if rolling.announced.as_ref() != Some(&halt.failing) {
                         rolling.announced = Some(halt.failing.clone());
+                        let outcome = match halt.cause {
+                            HaltCause::Failed(_) => "failed",
+                            HaltCause::Timeout => "timeout",
+                        };
+                        let took = now.saturating_duration_since(rolling.wave_opened);
+                        self.outcomes.push(WaveOutcome { outcome, took });
                         self.events
                             .push((halt.failing.clone(), halted_event(&rolling.change, halt)));
                     }
@@ -314,6 +325,14 @@ impl Gate for Waves {
 
     fn events(&mut self) -> Vec<(WorkloadKey, Event)> {
         std::mem::take(&mut self.events)
+    }
+
+    fn take_wave_outcomes(&mut self) -> Vec<WaveOutcome> {
+        std::mem::take(&mut self.outcomes)
+    }
+
+    fn halted_changes(&self) -> usize {
+        self.rolling.values().filter(|r| r.halted).count()
     }
 
     fn forget(&mut self, workload: &WorkloadKey) {
