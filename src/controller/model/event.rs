@@ -78,6 +78,35 @@ pub fn rollout_halted(
     Event { type_: Some("Warning".to_owned()), ..event }
 }
 
+/// The Event when a due workload waits for its maintenance window `window`, which opens at
+/// `opens`.
+pub fn roll_waiting(
+    key: &WorkloadKey,
+    uid: Option<String>,
+    window: &str,
+    opens: std::time::SystemTime,
+) -> Event {
+    let seconds =
+        opens.duration_since(std::time::SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let opens = i64::try_from(seconds)
+        .ok()
+        .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok())
+        .map_or_else(|| "later".to_owned(), |t| t.to_string());
+    let window = crate::core::model::warnings::shorten_middle(window, 200);
+    let message = format!("outside its maintenance window ({window}): it rolls at {opens}");
+    on_workload(key, uid, "RollWaiting", truncate_bytes(message, MAX_MESSAGE_BYTES))
+}
+
+/// The Event when a workload's maintenance window does not parse: it never rolls (fail
+/// closed) until the window is fixed. `reason` is the grammar's, already bounded.
+pub fn invalid_roll_window(key: &WorkloadKey, uid: Option<String>, reason: &str) -> Event {
+    let message =
+        format!("its roll-window does not parse, so it never rolls until fixed: {reason}");
+    let event =
+        on_workload(key, uid, "InvalidRollWindow", truncate_bytes(message, MAX_MESSAGE_BYTES));
+    Event { type_: Some("Warning".to_owned()), ..event }
+}
+
 /// A `Normal` core/v1 Event on the workload, from configsum's controller.
 fn on_workload(key: &WorkloadKey, uid: Option<String>, reason: &str, message: String) -> Event {
     let resource = workload_resource(key.kind);

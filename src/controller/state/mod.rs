@@ -34,6 +34,7 @@ pub mod scope;
 #[cfg(test)]
 mod tests;
 pub mod waves;
+pub mod window;
 pub mod workloads;
 
 use std::collections::HashMap;
