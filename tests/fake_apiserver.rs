@@ -710,6 +710,73 @@ async fn a_write_that_changes_nothing_keeps_the_resource_version_and_sends_no_ev
     assert_eq!(rv_of(&watch.next().await["object"]), rv + 1);
 }
 
+/// Built-in workloads keep a generation as the real server does: 1 at creation, +1 per spec
+/// change (and, for a Deployment, per annotations change), never for labels or status, and a
+/// client cannot set it; kinds without one get none.
+#[tokio::test]
+async fn built_in_workloads_count_their_spec_changes_in_metadata_generation() {
+    let api = started().await;
+    let deployments = format!("/apis/apps/v1/namespaces/{NS}/deployments");
+    let path = format!("{deployments}/web");
+    let mut body = deployment("web", json!({"app": "web"}));
+    body["metadata"]["generation"] = json!(9);
+    let created = send_json(&api, "POST", &deployments, "application/json", &body).await;
+    assert_eq!((created.status, created.json()["metadata"]["generation"].clone()), (201, json!(1)));
+    let generation = || api.object(&path).expect("web")["metadata"]["generation"].clone();
+    let merge = "application/merge-patch+json";
+
+    let steps = [
+        ("a spec change", json!({"spec": {"replicas": 3}}), 2),
+        ("labels only", json!({"metadata": {"labels": {"tier": "web"}}}), 2),
+        ("status only", json!({"status": {"observedGeneration": 2, "replicas": 3}}), 2),
+        ("a Deployment's annotations", json!({"metadata": {"annotations": {"a": "b"}}}), 3),
+        ("a generation sent", json!({"metadata": {"generation": 40}}), 3),
+        (
+            "the pod template",
+            json!({"spec": {"template": {"metadata": {"annotations": {"x": "1"}}}}}),
+            4,
+        ),
+    ];
+    for (what, patch, expected) in steps {
+        let reply = send_json(&api, "PATCH", &path, merge, &patch).await;
+        assert_eq!(reply.status, 200, "{what}");
+        assert_eq!(generation(), json!(expected), "{what}");
+    }
+    let mut replaced = api.object(&path).expect("web");
+    replaced["spec"]["replicas"] = json!(1);
+    replaced["metadata"]["generation"] = json!(1);
+    let reply = send_json(&api, "PUT", &path, "application/json", &replaced).await;
+    assert_eq!((reply.status, generation()), (200, json!(5)), "a PUT's spec change");
+
+    // A StatefulSet's annotations are metadata like its labels.
+    let sets = format!("/apis/apps/v1/namespaces/{NS}/statefulsets");
+    let mut db = deployment("db", json!({}));
+    db["kind"] = json!("StatefulSet");
+    let reply = send_json(&api, "POST", &sets, "application/json", &db).await;
+    assert_eq!(reply.json()["metadata"]["generation"], 1);
+    let db_path = format!("{sets}/db");
+    let patch = json!({"metadata": {"annotations": {"a": "b"}}});
+    let reply = send_json(&api, "PATCH", &db_path, merge, &patch).await;
+    assert_eq!(reply.json()["metadata"]["generation"], 1, "a StatefulSet's annotations");
+    let patch = json!({"spec": {"replicas": 2}});
+    let reply = send_json(&api, "PATCH", &db_path, merge, &patch).await;
+    assert_eq!(reply.json()["metadata"]["generation"], 2, "a StatefulSet's spec");
+
+    // No generation on kinds without a spec to count.
+    api.put_secret(NS, "db", &[("password", "one")]);
+    api.put_config_map(NS, "app", &[("level", "info")]);
+    for path in [FakeApiServer::secret_path(NS, "db"), FakeApiServer::config_map_path(NS, "app")] {
+        let object = get(&api, &path).await.json();
+        assert_eq!(object["metadata"].get("generation"), None, "{path}");
+    }
+
+    // A test staging history in process keeps the generation it gives.
+    let mut staged = api.object(&path).expect("web");
+    staged["metadata"]["generation"] = json!(7);
+    api.put(&path, staged);
+    assert_eq!(generation(), json!(7));
+}
+
 #[tokio::test]
 async fn json_patch_and_strategic_merge_patch_apply() {
     let api = started().await;

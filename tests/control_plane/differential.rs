@@ -11,7 +11,9 @@
 //! placeholder, their start key kept), generated name suffixes are checked against the API
 //! server's alphabet, numbers and uids inside Status messages become placeholders. Dropped from
 //! the real answers only, as the fake's comment lists them as not reproduced: `managedFields`,
-//! `generation` of built-in kinds (a custom resource's is compared), `remainingItemCount`.
+//! `remainingItemCount`. `generation` of built-in kinds is dropped from both sides' bodies (a
+//! custom resource's is compared there) and compared in steps of its own: a Deployment's through
+//! creation and six patches, a ConfigMap's absence.
 //!
 //! On a control plane of its own: the 410 steps restart kube-apiserver, which would disturb the
 //! other tests of this binary.
@@ -819,6 +821,35 @@ async fn script(server: &Server) -> Vec<Step> {
     nameless["metadata"] = json!({});
     ask(s, log, "Deployment without a name", equal, Req::json("POST", deployments(), &nameless))
         .await;
+
+    // A Deployment's generation: 1 at creation, one more for a spec or an annotations change,
+    // none for labels, status or a generation the client sends.
+    let path = format!("{}/counted", deployments());
+    let mut body = deployment_body("counted");
+    body["metadata"]["generation"] = json!(9);
+    let mut generations = vec![
+        s.send(&Req::json("POST", deployments(), &body)).await.body["metadata"]["generation"]
+            .clone(),
+    ];
+    for patch in [
+        json!({"spec": {"replicas": 3}}),
+        json!({"metadata": {"labels": {"tier": "web"}}}),
+        json!({"status": {"observedGeneration": 7}}),
+        json!({"metadata": {"annotations": {"a": "b"}}}),
+        json!({"metadata": {"generation": 40}}),
+        json!({"spec": {"template": {"metadata": {"annotations": {"x": "1"}}}}}),
+    ] {
+        let answer = s.send(&Req::patch(&path, "application/merge-patch+json", &patch)).await;
+        generations.push(answer.body["metadata"]["generation"].clone());
+    }
+    let req = Req::new("DELETE", &path);
+    s.send(&req).await;
+    let request = format!("POST and six merge patches of {path}");
+    log.record("a Deployment's generation", request, equal, json!(generations));
+    // No generation on a ConfigMap.
+    let answer = s.send(&Req::get(configmap("one"))).await;
+    let observed = json!([answer.status, answer.body["metadata"].get("generation")]);
+    log.record("a ConfigMap has no generation", configmap("one"), equal, observed);
     ask(s, log, "DELETE a Deployment", equal, Req::new("DELETE", format!("{}/web", deployments())))
         .await;
 

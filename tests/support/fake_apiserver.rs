@@ -145,13 +145,23 @@
 //!   in discovery as in paths **[compared]**; their list items carry no `kind`
 //!   (stricter than the real server, which keeps it on custom resources'), and
 //!   their `metadata.generation` starts at 1 and moves on `spec` changes only,
-//!   never on metadata ones (custom resources only) **[compared]**.
+//!   never on metadata ones **[compared]**.
+//! - **`metadata.generation` of built-in kinds** with a `spec` that has one
+//!   (Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs,
+//!   Pods): 1 at creation, one more for each write that changes `spec` — and
+//!   for a Deployment, its annotations too — never for labels or `status`;
+//!   the one a client sends is ignored (`PrepareForCreate`/`PrepareForUpdate`
+//!   of each `pkg/registry/<group>/<kind>/strategy.go`, `rest.BeforeUpdate`).
+//!   Namespaces, ConfigMaps, Secrets, ServiceAccounts, Events and Leases have
+//!   none. A Deployment's is **[compared]**; the others' *not compared*. An
+//!   in-process `put` keeps a generation the object brings (a test staging
+//!   history), as no client can.
 //!
 //! # Deliberately not reproduced
 //!
 //! No admission (webhooks, NamespaceLifecycle: objects may be created in a
 //! namespace that does not exist), no defaulting, no validation of fields
-//! beyond name/namespace/type, no `metadata.generation` on built-in kinds, no `managedFields`, no
+//! beyond name/namespace/type, no `managedFields`, no
 //! server-side apply (`application/apply-patch+yaml` is 415 with a message of
 //! this fake's own), no strategic-merge list semantics, no finalizers or
 //! graceful deletion, no subresources (`/status`, `/scale`: 404), no
@@ -392,6 +402,32 @@ const fn custom_resource(
     Resource { group, version, plural, singular, kind, namespaced: true, custom: true }
 }
 
+/// Whether an update moves an object's `metadata.generation` on, `(stored, new)`.
+type GenerationRule = fn(&Value, &Value) -> bool;
+
+/// The kinds whose `metadata.generation` the server keeps, and what moves it on: each
+/// registry strategy's `PrepareForUpdate` in kubernetes/kubernetes `pkg/registry/...`. A
+/// Deployment's annotations count too ("annotations are copied from deployments to their
+/// replica sets"); status and other metadata never. Pods have one since v1.33
+/// (`PodObservedGenerationTracking`). Namespaces, ConfigMaps, Secrets, ServiceAccounts,
+/// Events and Leases have none.
+fn generation_rule(resource: &Resource) -> Option<GenerationRule> {
+    fn spec(prev: &Value, new: &Value) -> bool {
+        prev.get("spec") != new.get("spec")
+    }
+    fn spec_or_annotations(prev: &Value, new: &Value) -> bool {
+        spec(prev, new) || prev["metadata"].get("annotations") != new["metadata"].get("annotations")
+    }
+    match (resource.group, resource.plural) {
+        _ if resource.custom => Some(spec),
+        ("apps", "deployments") => Some(spec_or_annotations),
+        ("apps", "statefulsets" | "daemonsets" | "replicasets")
+        | ("batch", "jobs" | "cronjobs")
+        | ("", "pods") => Some(spec),
+        _ => None,
+    }
+}
+
 fn find_resource(group: &str, version: &str, plural: &str) -> Option<usize> {
     RESOURCES.iter().position(|r| r.group == group && r.version == version && r.plural == plural)
 }
@@ -621,7 +657,16 @@ impl State {
     /// Creates or replaces the object at `key`, as the API server stores it:
     /// type, name and namespace from the path; uid and creationTimestamp kept
     /// (or made); a new resourceVersion, unless nothing changed.
-    fn store(&mut self, res: usize, key: ObjKey, mut object: Value) -> (Arc<Value>, bool) {
+    ///
+    /// `staged`: an in-process [`FakeApiServer::put`], whose `metadata.generation`, if it has
+    /// one, is kept (a test's shortcut for history the server would have counted).
+    fn store(
+        &mut self,
+        res: usize,
+        key: ObjKey,
+        mut object: Value,
+        staged: bool,
+    ) -> (Arc<Value>, bool) {
         let resource = &RESOURCES[res];
         if !object.is_object() {
             object = json!({});
@@ -665,14 +710,17 @@ impl State {
                 }
             }
         }
-        if resource.custom {
-            // A custom resource's generation: 1 at creation, one more for each change of
-            // its spec; metadata changes leave it alone.
-            let generation = match &previous {
-                None => 1,
-                Some(prev) => {
+        if let Some(moves_on) = generation_rule(resource) {
+            // 1 at creation, one more for each change `moves_on` counts; what a client sends
+            // is not taken (`rest.BeforeUpdate` restores the stored one), but a test staging
+            // an object in process may give it the history it pretends.
+            let staged = object["metadata"]["generation"].as_i64().filter(|_| staged);
+            let generation = match (&previous, staged) {
+                (_, Some(staged)) => staged,
+                (None, None) => 1,
+                (Some(prev), None) => {
                     let was = prev["metadata"]["generation"].as_i64().unwrap_or(1);
-                    if prev.get("spec") == object.get("spec") { was } else { was + 1 }
+                    if moves_on(prev, &object) { was + 1 } else { was }
                 }
             };
             object["metadata"]["generation"] = json!(generation);
@@ -945,7 +993,7 @@ impl FakeApiServer {
         let target = parse_target(path)
             .filter(|t| t.name.is_some())
             .unwrap_or_else(|| panic!("{path} is not an object path the fake API server serves"));
-        self.shared.state().store(target.res, target.key(), object);
+        self.shared.state().store(target.res, target.key(), object, true);
     }
 
     /// Changes only the labels of an object (a metadata-only change).
@@ -1535,7 +1583,7 @@ impl FakeApiServer {
         if state.objects[target.res].contains_key(&key) {
             return Err(ApiError::already_exists(resource, &name));
         }
-        let (stored, _) = state.store(target.res, key, object);
+        let (stored, _) = state.store(target.res, key, object, false);
         drop(state);
         Ok(bytes_response(StatusCode::CREATED, to_json(&*stored)))
     }
@@ -1554,7 +1602,7 @@ impl FakeApiServer {
         if sent.is_some_and(|rv| Some(rv) != current["metadata"]["resourceVersion"].as_str()) {
             return Err(ApiError::conflict(resource, &name));
         }
-        let (stored, _) = state.store(target.res, target.key(), object);
+        let (stored, _) = state.store(target.res, target.key(), object, false);
         drop(state);
         Ok(bytes_response(StatusCode::OK, to_json(&*stored)))
     }
@@ -1595,7 +1643,7 @@ impl FakeApiServer {
             if let Some(current) = state.objects[target.res].get(&target.key()).cloned() {
                 let mut changed = (*current).clone();
                 json_patch::merge(&mut changed, &concurrent);
-                state.store(target.res, target.key(), changed);
+                state.store(target.res, target.key(), changed, false);
             }
         }
         let current = state.objects[target.res]
@@ -1620,7 +1668,7 @@ impl FakeApiServer {
         if sent.is_some_and(|rv| Some(rv) != current["metadata"]["resourceVersion"].as_str()) {
             return Err(ApiError::conflict(resource, &name));
         }
-        let (stored, _) = state.store(target.res, target.key(), patched);
+        let (stored, _) = state.store(target.res, target.key(), patched, false);
         drop(state);
         Ok(bytes_response(StatusCode::OK, to_json(&*stored)))
     }

@@ -841,6 +841,46 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
 }
 
 #[test]
+fn a_patch_the_watch_delivers_before_the_worker_reports_it_still_counts_its_rollout() {
+    use crate::controller::state::waves::{WaveLimits, Waves};
+    let waves = Waves::new(WaveLimits { max_wave: 50, timeout: HOUR });
+    let mut h = Harness::with_gates(vec![Box::new(waves)]);
+    h.put_secret("one", "10");
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    let apps = (0..3).map(|i| app(&h, i, "one", 1, "complete")).collect();
+    h.list_workloads(1, apps);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    let work: Vec<Work> = h.work.drain(..).collect();
+    assert_eq!(work.len(), 1, "wave 1");
+    let marks = &work[0].waves;
+    let record = format!(
+        r#"{{"secret/db":{{"change":"{}","wave":1,"at":"2026-11-28T16:00:00Z"}}}}"#,
+        marks[0].change
+    );
+    // The watch delivers app-0 as patched (generation 2, its roll recorded) before the
+    // worker's answer comes back.
+    let mut patched = app_value(&h, 0, "two", 2, "progressing");
+    patched["status"]["observedGeneration"] = json!(1);
+    patched["metadata"]["annotations"] = json!({"configsum.dev/waves": record.clone()});
+    apply(&mut h, serde_json::from_value(patched).expect("a Deployment"));
+    for w in work {
+        h.send(Message::Reconciled(Box::new((w.due, Ok(Reconciled::Patched { from: None })))));
+    }
+    h.wait(WINDOW * 3);
+    assert!(h.work.is_empty(), "wave 2 waits for app-0's rollout");
+    let mut complete = app_value(&h, 0, "two", 2, "complete");
+    complete["metadata"]["annotations"] = json!({"configsum.dev/waves": record});
+    apply(&mut h, serde_json::from_value(complete).expect("a Deployment"));
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-1", "app-2"], "the patch's rollout completed: wave 2");
+}
+
+#[test]
 fn a_new_leader_goes_on_from_the_waves_the_workloads_record() {
     use crate::controller::state::waves::{WaveLimits, Waves};
     let waves = Waves::new(WaveLimits { max_wave: 50, timeout: HOUR });
