@@ -107,7 +107,8 @@ impl<A: ControllerApi> Reconciler<A> {
             Ok(Ok(())) => {
                 let event = event::rolled(key, snapshot.uid.clone(), &named);
                 self.api.record(event, CALL_TIMEOUT).await;
-                Ok(Reconciled::Patched { from: snapshot.resource_version.clone() })
+                let from = snapshot.resource_version.clone();
+                Ok(Reconciled::Patched { from, generation: snapshot.rollout.generation })
             }
             // The last of a run of conflicts fails, and is retried with backoff.
             Ok(Err(PatchError::Conflict)) if work.due.conflicts + 1 >= CONFLICT_RETRIES => {
@@ -350,7 +351,7 @@ mod tests {
 
     /// Patched from the watched version, "5".
     fn patched() -> Reconciled {
-        Reconciled::Patched { from: Some("5".into()) }
+        Reconciled::Patched { from: Some("5".into()), generation: None }
     }
 
     async fn reconcile_work(r: &Reconciler<FakeApi>, work: &Work) -> ReconcileResult {

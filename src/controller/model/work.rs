@@ -54,9 +54,11 @@ pub struct Work {
 /// How a reconciliation ended, short of an error.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Reconciled {
-    /// Patched from the snapshot at this resourceVersion.
+    /// Patched from the snapshot at this resourceVersion, and this `metadata.generation`: a
+    /// rollout status counts for the patch only from a later generation.
     Patched {
         from: Option<String>,
+        generation: Option<i64>,
     },
     /// `--dry-run`: it would have been patched; a `WouldRoll` Event says so.
     DryRun,

@@ -187,7 +187,13 @@ impl Gate for FlapGuard {
         }
     }
 
-    fn rolled(&mut self, workload: &WorkloadKey, triggers: &BTreeSet<Trigger>, now: Instant) {
+    fn rolled(
+        &mut self,
+        workload: &WorkloadKey,
+        triggers: &BTreeSet<Trigger>,
+        _generation: Option<i64>,
+        now: Instant,
+    ) {
         FlapGuard::rolled(self, workload, triggers, now);
     }
 

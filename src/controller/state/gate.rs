@@ -50,8 +50,16 @@ pub trait Gate: std::fmt::Debug + Send {
         now: Instant,
     ) -> Gating;
 
-    /// `workload` rolled (or would have, in a dry run) at `now` because of `triggers`.
-    fn rolled(&mut self, _workload: &WorkloadKey, _triggers: &BTreeSet<Trigger>, _now: Instant) {}
+    /// `workload` rolled (or would have, in a dry run) at `now` because of `triggers`, patched
+    /// from its `generation` (`metadata.generation` before the patch).
+    fn rolled(
+        &mut self,
+        _workload: &WorkloadKey,
+        _triggers: &BTreeSet<Trigger>,
+        _generation: Option<i64>,
+        _now: Instant,
+    ) {
+    }
 
     /// The watch delivered `workload` anew (its health, its annotations).
     fn observed(&mut self, _workload: &WorkloadKey, _facts: &RolloutFacts) {}

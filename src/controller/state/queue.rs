@@ -350,7 +350,8 @@ mod tests {
         }
         let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
         assert_eq!(secs, [1, 2, 4, 8]);
-        let retry_in = s.done(work, &Ok(Reconciled::Patched { from: None }), now, 1.0);
+        let retry_in =
+            s.done(work, &Ok(Reconciled::Patched { from: None, generation: None }), now, 1.0);
         assert_eq!(retry_in, None);
         s.changed(web(), &ObjectRef::secret("db"), now);
         let work = s.take_due(now).pop().expect("due");
@@ -367,7 +368,7 @@ mod tests {
         let first = s.take_due(t0).pop().expect("due");
         s.changed(web(), &ObjectRef::config_map("app"), t0 + MS);
         assert!(s.take_due(t0 + MS).is_empty(), "one reconciliation of a workload at a time");
-        s.done(first, &Ok(Reconciled::Patched { from: None }), t0 + 2 * MS, 0.0);
+        s.done(first, &Ok(Reconciled::Patched { from: None, generation: None }), t0 + 2 * MS, 0.0);
         let next = s.take_due(t0 + 2 * MS).pop().expect("due again");
         assert_eq!(next.opened, t0 + MS);
         assert!(next.triggers.contains(&Trigger::Object(ObjectRef::config_map("app"))));
@@ -380,7 +381,7 @@ mod tests {
         s.lead(Some(1));
         s.changed(web(), &ObjectRef::secret("db"), t0);
         let work = s.take_due(t0).pop().expect("due");
-        s.done(work, &Ok(Reconciled::Patched { from: None }), t0, 0.0);
+        s.done(work, &Ok(Reconciled::Patched { from: None, generation: None }), t0, 0.0);
         s.changed(web(), &ObjectRef::secret("db"), t0 + MS);
         assert!(s.take_due(t0 + MS).is_empty());
         assert_eq!(s.next_due(), Some(t0 + Duration::from_secs(60)));

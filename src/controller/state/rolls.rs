@@ -291,12 +291,17 @@ impl State {
     /// until the watch delivers it, and the queue schedules what follows.
     pub(super) fn reconciled(&mut self, due: Due, result: ReconcileResult, now: Instant) {
         let key = due.key.clone();
-        if matches!(result, Ok(Reconciled::Patched { .. } | Reconciled::DryRun)) {
+        let rolled_from = match &result {
+            Ok(Reconciled::Patched { generation, .. }) => Some(*generation),
+            Ok(Reconciled::DryRun) => Some(None),
+            _ => None,
+        };
+        if let Some(generation) = rolled_from {
             for gate in &mut self.gates {
-                gate.rolled(&key, &due.triggers, now);
+                gate.rolled(&key, &due.triggers, generation, now);
             }
         }
-        if let Ok(Reconciled::Patched { from }) = &result {
+        if let Ok(Reconciled::Patched { from, .. }) = &result {
             self.workloads.patched(&key, from);
         }
         let retry_in = self.queue.done(due, &result, now, backoff::random());

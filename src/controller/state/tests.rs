@@ -313,7 +313,8 @@ fn apply(h: &mut Harness, workload: WatchedWorkload) {
 }
 
 fn patched_from(h: &mut Harness, work: Work, resource_version: &str) {
-    let result = Ok(Reconciled::Patched { from: Some(resource_version.into()) });
+    let generation = work.snapshot.as_ref().and_then(|s| s.rollout.generation);
+    let result = Ok(Reconciled::Patched { from: Some(resource_version.into()), generation });
     h.send(Message::Reconciled(Box::new((work.due, result))));
 }
 
@@ -581,7 +582,10 @@ fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
     let mut h = Harness::started_with(Harness::with_flap_limits(FlapLimits { limit: 2, period }));
     let patched = |h: &mut Harness| {
         let work = h.work.pop().expect("due");
-        h.send(Message::Reconciled(Box::new((work.due, Ok(Reconciled::Patched { from: None })))));
+        h.send(Message::Reconciled(Box::new((
+            work.due,
+            Ok(Reconciled::Patched { from: None, generation: None }),
+        ))));
     };
     for (i, password) in ["two", "three"].iter().enumerate() {
         h.secret_changed(password, &format!("{}", 11 + i));
@@ -675,7 +679,10 @@ fn a_new_gate_holds_a_roll_until_it_opens_and_the_others_still_judge_the_release
     let mut h = Harness::started_with(Harness::with_flap_limits(FlapLimits { limit: 1, period }));
     let patched = |h: &mut Harness| {
         let work = h.work.pop().expect("due");
-        h.send(Message::Reconciled(Box::new((work.due, Ok(Reconciled::Patched { from: None })))));
+        h.send(Message::Reconciled(Box::new((
+            work.due,
+            Ok(Reconciled::Patched { from: None, generation: None }),
+        ))));
     };
     h.secret_changed("two", "11");
     h.wait(WINDOW);
@@ -755,6 +762,13 @@ fn app_value(
     value
 }
 
+/// `work` patched, from the generation of the snapshot it carried.
+fn patched_in_wave(h: &mut Harness, work: Work) {
+    let generation = work.snapshot.as_ref().and_then(|s| s.rollout.generation);
+    let result = Ok(Reconciled::Patched { from: None, generation });
+    h.send(Message::Reconciled(Box::new((work.due, result))));
+}
+
 /// The workloads of the work handed out so far, emptied.
 fn rolled(h: &mut Harness) -> Vec<String> {
     let mut names: Vec<String> = h.work.drain(..).map(|w| w.due.key.name).collect();
@@ -795,7 +809,7 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
     let resync = app(&h, 0, "one", 1, "complete-again");
     apply(&mut h, resync);
     for w in work {
-        h.send(Message::Reconciled(Box::new((w.due, Ok(Reconciled::Patched { from: None })))));
+        patched_in_wave(&mut h, w);
     }
     h.wait(WINDOW * 3);
     assert!(h.work.is_empty(), "wave 2 waits for app-0's rollout");
@@ -813,7 +827,7 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
     assert_eq!(names, ["app-1", "app-2"], "wave 2: twice wave 1");
     assert!(work.iter().all(|w| w.waves.iter().all(|m| m.wave == 2 && m.change == change_id)));
     for w in work {
-        h.send(Message::Reconciled(Box::new((w.due, Ok(Reconciled::Patched { from: None })))));
+        patched_in_wave(&mut h, w);
     }
     let next = app(&h, 1, "two", 2, "complete");
     apply(&mut h, next);
@@ -869,7 +883,7 @@ fn a_patch_the_watch_delivers_before_the_worker_reports_it_still_counts_its_roll
     patched["metadata"]["annotations"] = json!({"configsum.dev/waves": record.clone()});
     apply(&mut h, serde_json::from_value(patched).expect("a Deployment"));
     for w in work {
-        h.send(Message::Reconciled(Box::new((w.due, Ok(Reconciled::Patched { from: None })))));
+        patched_in_wave(&mut h, w);
     }
     h.wait(WINDOW * 3);
     assert!(h.work.is_empty(), "wave 2 waits for app-0's rollout");

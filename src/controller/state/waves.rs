@@ -181,24 +181,24 @@ impl Gate for Waves {
         Gating::Hold { event: None }
     }
 
-    fn rolled(&mut self, workload: &WorkloadKey, _triggers: &BTreeSet<Trigger>, now: Instant) {
-        let seen = self.seen.get(workload).and_then(|s| s.generation);
+    fn rolled(
+        &mut self,
+        workload: &WorkloadKey,
+        _triggers: &BTreeSet<Trigger>,
+        generation: Option<i64>,
+        now: Instant,
+    ) {
         let mut member = false;
-        let mut delivered = false;
         for rolling in self.rolling.values_mut() {
             if rolling.fan_out.wave_of(workload).is_some() {
                 rolling.fan_out.patched(workload, now);
                 member = true;
-                // The watch may deliver the patch before the worker reports it: an object
-                // that records this change's roll is the patched one, not the one patched.
-                let key = (rolling.change.source.record_name(), rolling.change.id.clone());
-                delivered |= self.recorded.get(&key).is_some_and(|w| w.contains_key(workload));
             }
         }
+        // The generation of the snapshot the patch was made from, whatever the watch has
+        // delivered since (it often delivers the patched object before the worker reports).
         if member {
-            // A patch moves the generation on by one.
-            let from = if delivered { seen.map(|g| g - 1) } else { seen };
-            self.patched_from.insert(workload.clone(), from);
+            self.patched_from.insert(workload.clone(), generation);
         }
     }
 
