@@ -202,6 +202,10 @@ pub struct ControllerArgs {
     /// (1s to 24h).
     #[arg(long, env = "CONFIGSUM_WAVE_TIMEOUT", default_value = "10m", value_parser = parse_flap_period)]
     pub wave_timeout: Duration,
+    /// When the controller may roll a workload that neither it nor its namespace says
+    /// (`<days> <HH:MM>-<HH:MM> <IANA zone>`, several joined by `;`); none: any time.
+    #[arg(long, env = "CONFIGSUM_ROLL_WINDOW", value_parser = parse_roll_window)]
+    pub roll_window: Option<String>,
     #[command(flatten)]
     pub registries: RegistryArgs,
     #[command(flatten)]
@@ -404,6 +408,13 @@ fn parse_poll_interval(value: &str) -> Result<Duration, String> {
 
 fn parse_discovery_interval(value: &str) -> Result<Duration, String> {
     bounded_duration(value, Duration::from_secs(1), Duration::from_secs(3_600))
+}
+
+/// A `--roll-window` that parses: a flag is refused at start-up, where an annotation that
+/// does not parse fails closed.
+fn parse_roll_window(value: &str) -> Result<String, String> {
+    crate::core::roll_window::RollWindows::parse(value).map_err(|e| e.to_string())?;
+    Ok(value.to_owned())
 }
 
 /// `--fan-out`.

@@ -22,6 +22,7 @@ use super::state::gate::Gate;
 use super::state::pacing::TokenBucket;
 use super::state::pause::Pause;
 use super::state::waves::{WaveLimits, Waves};
+use super::state::window::Windows;
 use super::state::{Options, State};
 use super::watches::{self, Watches};
 use super::worker;
@@ -211,12 +212,14 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     refused.map_or(Ok(()), Err)
 }
 
-/// The gates a trigger passes, in order, from their flags. Waves come last: a workload
-/// another gate holds is no member of a wave, and rolls on its own once let go.
+/// The gates a trigger passes, in order, from their flags: the flap guard, pauses,
+/// maintenance windows, then waves. Waves come last: a workload another gate holds is no
+/// member of a wave, and rolls on its own once let go.
 fn gates(args: &ControllerArgs) -> Vec<Box<dyn Gate>> {
     let flap = FlapLimits { limit: args.flap_limit, period: args.flap_period };
+    let windows = Windows::new(args.roll_window.as_deref(), None);
     let mut gates: Vec<Box<dyn Gate>> =
-        vec![Box::new(FlapGuard::new(flap)), Box::new(Pause::default())];
+        vec![Box::new(FlapGuard::new(flap)), Box::new(Pause::default()), Box::new(windows)];
     if args.fan_out == FanOutMode::Waves {
         let max_wave = usize::try_from(args.max_wave).unwrap_or(usize::MAX);
         gates.push(Box::new(Waves::new(WaveLimits { max_wave, timeout: args.wave_timeout })));

@@ -265,8 +265,10 @@ super::model::dynamic_resource!(WatchedMeta, metadata: true);
 
 fn meta_event(event: Event<WatchedMeta>) -> Event<ObjectVersion> {
     let version = |o: WatchedMeta| {
-        let ObjectMeta { namespace, name, resource_version, .. } = o.meta;
-        ObjectVersion { namespace, name, resource_version }
+        let ObjectMeta { namespace, name, resource_version, annotations, .. } = o.meta;
+        let annotations =
+            annotations.as_ref().map(ObjectVersion::own_annotations).unwrap_or_default();
+        ObjectVersion { namespace, name, resource_version, annotations }
     };
     match event {
         Event::Apply(o) => Event::Apply(version(o)),

@@ -19,6 +19,36 @@ pub struct ObjectVersion {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub resource_version: Option<String>,
+    /// The few annotations the controller reads of a Namespace, ConfigMap or Secret
+    /// ([`OWN_ANNOTATIONS`] under any domain; the state checks the domain), bounded.
+    pub annotations: Vec<(String, String)>,
+}
+
+/// The names, after `<domain>/`, of the annotations an [`ObjectVersion`] keeps.
+pub const OWN_ANNOTATIONS: [&str; 3] = ["roll-window", "fan-out", "resume"];
+/// A longer value is not kept (a roll-window's grammar allows 1,024 bytes).
+const MAX_ANNOTATION_BYTES: usize = 1024;
+
+impl ObjectVersion {
+    /// The annotations of `all` an [`ObjectVersion`] keeps.
+    pub fn own_annotations<'a>(
+        all: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Vec<(String, String)> {
+        all.into_iter()
+            .filter(|(key, value)| {
+                let name = key.rsplit_once('/').map(|(_, name)| name);
+                name.is_some_and(|name| OWN_ANNOTATIONS.contains(&name))
+                    && value.len() <= MAX_ANNOTATION_BYTES
+            })
+            .take(OWN_ANNOTATIONS.len() * 2)
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect()
+    }
+
+    /// The value of the annotation `key`, if kept.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
 }
 
 /// Everything the event loop reacts to.
@@ -80,7 +110,32 @@ mod tests {
         assert_eq!(Message::KindServed(WorkloadKind::Deployment).completes_list(), None);
     }
 
+    #[test]
+    fn an_object_keeps_only_the_annotations_the_controller_reads_and_bounded() {
+        let all: std::collections::BTreeMap<String, String> = [
+            ("configsum.dev/roll-window", "* 02:00-04:00 UTC".to_owned()),
+            ("example.com/fan-out", "all".to_owned()),
+            ("configsum.dev/resume", "x".repeat(2000)),
+            ("configsum.dev/track", "secret/db".to_owned()),
+            ("kubectl.kubernetes.io/last-applied-configuration", "{}".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let kept = ObjectVersion::own_annotations(&all);
+        let keys: Vec<&str> = kept.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["configsum.dev/roll-window", "example.com/fan-out"],
+            "the domain is checked later"
+        );
+        let version = ObjectVersion { annotations: kept, ..version() };
+        assert_eq!(version.annotation("configsum.dev/roll-window"), Some("* 02:00-04:00 UTC"));
+        assert_eq!(version.annotation("configsum.dev/resume"), None, "too long to keep");
+    }
+
     fn version() -> ObjectVersion {
-        ObjectVersion { namespace: None, name: Some("db".into()), resource_version: None }
+        let (namespace, name, resource_version) = (None, Some("db".into()), None);
+        ObjectVersion { namespace, name, resource_version, annotations: Vec::new() }
     }
 }

@@ -64,6 +64,10 @@ pub trait Gate: std::fmt::Debug + Send {
     /// The watch delivered `workload` anew (its health, its annotations).
     fn observed(&mut self, _workload: &WorkloadKey, _facts: &RolloutFacts) {}
 
+    /// The namespace watch delivered `namespace` anew; `roll_window` is its
+    /// `<domain>/roll-window` (`None`: it has none, or left the scope).
+    fn namespace_observed(&mut self, _namespace: &str, _roll_window: Option<&str>) {}
+
     /// The workloads it lets go at `now`.
     fn release(&mut self, now: Instant) -> Vec<Released>;
 

@@ -141,7 +141,10 @@ impl State {
             watches: WatchHandles::default(),
             leadership: Leadership::default(),
             discovery: Discovery::default(),
-            scope: NamespaceScope::new(options.own_namespace),
+            scope: NamespaceScope::new(
+                options.own_namespace,
+                options.settings.domain.roll_window(),
+            ),
             workloads: WorkloadIndex::new(options.settings),
             references: ReferenceIndex::default(),
             objects: TrackedObjects::default(),
@@ -200,6 +203,11 @@ impl State {
         match message {
             Message::Namespace(event) => {
                 self.watches.namespaces.handle(&mut self.scope, event);
+                for (namespace, window) in self.scope.take_window_changes() {
+                    for gate in &mut self.gates {
+                        gate.namespace_observed(&namespace, window.as_deref());
+                    }
+                }
                 for namespace in self.scope.take_opted_out() {
                     for key in self.workloads.forget_namespace(&namespace) {
                         self.forget_elsewhere(&key);

@@ -445,6 +445,7 @@ mod tests {
             namespace: Some("ns".into()),
             name: Some("db".into()),
             resource_version: Some(rv.into()),
+            annotations: Vec::new(),
         };
         let mut objects = TrackedObjects::default();
         objects.track(db());

@@ -2,7 +2,7 @@
 //! configsum's own namespace nor kube-system. A namespace that leaves the scope is handed
 //! to the router, which forgets its workloads everywhere.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use tracing::debug;
 
@@ -18,16 +18,42 @@ pub struct NamespaceScope {
     newly_in_scope: bool,
     /// Namespaces that left the scope since the router last took them.
     opted_out: Vec<String>,
+    /// `<domain>/roll-window`, and each namespace's in scope.
+    roll_window_key: String,
+    windows: HashMap<String, String>,
+    /// Namespaces whose window changed since the router last took them.
+    window_changes: Vec<(String, Option<String>)>,
 }
 
 impl NamespaceScope {
-    pub fn new(own_namespace: String) -> Self {
+    /// `roll_window_key`: `<domain>/roll-window`, the maintenance window a namespace gives
+    /// its workloads.
+    pub fn new(own_namespace: String, roll_window_key: String) -> Self {
         NamespaceScope {
             own_namespace,
             in_scope: HashSet::new(),
             newly_in_scope: false,
             opted_out: Vec::new(),
+            roll_window_key,
+            windows: HashMap::new(),
+            window_changes: Vec::new(),
         }
+    }
+
+    /// The namespaces whose maintenance window changed since the last call, with the new one.
+    pub fn take_window_changes(&mut self) -> Vec<(String, Option<String>)> {
+        std::mem::take(&mut self.window_changes)
+    }
+
+    fn set_window(&mut self, name: &str, window: Option<&str>) {
+        if self.windows.get(name).map(String::as_str) == window {
+            return;
+        }
+        match window {
+            Some(window) => self.windows.insert(name.to_owned(), window.to_owned()),
+            None => self.windows.remove(name),
+        };
+        self.window_changes.push((name.to_owned(), window.map(str::to_owned)));
     }
 
     pub fn contains(&self, namespace: &str) -> bool {
@@ -61,6 +87,7 @@ impl WatchIndex<ObjectVersion> for NamespaceScope {
 
     fn apply(&mut self, namespace: ObjectVersion) {
         let Some(name) = self.key(&namespace) else { return };
+        self.set_window(&name, namespace.annotation(&self.roll_window_key));
         if self.in_scope.insert(name.clone()) {
             debug!(namespace = %name, "namespace opted in");
             self.newly_in_scope = true;
@@ -68,6 +95,7 @@ impl WatchIndex<ObjectVersion> for NamespaceScope {
     }
 
     fn delete(&mut self, name: String) {
+        self.set_window(&name, None);
         if self.in_scope.remove(&name) {
             self.opted_out.push(name);
         }
@@ -90,12 +118,13 @@ mod tests {
             namespace: None,
             name: Some(name.into()),
             resource_version: Some("1".into()),
+            annotations: Vec::new(),
         }
     }
 
     #[test]
     fn own_and_system_namespaces_are_never_in_scope_and_a_relist_opts_out_the_missing() {
-        let mut scope = NamespaceScope::new("configsum".into());
+        let mut scope = NamespaceScope::new("configsum".into(), "configsum.dev/roll-window".into());
         let mut watch = Watch::default();
         watch.handle(&mut scope, Event::Init);
         for name in ["a", "b", "configsum", "kube-system"] {

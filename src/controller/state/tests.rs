@@ -38,6 +38,7 @@ fn version(namespace: Option<&str>, name: &str, resource_version: &str) -> Objec
         namespace: namespace.map(str::to_owned),
         name: Some(name.to_owned()),
         resource_version: Some(resource_version.to_owned()),
+        annotations: Vec::new(),
     }
 }
 
@@ -960,4 +961,106 @@ fn a_paused_workload_is_never_rolled_and_rolls_once_when_unpaused() {
     assert_eq!(work[0].due.key.name, "app-0");
     assert!(work[0].due.triggers.contains(&Trigger::Object(ObjectRef::secret("db"))));
     assert!(!h.state.verdicts().iter().any(|(v, _)| *v == Verdict::Paused));
+}
+
+#[test]
+fn outside_its_window_a_workload_waits_and_rolls_at_the_opening() {
+    // Wednesday 2026-12-02, 10:00 UTC on the harness's clock.
+    let wall: std::time::SystemTime =
+        "2026-12-02T10:00:00Z".parse::<jiff::Timestamp>().expect("a time").into();
+    let start = Instant::now();
+    let windows = super::window::Windows::new(None, Some((start, wall)));
+    let mut h = Harness::with_gates(vec![Box::new(windows)]);
+    h.now = start;
+    h.put_secret("one", "10");
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    let with_window = |h: &Harness, i: usize, window: &str| -> WatchedWorkload {
+        let mut value = app_value(h, i, "one", 1, "complete");
+        value["metadata"]["annotations"] = json!({"configsum.dev/roll-window": window});
+        serde_json::from_value(value).expect("a Deployment")
+    };
+    let apps = vec![
+        with_window(&h, 0, "Wed 12:00-13:00 UTC"),
+        with_window(&h, 1, "Wed 12:00-13:00 Mars/Olympus"),
+        app(&h, 2, "one", 1, "complete"),
+    ];
+    h.list_workloads(1, apps);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-2"], "the one without a window, at once");
+    let reasons: Vec<(&str, &str)> = h
+        .events
+        .iter()
+        .map(|e| {
+            let name = e.involved_object.name.as_deref().unwrap_or_default();
+            (name, e.reason.as_deref().unwrap_or_default())
+        })
+        .collect();
+    assert!(reasons.contains(&("app-0", "RollWaiting")), "{reasons:?}");
+    assert!(reasons.contains(&("app-1", "InvalidRollWindow")), "{reasons:?}");
+    let waiting = h.events.iter().find(|e| e.reason.as_deref() == Some("RollWaiting"));
+    let message = waiting.and_then(|e| e.message.as_deref()).unwrap_or_default();
+    assert!(message.contains("2026-12-02T12:00:00Z"), "{message}");
+    assert!(h.state.verdicts().contains(&(Verdict::WaitingWindow, 2)));
+    // One second before the opening: still waiting; at it, app-0 rolls; app-1 never does.
+    // (The harness's Lease is renewed as time goes by.)
+    let wait = |h: &mut Harness, mut left: Duration| {
+        while !left.is_zero() {
+            let step = left.min(HOUR / 2);
+            h.wait(step);
+            h.lead(1);
+            left -= step;
+        }
+    };
+    wait(&mut h, 2 * HOUR - WINDOW - Duration::from_secs(1));
+    assert!(h.work.is_empty());
+    assert!(h.state.next_due().is_some_and(|due| due <= h.now + Duration::from_secs(1)));
+    wait(&mut h, Duration::from_secs(1));
+    wait(&mut h, WINDOW);
+    assert_eq!(rolled(&mut h), ["app-0"]);
+    wait(&mut h, HOUR * 24 * 8);
+    assert!(h.work.is_empty(), "a window that does not parse never opens");
+    let waiting = h.events.iter().filter(|e| e.reason.as_deref() == Some("RollWaiting"));
+    assert_eq!(waiting.count(), 1, "said once");
+}
+
+#[test]
+fn a_namespace_window_applies_to_its_workloads_without_their_own() {
+    let wall: std::time::SystemTime =
+        "2026-12-02T10:00:00Z".parse::<jiff::Timestamp>().expect("a time").into();
+    let start = Instant::now();
+    let windows = super::window::Windows::new(None, Some((start, wall)));
+    let mut h = Harness::with_gates(vec![Box::new(windows)]);
+    h.now = start;
+    h.put_secret("one", "10");
+    let annotated = |window: Option<&str>| {
+        let mut namespace = version(None, "ns", "1");
+        if let Some(window) = window {
+            namespace.annotations = vec![("configsum.dev/roll-window".into(), window.into())];
+        }
+        namespace
+    };
+    h.send(Message::Namespace(Event::Init));
+    h.send(Message::Namespace(Event::InitApply(annotated(Some("Wed 12:00-13:00 UTC")))));
+    h.send(Message::Namespace(Event::InitDone));
+    h.start_workload_watches();
+    let mut own = app_value(&h, 0, "one", 1, "complete");
+    own["metadata"]["annotations"] = json!({"configsum.dev/roll-window": "Wed 09:00-11:00 UTC"});
+    let own: WatchedWorkload = serde_json::from_value(own).expect("a Deployment");
+    h.list_workloads(1, vec![own, app(&h, 1, "one", 1, "complete")]);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-0"], "its own window is open; the namespace's is not");
+    assert!(h.state.verdicts().contains(&(Verdict::WaitingWindow, 1)));
+    // The namespace's window is removed: app-1 may roll now.
+    h.send(Message::Namespace(Event::Apply(annotated(None))));
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-1"]);
 }

@@ -49,7 +49,7 @@ impl Windows {
     }
 
     /// `namespace`'s `<domain>/roll-window`, as written (`None`: it has none).
-    pub fn namespace_window(&mut self, namespace: &str, window: Option<&str>) {
+    fn namespace_window(&mut self, namespace: &str, window: Option<&str>) {
         if self.namespaces.get(namespace).map(AsRef::as_ref) == window {
             return;
         }
@@ -133,6 +133,10 @@ impl Gate for Windows {
         let triggers = BTreeSet::from([trigger.clone()]);
         self.waiting.insert(workload.clone(), Waiting { triggers, opens, changed: false });
         Gating::Hold { event: None }
+    }
+
+    fn namespace_observed(&mut self, namespace: &str, roll_window: Option<&str>) {
+        self.namespace_window(namespace, roll_window);
     }
 
     fn observed(&mut self, workload: &WorkloadKey, facts: &RolloutFacts) {

@@ -223,13 +223,14 @@ mod tests {
     }
 
     fn scope(names: &[&str]) -> NamespaceScope {
-        let mut scope = NamespaceScope::new("configsum".into());
+        let mut scope = NamespaceScope::new("configsum".into(), "configsum.dev/roll-window".into());
         let mut watch = Watch::default();
         for name in names {
             let version = ObjectVersion {
                 namespace: None,
                 name: Some((*name).into()),
                 resource_version: None,
+                annotations: Vec::new(),
             };
             watch.handle(&mut scope, Event::Apply(version));
         }
