@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Event;
 use tokio::time::Instant;
 
-use crate::controller::model::trigger::{SourceChange, Trigger};
+use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::wave_record::WaveMark;
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
 use crate::core::verdict::Verdict;
@@ -63,6 +63,10 @@ pub trait Gate: std::fmt::Debug + Send {
 
     /// The watch delivered `workload` anew (its health, its annotations).
     fn observed(&mut self, _workload: &WorkloadKey, _facts: &RolloutFacts) {}
+
+    /// The watch delivered the ConfigMap or Secret `source`; `all_at_once`: it says
+    /// `<domain>/fan-out: "all"`, so its changes skip waves.
+    fn source_observed(&mut self, _source: &Source, _all_at_once: bool) {}
 
     /// The namespace watch delivered `namespace` anew; `roll_window` is its
     /// `<domain>/roll-window` (`None`: it has none, or left the scope).

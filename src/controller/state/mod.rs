@@ -55,12 +55,13 @@ use self::rolling_together::RollingTogether;
 use self::scope::NamespaceScope;
 use self::workloads::WorkloadIndex;
 use crate::controller::model::leadership::Leadership;
-use crate::controller::model::message::Message;
+use crate::controller::model::message::{Message, ObjectVersion};
+use crate::controller::model::trigger::Source;
 use crate::controller::model::workload::WorkloadKey;
 use crate::core::inputs::workload_template::template_digest;
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::verdict::Verdict;
-use crate::core::{ObjectKey, ObjectKind, Settings};
+use crate::core::{ObjectKey, ObjectKind, ObjectRef, Settings};
 
 pub struct Options {
     pub settings: Settings,
@@ -223,6 +224,10 @@ impl State {
                 self.workloads_changed();
             }
             Message::Object(kind, event) => {
+                use kube::runtime::watcher::Event as Watched;
+                if let Watched::Apply(version) | Watched::InitApply(version) = &event {
+                    self.source_observed(kind, version);
+                }
                 let watch = self.watches.objects.entry(kind).or_default();
                 watch.handle(&mut self.objects.watch_of(kind, reading), event);
             }
@@ -303,6 +308,18 @@ impl State {
     /// of tracked templates waiting, running or to retry: 0 when nothing is under way.
     pub fn queue_depth(&self) -> usize {
         self.queue.depth() + self.objects.depth() + self.together.depth()
+    }
+
+    /// Hands what a ConfigMap's or Secret's own annotations say of its changes to the gates.
+    fn source_observed(&mut self, kind: ObjectKind, version: &ObjectVersion) {
+        let (Some(namespace), Some(name)) = (&version.namespace, &version.name) else { return };
+        let all_at_once = !version.annotations.is_empty()
+            && version.annotation(&self.workloads.domain().fan_out()) == Some("all");
+        let object = ObjectRef { kind, name: name.clone() }.within(namespace.clone());
+        let source = Source::Object(object);
+        for gate in &mut self.gates {
+            gate.source_observed(&source, all_at_once);
+        }
     }
 
     /// Changes halted by a failed rollout (the halted gauge).

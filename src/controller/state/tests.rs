@@ -1064,3 +1064,45 @@ fn a_namespace_window_applies_to_its_workloads_without_their_own() {
     h.wait(WINDOW);
     assert_eq!(rolled(&mut h), ["app-1"]);
 }
+
+#[test]
+fn a_source_that_says_fan_out_all_skips_waves() {
+    use crate::controller::state::waves::{WaveLimits, Waves};
+    let waves = Waves::new(WaveLimits { max_wave: 50, timeout: HOUR });
+    let mut h = Harness::with_gates(vec![Box::new(waves)]);
+    h.put_secret("one", "10");
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    let apps = (0..4).map(|i| app(&h, i, "one", 1, "complete")).collect();
+    h.list_workloads(1, apps);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    let changed = |h: &mut Harness, password: &str, rv: &str, fan_out: Option<&str>| {
+        h.put_secret(password, rv);
+        let mut object = version(Some("ns"), "db", rv);
+        if let Some(fan_out) = fan_out {
+            object.annotations = vec![("configsum.dev/fan-out".into(), fan_out.into())];
+        }
+        h.send(Message::Object(ObjectKind::Secret, Event::Apply(object)));
+    };
+    // A CA bundle that must reach everyone now.
+    changed(&mut h, "two", "11", Some("all"));
+    h.wait(WINDOW);
+    let work: Vec<Work> = h.work.drain(..).collect();
+    let mut names: Vec<&str> = work.iter().map(|w| w.due.key.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["app-0", "app-1", "app-2", "app-3"]);
+    assert!(work.iter().all(|w| w.waves.is_empty()), "no wave to record");
+    for w in work {
+        patched_in_wave(&mut h, w);
+    }
+    for i in 0..4 {
+        let patched = app(&h, i, "two", 2, "complete");
+        apply(&mut h, patched);
+    }
+    // Another domain's annotation, or another value, is no say: waves again.
+    changed(&mut h, "three", "12", Some("everyone"));
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-0"], "wave 1");
+}

@@ -79,6 +79,8 @@ pub struct Waves {
     events: Vec<(WorkloadKey, Event)>,
     /// How waves ended since the metrics last asked.
     outcomes: Vec<WaveOutcome>,
+    /// Sources that say `<domain>/fan-out: "all"`: their changes skip waves.
+    all_at_once: HashSet<Source>,
 }
 
 impl Waves {
@@ -156,6 +158,9 @@ impl Gate for Waves {
         _now: Instant,
     ) -> Gating {
         let Some(change) = change else { return Gating::Pass };
+        if self.all_at_once.contains(&change.source) {
+            return Gating::Pass;
+        }
         if let Some(rolling) = self.rolling.get(&change.source) {
             if rolling.change.id != change.id {
                 // A newer change replaces the one rolling (halted or not): wave 1 again.
@@ -199,6 +204,14 @@ impl Gate for Waves {
         // delivered since (it often delivers the patched object before the worker reports).
         if member {
             self.patched_from.insert(workload.clone(), generation);
+        }
+    }
+
+    fn source_observed(&mut self, source: &Source, all_at_once: bool) {
+        if all_at_once {
+            self.all_at_once.insert(source.clone());
+        } else {
+            self.all_at_once.remove(source);
         }
     }
 

@@ -60,6 +60,11 @@ impl WorkloadIndex {
         WorkloadWatch { kind, scope, together, index: self }
     }
 
+    /// The annotation domain.
+    pub fn domain(&self) -> &crate::core::AnnotationDomain {
+        &self.settings.domain
+    }
+
     /// `<word>.<domain>/`: what a template digest leaves out.
     pub fn workload_prefixes(&self) -> &[String] {
         &self.workload_prefixes
