@@ -221,6 +221,49 @@ async fn a_failed_rollout_halts_the_change_until_it_completes() {
     assert_eq!(controller.stop().await, Some(0));
 }
 
+/// An operator resumes a halted change with `configsum.dev/resume` on the Secret, by the id
+/// the `RolloutHalted` Events (on the failing workload and on the Secret) name: the next wave
+/// rolls at its size, and the failing workload is not rolled again.
+#[tokio::test]
+async fn an_operator_resumes_a_halted_change_by_its_id() {
+    let mut cluster = cluster_of("waves-resume", &FIVE).await;
+    let controller = controller(&cluster, "a", WAVES_ARGS, &FIVE).await;
+    cluster.secret("db", &[("password", "two")]);
+    patched(&cluster, &["w1"], 1).await;
+    failed(&cluster, "w1");
+    halted_event(&cluster, "w1").await;
+    let secret_path = FakeApiServer::secret_path(NS, "db");
+    let on_secret = halted_event(&cluster, "db").await;
+    let secret = cluster.api.object(&secret_path).expect("the Secret");
+    assert_eq!(on_secret["involvedObject"]["kind"], "Secret");
+    assert_eq!(
+        on_secret["involvedObject"]["uid"], secret["metadata"]["uid"],
+        "kubectl describe finds it"
+    );
+    let message = on_secret["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("halted at Deployment {NS}/w1")), "{message}");
+    // The id: the first 12 hex digits of w1's new digest for the Secret.
+    let digest =
+        cluster.annotations(NS, "w1")["secret.configsum.dev/db"].as_str().map(str::to_owned);
+    let id: String =
+        digest.unwrap_or_default().rsplit(':').next().unwrap_or_default()[..12].to_owned();
+    assert!(message.contains(&format!("change {id} halted")), "{id}: {message}");
+
+    let resume = |cluster: &Cluster, id: &str| {
+        let mut secret = cluster.api.object(&secret_path).expect("the Secret");
+        secret["metadata"]["annotations"] = json!({"configsum.dev/resume": id});
+        cluster.api.put(&secret_path, secret);
+    };
+    resume(&cluster, "000000000000");
+    controller.idle().await;
+    assert_eq!(patches(&cluster, &FIVE), [1, 0, 0, 0, 0], "another id resumes nothing");
+    resume(&cluster, &id);
+    patched(&cluster, &["w2", "w3"], 1).await;
+    controller.idle().await;
+    assert_eq!(patches(&cluster, &FIVE), [1, 1, 1, 0, 0], "wave 2; w1 not again");
+    assert_eq!(controller.stop().await, Some(0));
+}
+
 /// A newer change of the Secret replaces a halted one and starts at wave 1 again.
 #[tokio::test]
 async fn a_newer_change_replaces_a_halted_one_from_wave_one() {
@@ -296,5 +339,23 @@ async fn fan_out_all_rolls_every_workload_at_once() {
         assert_eq!(object["metadata"]["annotations"].get(WAVES), None, "{name}");
         assert_eq!(cluster.annotations(NS, name), cluster.webhook_digests(NS, name), "{name}");
     }
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+/// With waves on, a Secret that says `configsum.dev/fan-out: "all"` (a CA bundle that must
+/// reach everyone now) rolls every workload at once; the annotation is read from the
+/// metadata-only watch, as the API server sends it.
+#[tokio::test]
+async fn a_secret_that_says_fan_out_all_skips_waves() {
+    let cluster = cluster_of("waves-all-annotated", &FIVE).await;
+    let controller = controller(&cluster, "a", WAVES_ARGS, &FIVE).await;
+    let secret_path = FakeApiServer::secret_path(NS, "db");
+    let mut secret = cluster.api.object(&secret_path).expect("the Secret");
+    secret["metadata"]["annotations"] = json!({"configsum.dev/fan-out": "all"});
+    secret["data"] = json!({"password": "dHdv"});
+    cluster.api.put(&secret_path, secret);
+    patched(&cluster, &FIVE, 1).await;
+    controller.idle().await;
+    assert_eq!(patches(&cluster, &FIVE), [1, 1, 1, 1, 1], "no waves");
     assert_eq!(controller.stop().await, Some(0));
 }

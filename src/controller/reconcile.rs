@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::api::{ControllerApi, PatchError, Reads};
 use super::model::event;
 use super::model::leadership::Leadership;
-use super::model::trigger::Trigger;
+use super::model::trigger::{Source, Trigger, id_of};
 use super::model::wave_record::{WaveEntry, WaveMark};
 use super::model::work::{
     CALL_TIMEOUT, CONFLICT_RETRIES, ReconcileError, ReconcileResult, Reconciled, Work,
@@ -58,6 +58,7 @@ impl<A: ControllerApi> Reconciler<A> {
         let inputs =
             GivenInputs { reconciler: self, work, deadline: Instant::now() + CALL_TIMEOUT };
         let observed = observe(mutation, &inputs).await;
+        let halt_ids = halt_ids(mutation, &observed.objects, &work.waves);
         let decision = mutation.clone().decide(observed, &self.settings);
         // Retried with backoff; named as the controller says it, not in
         // the webhook's denial, which names a flag the controller lacks.
@@ -78,7 +79,7 @@ impl<A: ControllerApi> Reconciler<A> {
         named.extend(decision.changed.into_iter().map(Trigger::Object));
         named.extend(decision.changed_workloads.into_iter().map(Trigger::Workload));
         if self.dry_run {
-            let event = event::would_roll(key, snapshot.uid.clone(), &named);
+            let event = event::would_roll(key, snapshot.uid.clone(), &named, &work.waves);
             let message = event.message.clone().unwrap_or_default();
             tracing::info!(workload = %key, %message, "dry run: would roll");
             self.api.record(event, CALL_TIMEOUT).await;
@@ -88,7 +89,7 @@ impl<A: ControllerApi> Reconciler<A> {
         // A pinned image or an image-env variable is in an element of a list, which a
         // merge patch could only replace whole: such a patch is a JSON Patch.
         let annotations = key.kind.annotations_path();
-        let record = wave_record(snapshot, &work.waves, SystemTime::now());
+        let record = wave_record(snapshot, &work.waves, &halt_ids, SystemTime::now());
         let patch: Patch<Value> = if annotations_only(annotations, &decision.patch) {
             let mut patch = merge_patch(annotations, &decision.patch, version);
             if let Some(record) = record {
@@ -123,9 +124,34 @@ impl<A: ControllerApi> Reconciler<A> {
     }
 }
 
+/// For each wave the workload rolls in, the id its halt would have where it is not the
+/// change's: the first 12 hex digits of the workload's own new digest for a ConfigMap or
+/// Secret (it may consume only some keys). An image's or a template's digest is the same for
+/// every workload, and so is the change's id.
+fn halt_ids(
+    mutation: &Mutation,
+    objects: &[Observation],
+    marks: &[WaveMark],
+) -> Vec<Option<String>> {
+    marks
+        .iter()
+        .map(|mark| {
+            let Source::Object(key) = &mark.change.source else { return None };
+            let at = mutation.targets.iter().position(|t| t.object == key.object)?;
+            let Some(Observation::Digest(digest)) = objects.get(at) else { return None };
+            Some(id_of(digest)).filter(|id| *id != mark.change.id)
+        })
+        .collect()
+}
+
 /// The `<domain>/waves` value the roll writes: what the workload recorded, with the waves
-/// it rolls in now; `None` when it rolls in none.
-fn wave_record(snapshot: &Snapshot, marks: &[WaveMark], now: SystemTime) -> Option<String> {
+/// it rolls in now (`halt_ids` as [`halt_ids`] gives them); `None` when it rolls in none.
+fn wave_record(
+    snapshot: &Snapshot,
+    marks: &[WaveMark],
+    halt_ids: &[Option<String>],
+    now: SystemTime,
+) -> Option<String> {
     if marks.is_empty() {
         return None;
     }
@@ -133,9 +159,10 @@ fn wave_record(snapshot: &Snapshot, marks: &[WaveMark], now: SystemTime) -> Opti
     let seconds = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
     let mut record = snapshot.rollout.waves.clone();
-    for mark in marks {
-        let entry = WaveEntry { change: mark.change.clone(), wave: mark.wave, at };
-        record.record(&mark.source, entry);
+    for (at_mark, mark) in marks.iter().enumerate() {
+        let digest = halt_ids.get(at_mark).cloned().flatten();
+        let entry = WaveEntry { change: mark.change.id.clone(), wave: mark.wave, at, digest };
+        record.record(&mark.change.source.record_name(), entry);
     }
     Some(record.render())
 }
@@ -278,6 +305,7 @@ mod tests {
     use super::*;
     use crate::controller::fake_api::{Answer, Call, FakeApi};
     use crate::controller::model::reading::Fresh;
+    use crate::controller::model::trigger::SourceChange;
     use crate::controller::model::wave_record::WaveRecord;
     use crate::controller::model::work::Due;
     use crate::controller::model::workload::{WatchedWorkload, WorkloadKey};
@@ -391,18 +419,18 @@ mod tests {
     async fn a_roll_in_a_wave_records_its_wave_on_the_workload_in_the_same_patch() {
         let (r, _leading) = reconciler();
         let mut work = work();
-        let mark = |source: &str, wave| WaveMark {
-            source: source.into(),
-            change: "0123456789ab".into(),
+        let db = Source::Object(ObjectRef::secret("db").within("ns"));
+        let mark = |id: &str, wave| WaveMark {
+            change: SourceChange { source: db.clone(), id: id.into() },
             wave,
         };
         // What the workload recorded before stays; the wave it rolls in now is added.
         if let Some(snapshot) = &mut work.snapshot {
             let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_881_600);
-            let entry = WaveEntry { change: "fedcba987654".into(), wave: 3, at };
+            let entry = WaveEntry { change: "fedcba987654".into(), wave: 3, at, digest: None };
             snapshot.rollout.waves.record("configmap/app", entry);
         }
-        work.waves = vec![mark("secret/db", 2)];
+        work.waves = vec![mark("0123456789ab", 2)];
         assert_eq!(reconcile_work(&r, &work).await.expect("reconciled"), patched());
         let patches = r.api.patches();
         let record = patches[0]["metadata"]["annotations"]["configsum.dev/waves"]
@@ -415,7 +443,20 @@ mod tests {
             entries,
             [("configmap/app", "fedcba987654", 3), ("secret/db", "0123456789ab", 2)]
         );
+        // A halt at this workload is named by its own new digest for the Secret.
+        let halt_id = record.get("secret/db").map(|e| e.halt_id().to_owned());
+        assert_eq!(halt_id, Some(id_of(&digest_of("two"))));
         assert_eq!(patches[0]["metadata"]["resourceVersion"], "5", "guarded as ever");
+
+        // Where the workload's digest is the change's own, the record says no more.
+        let (r, _leading) = reconciler();
+        work.waves = vec![mark(&id_of(&digest_of("two")), 2)];
+        reconcile_work(&r, &work).await.expect("reconciled");
+        let record = r.api.patches()[0]["metadata"]["annotations"]["configsum.dev/waves"]
+            .as_str()
+            .map(WaveRecord::parse)
+            .expect("recorded");
+        assert_eq!(record.get("secret/db").and_then(|e| e.digest.clone()), None);
 
         // No wave: nothing recorded.
         let (r, _leading) = reconciler();

@@ -222,7 +222,8 @@ fn gates(args: &ControllerArgs) -> Vec<Box<dyn Gate>> {
         vec![Box::new(FlapGuard::new(flap)), Box::new(Pause::default()), Box::new(windows)];
     if args.fan_out == FanOutMode::Waves {
         let max_wave = usize::try_from(args.max_wave).unwrap_or(usize::MAX);
-        gates.push(Box::new(Waves::new(WaveLimits { max_wave, timeout: args.wave_timeout })));
+        let limits = WaveLimits { max_wave, timeout: args.wave_timeout, dry_run: args.dry_run };
+        gates.push(Box::new(Waves::new(limits, &args.annotations.annotation_domain)));
     }
     gates
 }

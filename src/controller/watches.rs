@@ -225,16 +225,19 @@ where
 }
 
 /// A Namespace, ConfigMap or Secret as its metadata-only watch decodes it:
-/// name, namespace and resourceVersion, all the loop needs. The rest of a
-/// `PartialObjectMetadata` (labels, annotations, `managedFields`) is skipped
+/// name, namespace, resourceVersion and uid, and configsum's own few annotations
+/// ([`ObjectVersion::own_annotations`]), all the loop needs. The rest of a
+/// `PartialObjectMetadata` (labels, other annotations, `managedFields`) is skipped
 /// by the parser and never built: with Helm's metadata on every Secret,
 /// building it made each list page (500 objects) megabytes of short-lived
 /// maps.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(from = "MetaWire")]
 struct WatchedMeta {
-    /// Only name, namespace and resourceVersion are set: what kube's watcher reads.
+    /// Only name, namespace, resourceVersion and uid are set: what kube's watcher reads,
+    /// and what an Event about the object names.
     meta: ObjectMeta,
+    annotations: Vec<(String, String)>,
 }
 
 #[derive(Deserialize)]
@@ -249,15 +252,61 @@ struct SparseMeta {
     name: Option<String>,
     namespace: Option<String>,
     resource_version: Option<String>,
+    uid: Option<String>,
+    #[serde(default, deserialize_with = "own_annotations")]
+    annotations: Vec<(String, String)>,
 }
 
 impl From<MetaWire> for WatchedMeta {
     fn from(wire: MetaWire) -> Self {
-        let SparseMeta { name, namespace, resource_version } = wire.metadata;
-        WatchedMeta {
-            meta: ObjectMeta { name, namespace, resource_version, ..ObjectMeta::default() },
+        let SparseMeta { name, namespace, resource_version, uid, annotations } = wire.metadata;
+        let meta = ObjectMeta { name, namespace, resource_version, uid, ..ObjectMeta::default() };
+        WatchedMeta { meta, annotations }
+    }
+}
+
+/// Reads an annotations map keeping only the entries [`ObjectVersion::own_annotations`]
+/// keeps; every other value is skipped unbuilt.
+fn own_annotations<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<(String, String)>, D::Error> {
+    struct Own;
+    impl<'de> serde::de::Visitor<'de> for Own {
+        type Value = Vec<(String, String)>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of annotations, or null")
+        }
+
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut kept = Vec::new();
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if ObjectVersion::is_own(&key) {
+                    let value: String = map.next_value()?;
+                    kept.push((key.into_owned(), value));
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(ObjectVersion::own_annotations(kept.iter().map(|(k, v)| (k, v))))
         }
     }
+    deserializer.deserialize_option(Own)
 }
 
 // Lists, watches and gets ask for `PartialObjectMetadata`.
@@ -265,10 +314,8 @@ super::model::dynamic_resource!(WatchedMeta, metadata: true);
 
 fn meta_event(event: Event<WatchedMeta>) -> Event<ObjectVersion> {
     let version = |o: WatchedMeta| {
-        let ObjectMeta { namespace, name, resource_version, annotations, .. } = o.meta;
-        let annotations =
-            annotations.as_ref().map(ObjectVersion::own_annotations).unwrap_or_default();
-        ObjectVersion { namespace, name, resource_version, annotations }
+        let ObjectMeta { namespace, name, resource_version, uid, .. } = o.meta;
+        ObjectVersion { namespace, name, resource_version, uid, annotations: o.annotations }
     };
     match event {
         Event::Apply(o) => Event::Apply(version(o)),
@@ -285,22 +332,41 @@ mod tests {
     use kube::Resource as _;
 
     #[test]
-    fn a_metadata_only_item_keeps_its_name_namespace_and_version_only() {
+    fn a_metadata_only_item_keeps_its_identity_and_configsums_own_annotations_only() {
         // A list item as the API server sends it: no kind, Helm's metadata.
-        let item = serde_json::json!({"metadata": {
+        let text = r#"{"metadata": {
             "name": "db", "namespace": "shop", "resourceVersion": "42", "uid": "u-1",
             "labels": {"app.kubernetes.io/managed-by": "Helm"},
-            "annotations": {"meta.helm.sh/release-name": "shop"},
+            "annotations": {"meta.helm.sh/release-name": "shop",
+                "configsum.dev/resume": "0123456789ab", "example.com/fan-out": "all",
+                "configsum.dev/digest": "x", "kubectl.kubernetes.io/last-applied-configuration": "{\"big\": 1}"},
             "managedFields": [{"manager": "helm", "operation": "Update",
-                "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}}}}]}});
-        let watched: WatchedMeta = serde_json::from_value(item).expect("decodes");
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {".": {}}}}]}}"#;
+        let watched: WatchedMeta = serde_json::from_str(text).expect("decodes");
         let expected = ObjectMeta {
             name: Some("db".into()),
             namespace: Some("shop".into()),
             resource_version: Some("42".into()),
+            uid: Some("u-1".into()),
             ..ObjectMeta::default()
         };
         assert_eq!(watched.meta, expected);
+        let kept: Vec<(&str, &str)> =
+            watched.annotations.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(
+            kept,
+            [("configsum.dev/resume", "0123456789ab"), ("example.com/fan-out", "all")],
+            "the domain is the state's to check"
+        );
+        let version = meta_event(Event::Apply(watched));
+        let Event::Apply(version) = version else { panic!("an Apply") };
+        assert_eq!(version.uid.as_deref(), Some("u-1"));
+        assert_eq!(version.annotation("configsum.dev/resume"), Some("0123456789ab"));
+        for annotations in ["null", "{}", r#"{"a": "b"}"#] {
+            let text = format!(r#"{{"metadata": {{"name": "x", "annotations": {annotations}}}}}"#);
+            let watched: WatchedMeta = serde_json::from_str(&text).expect("decodes");
+            assert!(watched.annotations.is_empty(), "{annotations}");
+        }
         // A Namespace has no namespace; an item without metadata decodes to nothing.
         let bare: WatchedMeta = serde_json::from_value(serde_json::json!({})).expect("decodes");
         assert_eq!(bare.meta, ObjectMeta::default());

@@ -11,8 +11,10 @@ use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::trigger::Trigger;
+use super::wave_record::WaveMark;
 use super::workload::WorkloadKey;
-use crate::core::diagnosis::holds;
+use crate::core::ObjectKey;
+use crate::core::diagnosis::{halts, holds};
 use crate::lookup::api_object::workload_resource;
 
 const COMPONENT: &str = "configsum-controller";
@@ -26,10 +28,26 @@ pub fn rolled(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger
     on_workload(key, uid, "ConfigurationChanged", message(&Subject::of(key), changed))
 }
 
-/// The Event a dry run records where it would have patched `key`.
-pub fn would_roll(key: &WorkloadKey, uid: Option<String>, changed: &BTreeSet<Trigger>) -> Event {
+/// The Event a dry run records where it would have patched `key`, naming the waves it would
+/// roll in.
+pub fn would_roll(
+    key: &WorkloadKey,
+    uid: Option<String>,
+    changed: &BTreeSet<Trigger>,
+    waves: &[WaveMark],
+) -> Event {
     let rolled = message(&Subject::of(key), changed);
-    let message = format!("dry run, nothing patched: {rolled}");
+    let waves: Vec<String> = waves
+        .iter()
+        .map(|m| {
+            format!("wave {} of {}'s change {}", m.wave, m.change.source.record_name(), m.change.id)
+        })
+        .collect();
+    let message = if waves.is_empty() {
+        format!("dry run, nothing patched: {rolled}")
+    } else {
+        format!("dry run, nothing patched, in {}: {rolled}", waves.join(", "))
+    };
     on_workload(key, uid, "WouldRoll", truncate_bytes(message, MAX_MESSAGE_BYTES))
 }
 
@@ -59,22 +77,23 @@ pub fn flap_guard_released(
     on_workload(key, uid, holds::RELEASE_REASON, truncate_bytes(message, MAX_MESSAGE_BYTES))
 }
 
-/// The Event when `key`'s rollout halts `source`'s change `change`: `waiting` workloads are
-/// not rolled until it completes, an operator resumes the change, or the source changes again.
-pub fn rollout_halted(
-    key: &WorkloadKey,
-    uid: Option<String>,
-    source: &str,
-    change: &str,
-    cause: &str,
-    waiting: usize,
-) -> Event {
-    let message = format!(
-        "{source}: change {change} halted here, {cause}; {waiting} workload(s) wait. It goes on \
-         when this rollout completes, or with {domain}/resume: \"{change}\" on {source}",
-        domain = crate::core::model::annotations::DEFAULT_DOMAIN,
-    );
-    let event = on_workload(key, uid, "RolloutHalted", truncate_bytes(message, MAX_MESSAGE_BYTES));
+/// What a gate's Event is about (the router fills in its uid).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Involved {
+    Workload(WorkloadKey),
+    /// A ConfigMap or Secret whose change a gate holds.
+    Object(ObjectKey),
+}
+
+/// The `Warning` Event `RolloutHalted`, on the failing workload and on the source object:
+/// what halted (`explain` reads it back, [`halts`]), `cause` (why the rollout failed) and
+/// how to go on; `resume_key` is `<domain>/resume`.
+pub fn rollout_halted(on: &Involved, halt: &halts::Halt, cause: &str, resume_key: &str) -> Event {
+    let message = truncate_bytes(halt.message(cause, resume_key), MAX_MESSAGE_BYTES);
+    let event = match on {
+        Involved::Workload(key) => on_workload(key, None, halts::HALT_REASON, message),
+        Involved::Object(key) => on_object(key, halts::HALT_REASON, message),
+    };
     Event { type_: Some("Warning".to_owned()), ..event }
 }
 
@@ -110,20 +129,35 @@ pub fn invalid_roll_window(key: &WorkloadKey, uid: Option<String>, reason: &str)
 /// A `Normal` core/v1 Event on the workload, from configsum's controller.
 fn on_workload(key: &WorkloadKey, uid: Option<String>, reason: &str, message: String) -> Event {
     let resource = workload_resource(key.kind);
+    let involved = ObjectReference {
+        api_version: Some(resource.api_version),
+        kind: Some(resource.kind),
+        name: Some(key.name.clone()),
+        namespace: Some(key.namespace.clone()),
+        uid,
+        ..ObjectReference::default()
+    };
+    normal(involved, reason, message)
+}
+
+/// A `Normal` core/v1 Event on a ConfigMap or Secret (the router fills in its uid).
+fn on_object(key: &ObjectKey, reason: &str, message: String) -> Event {
+    let involved = ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some(key.object.kind.as_str().to_owned()),
+        name: Some(key.object.name.clone()),
+        namespace: Some(key.namespace.clone()),
+        ..ObjectReference::default()
+    };
+    normal(involved, reason, message)
+}
+
+fn normal(involved: ObjectReference, reason: &str, message: String) -> Event {
     let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let name = involved.name.clone().unwrap_or_default();
     Event {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{}.", key.name)),
-            ..ObjectMeta::default()
-        },
-        involved_object: ObjectReference {
-            api_version: Some(resource.api_version),
-            kind: Some(resource.kind),
-            name: Some(key.name.clone()),
-            namespace: Some(key.namespace.clone()),
-            uid,
-            ..ObjectReference::default()
-        },
+        metadata: ObjectMeta { generate_name: Some(format!("{name}.")), ..ObjectMeta::default() },
+        involved_object: involved,
         reason: Some(reason.to_owned()),
         message: Some(message),
         type_: Some("Normal".to_owned()),

@@ -19,6 +19,8 @@ pub struct ObjectVersion {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub resource_version: Option<String>,
+    /// `metadata.uid`: Events about a ConfigMap or Secret name it.
+    pub uid: Option<String>,
     /// The few annotations the controller reads of a Namespace, ConfigMap or Secret
     /// ([`OWN_ANNOTATIONS`] under any domain; the state checks the domain), bounded.
     pub annotations: Vec<(String, String)>,
@@ -30,16 +32,18 @@ pub const OWN_ANNOTATIONS: [&str; 3] = ["roll-window", "fan-out", "resume"];
 const MAX_ANNOTATION_BYTES: usize = 1024;
 
 impl ObjectVersion {
+    /// Whether `key` names one of [`OWN_ANNOTATIONS`], under any domain.
+    pub fn is_own(key: &str) -> bool {
+        let name = key.rsplit_once('/').map(|(_, name)| name);
+        name.is_some_and(|name| OWN_ANNOTATIONS.contains(&name))
+    }
+
     /// The annotations of `all` an [`ObjectVersion`] keeps.
     pub fn own_annotations<'a>(
         all: impl IntoIterator<Item = (&'a String, &'a String)>,
     ) -> Vec<(String, String)> {
         all.into_iter()
-            .filter(|(key, value)| {
-                let name = key.rsplit_once('/').map(|(_, name)| name);
-                name.is_some_and(|name| OWN_ANNOTATIONS.contains(&name))
-                    && value.len() <= MAX_ANNOTATION_BYTES
-            })
+            .filter(|(key, value)| Self::is_own(key) && value.len() <= MAX_ANNOTATION_BYTES)
             .take(OWN_ANNOTATIONS.len() * 2)
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect()
@@ -136,6 +140,6 @@ mod tests {
 
     fn version() -> ObjectVersion {
         let (namespace, name, resource_version) = (None, Some("db".into()), None);
-        ObjectVersion { namespace, name, resource_version, annotations: Vec::new() }
+        ObjectVersion { namespace, name, resource_version, uid: None, annotations: Vec::new() }
     }
 }

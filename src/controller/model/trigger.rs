@@ -127,10 +127,15 @@ impl SourceChange {
     /// The change of `source` to the content `digest` names (`sha256:<hex>`,
     /// `hmac-sha256:<hex>`, or bare hex).
     pub fn new(source: Source, digest: &str) -> SourceChange {
-        let hex = digest.rsplit(':').next().unwrap_or(digest);
-        let id = hex.chars().filter(char::is_ascii_hexdigit).take(12).collect();
-        SourceChange { source, id }
+        SourceChange { source, id: id_of(digest) }
     }
+}
+
+/// The first 12 hex digits of `digest` (`sha256:<hex>`, `hmac-sha256:<hex>`, or bare hex):
+/// how a change and a halt are named.
+pub fn id_of(digest: &str) -> String {
+    let hex = digest.rsplit(':').next().unwrap_or(digest);
+    hex.chars().filter(char::is_ascii_hexdigit).take(12).collect()
 }
 
 #[cfg(test)]

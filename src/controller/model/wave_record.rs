@@ -13,16 +13,17 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use super::trigger::SourceChange;
+
 /// At most this many sources are recorded; the oldest entries go first.
 pub const MAX_ENTRIES: usize = 32;
 /// A longer annotation is not read at all.
 pub const MAX_BYTES: usize = 16 * 1024;
 
-/// What a roll records: it rolls in `wave` of `source`'s change `change`.
+/// What a roll records: it rolls in `wave` of `change`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaveMark {
-    pub source: String,
-    pub change: String,
+    pub change: SourceChange,
     pub wave: u32,
 }
 
@@ -34,6 +35,22 @@ pub struct WaveEntry {
     pub wave: u32,
     /// When the roll was patched, to the second.
     pub at: SystemTime,
+    /// The first 12 hex digits of the workload's new digest for the source, where it differs
+    /// from the change's id (a ConfigMap or Secret of which it consumes some keys): the id
+    /// of the change if this workload's rollout halts it (`<domain>/resume` takes it).
+    pub digest: Option<String>,
+}
+
+impl WaveEntry {
+    /// The id `<domain>/resume` takes if this workload's rollout halts the change.
+    pub fn halt_id(&self) -> &str {
+        self.digest.as_deref().unwrap_or(&self.change)
+    }
+}
+
+/// Whether `id` is 12 hex digits, as every id in a record is.
+fn is_id(id: &str) -> bool {
+    id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Every source's entry, by the source's name (`secret/db`, `image ghcr.io/acme/web:1`).
@@ -47,6 +64,8 @@ struct Wire {
     change: String,
     wave: u32,
     at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
 }
 
 impl WaveRecord {
@@ -63,12 +82,12 @@ impl WaveRecord {
             .filter_map(|(source, value)| {
                 let wire: Wire = serde_json::from_value(value).ok()?;
                 let change = wire.change;
-                let valid = change.len() == 12 && change.bytes().all(|b| b.is_ascii_hexdigit());
+                let digest = wire.digest.filter(|d| is_id(d));
                 let at = wire.at.parse::<jiff::Timestamp>().ok()?;
                 let at = SystemTime::UNIX_EPOCH
                     .checked_add(Duration::from_secs(u64::try_from(at.as_second()).ok()?))?;
-                (valid && wire.wave > 0)
-                    .then_some((source, WaveEntry { change, wave: wire.wave, at }))
+                (is_id(&change) && wire.wave > 0)
+                    .then_some((source, WaveEntry { change, wave: wire.wave, at, digest }))
             })
             .take(MAX_ENTRIES)
             .collect();
@@ -87,8 +106,12 @@ impl WaveRecord {
                     .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
                 let at =
                     jiff::Timestamp::from_second(seconds).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
-                let wire =
-                    Wire { change: entry.change.clone(), wave: entry.wave, at: at.to_string() };
+                let wire = Wire {
+                    change: entry.change.clone(),
+                    wave: entry.wave,
+                    at: at.to_string(),
+                    digest: entry.digest.clone(),
+                };
                 (source.as_str(), wire)
             })
             .collect();
@@ -128,7 +151,7 @@ mod tests {
     }
 
     fn entry(change: &str, wave: u32, seconds: u64) -> WaveEntry {
-        WaveEntry { change: change.into(), wave, at: at(seconds) }
+        WaveEntry { change: change.into(), wave, at: at(seconds), digest: None }
     }
 
     #[test]
@@ -136,12 +159,19 @@ mod tests {
         let mut record = WaveRecord::default();
         record.record("secret/db", entry("0123456789ab", 2, 1_795_881_600));
         record.record("image ghcr.io/acme/web:1", entry("fedcba987654", 1, 1_795_881_660));
+        let some_keys = WaveEntry {
+            digest: Some("aaaaaaaaaaaa".into()),
+            ..entry("0123456789ab", 1, 1_795_881_600)
+        };
+        record.record("configmap/app", some_keys);
         let text = record.render();
         assert_eq!(
             text,
-            r#"{"image ghcr.io/acme/web:1":{"change":"fedcba987654","wave":1,"at":"2026-11-28T16:01:00Z"},"secret/db":{"change":"0123456789ab","wave":2,"at":"2026-11-28T16:00:00Z"}}"#
+            r#"{"configmap/app":{"change":"0123456789ab","wave":1,"at":"2026-11-28T16:00:00Z","digest":"aaaaaaaaaaaa"},"image ghcr.io/acme/web:1":{"change":"fedcba987654","wave":1,"at":"2026-11-28T16:01:00Z"},"secret/db":{"change":"0123456789ab","wave":2,"at":"2026-11-28T16:00:00Z"}}"#
         );
         assert_eq!(WaveRecord::parse(&text), record);
+        let halt_ids: Vec<&str> = record.entries().map(|(_, e)| e.halt_id()).collect();
+        assert_eq!(halt_ids, ["aaaaaaaaaaaa", "fedcba987654", "0123456789ab"]);
     }
 
     #[test]
@@ -151,10 +181,13 @@ mod tests {
             "secret/c":{"change":"0123456789ab","wave":0,"at":"2026-11-28T16:00:00Z"},
             "secret/d":{"change":"0123456789ab","wave":1,"at":"yesterday"},
             "secret/e":"0123456789ab 1",
-            "secret/f":{"change":"0123456789ab","wave":-1,"at":"2026-11-28T16:00:00Z"}}"#;
+            "secret/f":{"change":"0123456789ab","wave":-1,"at":"2026-11-28T16:00:00Z"},
+            "secret/g":{"change":"0123456789ab","wave":1,"at":"2026-11-28T16:00:00Z","digest":"<b>"}}"#;
         let record = WaveRecord::parse(text);
         let sources: Vec<&str> = record.entries().map(|(s, _)| s).collect();
-        assert_eq!(sources, ["secret/a"]);
+        assert_eq!(sources, ["secret/a", "secret/g"]);
+        let g = record.get("secret/g").map(|e| (e.digest.clone(), e.halt_id().to_owned()));
+        assert_eq!(g, Some((None, "0123456789ab".to_owned())), "a digest that is no id is dropped");
         for junk in ["", "null", "[]", "{", "\"x\"", &"x".repeat(MAX_BYTES + 1)] {
             assert!(WaveRecord::parse(junk).is_empty(), "{junk:.20}");
         }

@@ -61,9 +61,9 @@ impl State {
                 // Released by a gate, it rolls on its own: no fan-out waits for it.
                 self.pass_gates(released.workload, released.trigger, None, now, Some(at));
             }
-            for (workload, event) in self.gates[at].events() {
+            for (involved, event) in self.gates[at].events() {
                 if self.queue.term().is_some() {
-                    self.record(event, &workload);
+                    self.record_on(event, involved);
                 }
             }
         }

@@ -135,6 +135,16 @@ impl FanOut {
         out
     }
 
+    /// Releases every member at once, each in the wave it would roll in: a dry run, which
+    /// waits for no rollout.
+    pub fn release_all(&mut self) -> Vec<(WorkloadKey, u32)> {
+        let plan = self.plan();
+        self.waves = plan.iter().map(|(_, wave)| *wave).collect();
+        self.wave = self.waves.last().copied().unwrap_or(0);
+        self.wave_end = self.order.len();
+        plan
+    }
+
     /// Adds `workload`, rolled in this change before this leader and not due any more, so
     /// that [`FanOut::restore`] can place it in its wave.
     pub fn add_rolled(&mut self, workload: WorkloadKey) {

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::core::v1::Event;
 use tokio::time::Instant;
 
+pub use crate::controller::model::event::Involved;
 use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::wave_record::WaveMark;
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
@@ -30,6 +31,15 @@ pub struct Released {
     pub trigger: Trigger,
     /// Recorded while leading (the router fills in the uid).
     pub event: Option<Event>,
+}
+
+/// What a ConfigMap's or Secret's own annotations say of its changes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceSays {
+    /// `<domain>/fan-out: "all"`: its changes skip waves.
+    pub all_at_once: bool,
+    /// `<domain>/resume`: the id of a halted change to go on with.
+    pub resume: Option<String>,
 }
 
 /// How one wave ended: `completed`, `failed` (a rollout failed) or `timeout`, after `took`.
@@ -64,9 +74,8 @@ pub trait Gate: std::fmt::Debug + Send {
     /// The watch delivered `workload` anew (its health, its annotations).
     fn observed(&mut self, _workload: &WorkloadKey, _facts: &RolloutFacts) {}
 
-    /// The watch delivered the ConfigMap or Secret `source`; `all_at_once`: it says
-    /// `<domain>/fan-out: "all"`, so its changes skip waves.
-    fn source_observed(&mut self, _source: &Source, _all_at_once: bool) {}
+    /// The watch delivered the ConfigMap or Secret `source`, which `says` this.
+    fn source_observed(&mut self, _source: &Source, _says: &SourceSays) {}
 
     /// The namespace watch delivered `namespace` anew; `roll_window` is its
     /// `<domain>/roll-window` (`None`: it has none, or left the scope).
@@ -86,8 +95,8 @@ pub trait Gate: std::fmt::Debug + Send {
         Vec::new()
     }
 
-    /// Events it has to say, each on a workload (the router fills in the uid).
-    fn events(&mut self) -> Vec<(WorkloadKey, Event)> {
+    /// Events it has to say, each about a workload or an object.
+    fn events(&mut self) -> Vec<(Involved, Event)> {
         Vec::new()
     }
 

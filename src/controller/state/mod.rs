@@ -45,7 +45,7 @@ use tokio::time::Instant;
 use tracing::info;
 
 pub use self::dispatch::Effects;
-use self::gate::Gate;
+use self::gate::{Gate, SourceSays};
 use self::images::ImageIndex;
 use self::objects::TrackedObjects;
 use self::queue::WorkQueue;
@@ -313,12 +313,20 @@ impl State {
     /// Hands what a ConfigMap's or Secret's own annotations say of its changes to the gates.
     fn source_observed(&mut self, kind: ObjectKind, version: &ObjectVersion) {
         let (Some(namespace), Some(name)) = (&version.namespace, &version.name) else { return };
-        let all_at_once = !version.annotations.is_empty()
-            && version.annotation(&self.workloads.domain().fan_out()) == Some("all");
+        let domain = self.workloads.domain();
+        // Most objects have none of these annotations: no key is formatted for them.
+        let says = if version.annotations.is_empty() {
+            SourceSays::default()
+        } else {
+            SourceSays {
+                all_at_once: version.annotation(&domain.fan_out()) == Some("all"),
+                resume: version.annotation(&domain.resume()).map(str::to_owned),
+            }
+        };
         let object = ObjectRef { kind, name: name.clone() }.within(namespace.clone());
         let source = Source::Object(object);
         for gate in &mut self.gates {
-            gate.source_observed(&source, all_at_once);
+            gate.source_observed(&source, &says);
         }
     }
 

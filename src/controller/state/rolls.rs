@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::State;
-use super::gate::Gating;
+use super::gate::{Gating, Involved};
 use super::images::{digest_of, tracked_images};
 use super::objects::Tracker;
 use super::references::{Change, tracked_by};
@@ -120,6 +120,19 @@ impl State {
         workload: &WorkloadKey,
     ) {
         event.involved_object.uid = self.uid(workload);
+        self.events.push(event);
+    }
+
+    /// Records a gate's `event` on what it is about, with its uid.
+    pub(super) fn record_on(
+        &mut self,
+        mut event: k8s_openapi::api::core::v1::Event,
+        involved: Involved,
+    ) {
+        event.involved_object.uid = match &involved {
+            Involved::Workload(workload) => self.uid(workload),
+            Involved::Object(object) => self.objects.uid(object).map(str::to_owned),
+        };
         self.events.push(event);
     }
 

@@ -118,6 +118,7 @@ mod tests {
             namespace: None,
             name: Some(name.into()),
             resource_version: Some("1".into()),
+            uid: None,
             annotations: Vec::new(),
         }
     }

@@ -19,6 +19,8 @@ use crate::controller::state::flap_guard::{FlapGuard, FlapLimits};
 use crate::controller::state::gate;
 use crate::controller::state::objects::judge;
 use crate::controller::state::queue::SNAPSHOT_WAIT;
+use crate::controller::state::waves::{WaveLimits, Waves};
+use crate::core::model::annotations::AnnotationDomain;
 use crate::core::refs::ConsumedKeys;
 use crate::core::{DigestKeys, Digester, ObjectContent, ObjectId, ObjectRef, Observation};
 
@@ -38,6 +40,7 @@ fn version(namespace: Option<&str>, name: &str, resource_version: &str) -> Objec
         namespace: namespace.map(str::to_owned),
         name: Some(name.to_owned()),
         resource_version: Some(resource_version.to_owned()),
+        uid: Some(format!("uid-{name}")),
         annotations: Vec::new(),
     }
 }
@@ -777,20 +780,143 @@ fn rolled(h: &mut Harness) -> Vec<String> {
     names
 }
 
-#[test]
-fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
-    use crate::controller::state::waves::{WaveLimits, Waves};
-    let waves = Waves::new(WaveLimits { max_wave: 50, timeout: HOUR });
-    let mut h =
-        Harness::with_gates(vec![Box::new(FlapGuard::new(FlapLimits::default())), Box::new(waves)]);
+/// A harness whose gates are `gates` plus waves with `limits`, with `apps` workloads listed,
+/// each reading Secret db ("one"), complete.
+fn with_waves(gates: Vec<Box<dyn Gate>>, limits: WaveLimits, apps: usize) -> Harness {
+    let mut gates = gates;
+    gates.push(Box::new(Waves::new(limits, &AnnotationDomain::default())));
+    let mut h = Harness::with_gates(gates);
     h.put_secret("one", "10");
     h.list_namespaces(&["ns"]);
     h.start_workload_watches();
-    let apps = (0..5).map(|i| app(&h, i, "one", 1, "complete")).collect();
+    let apps = (0..apps).map(|i| app(&h, i, "one", 1, "complete")).collect();
     h.list_workloads(1, apps);
     for kind in ObjectKind::all() {
         h.list_objects(kind);
     }
+    h
+}
+
+const WAVES: WaveLimits = WaveLimits { max_wave: 50, timeout: HOUR, dry_run: false };
+
+/// Secret db changes to `password`, its own annotations being `annotations`.
+fn source_changed(h: &mut Harness, password: &str, rv: &str, annotations: &[(&str, &str)]) {
+    h.put_secret(password, rv);
+    let mut object = version(Some("ns"), "db", rv);
+    object.annotations = annotations.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+    h.send(Message::Object(ObjectKind::Secret, Event::Apply(object)));
+}
+
+/// `app-{i}` as the watch delivers it after its roll in `wave` of `change` (its record naming
+/// `digest` as its own), its rollout `rollout`.
+fn rolled_app(
+    h: &Harness,
+    i: usize,
+    change: &str,
+    wave: u32,
+    digest: &str,
+    rollout: &str,
+) -> WatchedWorkload {
+    let record = format!(
+        r#"{{"secret/db":{{"change":"{change}","wave":{wave},"at":"2026-11-28T16:00:00Z","digest":"{digest}"}}}}"#
+    );
+    let mut value = app_value(h, i, "two", 2, rollout);
+    value["metadata"]["annotations"] = json!({"configsum.dev/waves": record});
+    serde_json::from_value(value).expect("a Deployment")
+}
+
+#[test]
+fn an_operator_resumes_a_halted_change_by_the_id_its_events_name() {
+    let mut h = with_waves(Vec::new(), WAVES, 4);
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    let work: Vec<Work> = h.work.drain(..).collect();
+    let change = work[0].waves[0].change.id.clone();
+    for w in work {
+        patched_in_wave(&mut h, w);
+    }
+    // The canary's roll recorded its own digest for the Secret; its rollout fails.
+    let failed = rolled_app(&h, 0, &change, 1, "aaaaaaaaaaaa", "failed");
+    apply(&mut h, failed);
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "halted at the canary");
+    let said: Vec<String> = h
+        .events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("RolloutHalted"))
+        .filter_map(|e| e.message.clone())
+        .collect();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(
+        said.iter().all(|m| m.contains("change aaaaaaaaaaaa halted at Deployment ns/app-0")
+            && m.contains("configsum.dev/resume: \"aaaaaaaaaaaa\" on secret/db")),
+        "named by the failing workload's digest: {said:?}"
+    );
+    assert_eq!(h.state.halted_changes(), 1);
+
+    // The change's own id, or any other, resumes nothing.
+    source_changed(&mut h, "two", "12", &[("configsum.dev/resume", &change)]);
+    h.wait(WINDOW * 3);
+    assert!(h.work.is_empty(), "{change} is not the halt's id");
+    source_changed(&mut h, "two", "13", &[("configsum.dev/resume", "aaaaaaaaaaaa")]);
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-1", "app-2"], "the next wave, at its size; app-0 not again");
+    assert_eq!(h.state.halted_changes(), 0);
+    let halts = h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted"));
+    assert_eq!(halts.count(), 2, "no new halt for the excused workload");
+}
+
+#[test]
+fn a_new_leader_keeps_a_halt_and_its_id_from_the_records() {
+    // The last leader rolled app-0 in wave 1 and stopped while its rollout failed; app-0
+    // recorded its own digest. The new leader halts there, by the same id.
+    let waves = Waves::new(WAVES, &AnnotationDomain::default());
+    let mut h = Harness::with_gates(vec![Box::new(waves)]);
+    h.put_secret("two", "11");
+    h.list_namespaces(&["ns"]);
+    h.start_workload_watches();
+    let source = crate::controller::model::trigger::Source::Object(db());
+    let change = SourceChange::new(source, &h.digest_of("two"));
+    let mut apps = vec![rolled_app(&h, 0, &change.id, 1, "bbbbbbbbbbbb", "failed")];
+    apps.extend((1..4).map(|i| app(&h, i, "one", 1, "complete")));
+    h.list_workloads(1, apps);
+    for kind in ObjectKind::all() {
+        h.list_objects(kind);
+    }
+    h.wait(WINDOW * 3);
+    assert!(h.work.is_empty(), "never past the failed canary: {:?}", rolled(&mut h));
+    let said = h.events.iter().filter_map(|e| e.message.as_deref()).find(|m| m.contains("halted"));
+    assert!(said.is_some_and(|m| m.contains("change bbbbbbbbbbbb halted")), "{:?}", h.events);
+    // The resume the operator wrote for the last leader holds for this one.
+    source_changed(&mut h, "two", "12", &[("configsum.dev/resume", "bbbbbbbbbbbb")]);
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-1", "app-2"]);
+}
+
+#[test]
+fn a_dry_run_reports_every_wave_at_once() {
+    let limits = WaveLimits { dry_run: true, ..WAVES };
+    let mut h = with_waves(Vec::new(), limits, 8);
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    let mut waves: Vec<(String, u32)> = h
+        .work
+        .drain(..)
+        .map(|w| (w.due.key.name.clone(), w.waves.first().map_or(0, |m| m.wave)))
+        .collect();
+    waves.sort();
+    let expected: Vec<(String, u32)> = [1, 2, 2, 3, 3, 3, 3, 4]
+        .iter()
+        .enumerate()
+        .map(|(i, wave)| (format!("app-{i}"), *wave))
+        .collect();
+    assert_eq!(waves, expected, "nothing waits: waves 1, 2, 4 and 1, all now");
+    assert_eq!(h.state.halted_changes(), 0);
+}
+
+#[test]
+fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
+    let mut h = with_waves(vec![Box::new(FlapGuard::new(FlapLimits::default()))], WAVES, 5);
     assert!(h.state.ready());
 
     h.secret_changed("two", "11");
@@ -803,8 +929,8 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
     );
     let marks = &work[0].waves;
     assert_eq!(marks.len(), 1);
-    assert_eq!((marks[0].source.as_str(), marks[0].wave), ("secret/db", 1));
-    let change_id = marks[0].change.clone();
+    assert_eq!((marks[0].change.source.record_name().as_str(), marks[0].wave), ("secret/db", 1));
+    let change_id = marks[0].change.id.clone();
     assert_eq!(change_id.len(), 12);
     // A status update before the patch: the rollout it reports complete is the old one's.
     let resync = app(&h, 0, "one", 1, "complete-again");
@@ -826,7 +952,7 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
     let mut names: Vec<&str> = work.iter().map(|w| w.due.key.name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["app-1", "app-2"], "wave 2: twice wave 1");
-    assert!(work.iter().all(|w| w.waves.iter().all(|m| m.wave == 2 && m.change == change_id)));
+    assert!(work.iter().all(|w| w.waves.iter().all(|m| m.wave == 2 && m.change.id == change_id)));
     for w in work {
         patched_in_wave(&mut h, w);
     }
@@ -838,10 +964,25 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
     assert!(h.work.is_empty(), "halted: app-3 and app-4 are never rolled");
     let halted: Vec<&k8s_openapi::api::core::v1::Event> =
         h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted")).collect();
-    assert_eq!(halted.len(), 1, "said once: {:?}", h.events);
-    assert_eq!(halted[0].involved_object.name.as_deref(), Some("app-2"));
+    let on: Vec<(Option<&str>, Option<&str>, Option<&str>)> = halted
+        .iter()
+        .map(|e| {
+            let o = &e.involved_object;
+            (o.kind.as_deref(), o.name.as_deref(), o.uid.as_deref())
+        })
+        .collect();
+    assert_eq!(
+        on,
+        [(Some("Deployment"), Some("app-2"), None), (Some("Secret"), Some("db"), Some("uid-db"))],
+        "said once, on the failing workload and on the source"
+    );
     let message = halted[0].message.as_deref().unwrap_or_default();
-    assert!(message.contains("2 workload(s) wait") && message.contains(&change_id), "{message}");
+    let said = crate::core::diagnosis::halts::Halt::parse(message).expect("a halt's words");
+    assert_eq!(
+        (said.source.as_str(), said.failing.as_str(), said.waiting),
+        ("secret/db", "Deployment ns/app-2", 2)
+    );
+    assert_eq!(said.change, change_id, "no record of its own digest: the change's id");
     let halted = h.state.verdicts().into_iter().find(|(v, _)| *v == Verdict::Halted);
     assert_eq!(halted, Some((Verdict::Halted, 3)), "app-2, and app-3 and app-4 behind it");
     assert_eq!(h.state.halted_changes(), 1);
@@ -857,17 +998,7 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
 
 #[test]
 fn a_patch_the_watch_delivers_before_the_worker_reports_it_still_counts_its_rollout() {
-    use crate::controller::state::waves::{WaveLimits, Waves};
-    let waves = Waves::new(WaveLimits { max_wave: 50, timeout: HOUR });
-    let mut h = Harness::with_gates(vec![Box::new(waves)]);
-    h.put_secret("one", "10");
-    h.list_namespaces(&["ns"]);
-    h.start_workload_watches();
-    let apps = (0..3).map(|i| app(&h, i, "one", 1, "complete")).collect();
-    h.list_workloads(1, apps);
-    for kind in ObjectKind::all() {
-        h.list_objects(kind);
-    }
+    let mut h = with_waves(Vec::new(), WAVES, 3);
     h.secret_changed("two", "11");
     h.wait(WINDOW);
     let work: Vec<Work> = h.work.drain(..).collect();
@@ -875,7 +1006,7 @@ fn a_patch_the_watch_delivers_before_the_worker_reports_it_still_counts_its_roll
     let marks = &work[0].waves;
     let record = format!(
         r#"{{"secret/db":{{"change":"{}","wave":1,"at":"2026-11-28T16:00:00Z"}}}}"#,
-        marks[0].change
+        marks[0].change.id
     );
     // The watch delivers app-0 as patched (generation 2, its roll recorded) before the
     // worker's answer comes back.
@@ -897,8 +1028,7 @@ fn a_patch_the_watch_delivers_before_the_worker_reports_it_still_counts_its_roll
 
 #[test]
 fn a_new_leader_goes_on_from_the_waves_the_workloads_record() {
-    use crate::controller::state::waves::{WaveLimits, Waves};
-    let waves = Waves::new(WaveLimits { max_wave: 50, timeout: HOUR });
+    let waves = Waves::new(WAVES, &AnnotationDomain::default());
     let mut h = Harness::with_gates(vec![Box::new(waves)]);
     h.put_secret("two", "11");
     h.list_namespaces(&["ns"]);
@@ -1067,27 +1197,9 @@ fn a_namespace_window_applies_to_its_workloads_without_their_own() {
 
 #[test]
 fn a_source_that_says_fan_out_all_skips_waves() {
-    use crate::controller::state::waves::{WaveLimits, Waves};
-    let waves = Waves::new(WaveLimits { max_wave: 50, timeout: HOUR });
-    let mut h = Harness::with_gates(vec![Box::new(waves)]);
-    h.put_secret("one", "10");
-    h.list_namespaces(&["ns"]);
-    h.start_workload_watches();
-    let apps = (0..4).map(|i| app(&h, i, "one", 1, "complete")).collect();
-    h.list_workloads(1, apps);
-    for kind in ObjectKind::all() {
-        h.list_objects(kind);
-    }
-    let changed = |h: &mut Harness, password: &str, rv: &str, fan_out: Option<&str>| {
-        h.put_secret(password, rv);
-        let mut object = version(Some("ns"), "db", rv);
-        if let Some(fan_out) = fan_out {
-            object.annotations = vec![("configsum.dev/fan-out".into(), fan_out.into())];
-        }
-        h.send(Message::Object(ObjectKind::Secret, Event::Apply(object)));
-    };
+    let mut h = with_waves(Vec::new(), WAVES, 4);
     // A CA bundle that must reach everyone now.
-    changed(&mut h, "two", "11", Some("all"));
+    source_changed(&mut h, "two", "11", &[("configsum.dev/fan-out", "all")]);
     h.wait(WINDOW);
     let work: Vec<Work> = h.work.drain(..).collect();
     let mut names: Vec<&str> = work.iter().map(|w| w.due.key.name.as_str()).collect();
@@ -1102,7 +1214,7 @@ fn a_source_that_says_fan_out_all_skips_waves() {
         apply(&mut h, patched);
     }
     // Another domain's annotation, or another value, is no say: waves again.
-    changed(&mut h, "three", "12", Some("everyone"));
+    source_changed(&mut h, "three", "12", &[("configsum.dev/fan-out", "everyone")]);
     h.wait(WINDOW);
     assert_eq!(rolled(&mut h), ["app-0"], "wave 1");
 }

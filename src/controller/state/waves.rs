@@ -15,24 +15,28 @@ use k8s_openapi::api::core::v1::Event;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::fan_out::{FanOut, Halt, HaltCause, Health, Member};
-use super::gate::{Gate, Gating, Released, WaveOutcome};
+use super::fan_out::{FanOut, Halt, HaltCause, Health, Member, Step};
+use super::gate::{Gate, Gating, Involved, Released, SourceSays, WaveOutcome};
 use crate::controller::model::event;
 use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::wave_record::WaveMark;
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
+use crate::core::diagnosis::halts;
+use crate::core::model::annotations::AnnotationDomain;
 use crate::core::verdict::Verdict;
 
-/// `--max-wave` and `--wave-timeout`.
+/// `--max-wave`, `--wave-timeout` and `--dry-run`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaveLimits {
     pub max_wave: usize,
     pub timeout: Duration,
+    /// Nothing is patched, so no rollout is waited for: every wave is released at once.
+    pub dry_run: bool,
 }
 
 impl Default for WaveLimits {
     fn default() -> Self {
-        WaveLimits { max_wave: 50, timeout: Duration::from_secs(600) }
+        WaveLimits { max_wave: 50, timeout: Duration::from_secs(600), dry_run: false }
     }
 }
 
@@ -43,8 +47,9 @@ struct Rolling {
     fan_out: FanOut,
     /// The trigger each member came with, for its roll's Event.
     triggers: HashMap<WorkloadKey, Trigger>,
-    /// The failing workload whose halt was announced: its Event is recorded once.
-    announced: Option<WorkloadKey>,
+    /// The failing workload whose halt was announced (its Events are recorded once), and the
+    /// halt's id.
+    announced: Option<(WorkloadKey, String)>,
     halted: bool,
     /// When the current wave was released.
     wave_opened: Instant,
@@ -58,16 +63,27 @@ struct Seen {
     health: Health,
 }
 
+/// What a workload records of one change's waves.
+#[derive(Clone, Debug)]
+struct Recorded {
+    wave: u32,
+    at: SystemTime,
+    /// The id of a halt at this workload (`WaveEntry::halt_id`).
+    halt_id: String,
+}
+
 #[derive(Debug, Default)]
 pub struct Waves {
     limits: WaveLimits,
+    /// `<domain>/resume`, named by the `RolloutHalted` Events.
+    resume_key: String,
     /// Changes seen since the last release, with their members.
     arriving: BTreeMap<SourceChange, Vec<(WorkloadKey, Trigger)>>,
     rolling: HashMap<Source, Rolling>,
     canaries: HashSet<WorkloadKey>,
     /// Workloads' recorded waves: by the source's name and change id, each workload with its
     /// wave and patch time.
-    recorded: HashMap<(String, String), BTreeMap<WorkloadKey, (u32, SystemTime)>>,
+    recorded: HashMap<(String, String), BTreeMap<WorkloadKey, Recorded>>,
     /// What each workload recorded, to drop it from `recorded` when that changes.
     records_of: HashMap<WorkloadKey, Vec<(String, String)>>,
     seen: HashMap<WorkloadKey, Seen>,
@@ -75,17 +91,19 @@ pub struct Waves {
     patched_from: HashMap<WorkloadKey, Option<i64>>,
     /// The wall clock at the instant of the first release: records store wall-clock times.
     wall: Option<(Instant, SystemTime)>,
-    /// Events to record, on these workloads.
-    events: Vec<(WorkloadKey, Event)>,
+    /// Events to record.
+    events: Vec<(Involved, Event)>,
     /// How waves ended since the metrics last asked.
     outcomes: Vec<WaveOutcome>,
     /// Sources that say `<domain>/fan-out: "all"`: their changes skip waves.
     all_at_once: HashSet<Source>,
+    /// What sources' `<domain>/resume` say: the id of a halted change to go on with.
+    resumes: HashMap<Source, String>,
 }
 
 impl Waves {
-    pub fn new(limits: WaveLimits) -> Self {
-        Waves { limits, ..Waves::default() }
+    pub fn new(limits: WaveLimits, domain: &AnnotationDomain) -> Self {
+        Waves { limits, resume_key: domain.resume(), ..Waves::default() }
     }
 
     fn is_member(&self, workload: &WorkloadKey) -> bool {
@@ -110,7 +128,7 @@ impl Waves {
                 .map(|(w, _)| Member { workload: w.clone(), canary: self.canaries.contains(w) });
             let mut fan_out = FanOut::new(listed.collect(), self.limits.max_wave);
             let key = (change.source.record_name(), change.id.clone());
-            for (workload, (wave, at)) in self.recorded.get(&key).into_iter().flatten() {
+            for (workload, recorded) in self.recorded.get(&key).into_iter().flatten() {
                 if !change.source.concerns(workload) {
                     continue;
                 }
@@ -118,10 +136,10 @@ impl Waves {
                     // Rolled before this leader: not due again, but still in its wave.
                     fan_out.add_rolled(workload.clone());
                 }
-                fan_out.restore(workload, *wave, self.instant_of(*at, now));
+                fan_out.restore(workload, recorded.wave, self.instant_of(recorded.at, now));
                 self.patched_from.entry(workload.clone()).or_insert(None);
             }
-            let triggers = members.into_iter().collect();
+            let triggers: HashMap<WorkloadKey, Trigger> = members.into_iter().collect();
             let rolling = Rolling {
                 change: change.clone(),
                 fan_out,
@@ -145,6 +163,30 @@ impl Waves {
         match self.wall {
             Some((instant, wall)) => wall + now.saturating_duration_since(instant),
             None => SystemTime::now(),
+        }
+    }
+
+    /// The id of a halt of `change` at `failing`: the first 12 hex digits of the failing
+    /// workload's new digest for the source, as its roll recorded it, else the change's.
+    fn halt_id(&self, change: &SourceChange, failing: &WorkloadKey) -> String {
+        let key = (change.source.record_name(), change.id.clone());
+        let recorded = self.recorded.get(&key).and_then(|workloads| workloads.get(failing));
+        recorded.map_or_else(|| change.id.clone(), |r| r.halt_id.clone())
+    }
+
+    /// One step of `rolling`'s fan-out; a halt an operator resumed (`<domain>/resume` on the
+    /// source names its id) excuses the failing workload and steps again.
+    fn step(&self, rolling: &mut Rolling, now: Instant) -> (Step, Option<String>) {
+        loop {
+            let step = rolling.fan_out.step(|w| self.health(w), now, self.limits.timeout);
+            let Some(halt) = &step.halt else { return (step, None) };
+            let id = self.halt_id(&rolling.change, &halt.failing);
+            if self.resumes.get(&rolling.change.source) != Some(&id) {
+                return (step, Some(id));
+            }
+            info!(workload = %halt.failing, source = %rolling.change.source, change = %id,
+                "an operator resumed the halted change");
+            rolling.fan_out.excuse(&halt.failing);
         }
     }
 }
@@ -207,11 +249,19 @@ impl Gate for Waves {
         }
     }
 
-    fn source_observed(&mut self, source: &Source, all_at_once: bool) {
-        if all_at_once {
+    fn source_observed(&mut self, source: &Source, says: &SourceSays) {
+        if says.all_at_once {
             self.all_at_once.insert(source.clone());
         } else {
             self.all_at_once.remove(source);
+        }
+        match &says.resume {
+            Some(id) => {
+                self.resumes.insert(source.clone(), id.clone());
+            }
+            None => {
+                self.resumes.remove(source);
+            }
         }
     }
 
@@ -232,8 +282,9 @@ impl Gate for Waves {
         let mut keys = Vec::new();
         for (source, entry) in facts.waves.entries() {
             let key = (source.to_owned(), entry.change.clone());
-            let entry = (entry.wave, entry.at);
-            self.recorded.entry(key.clone()).or_default().insert(workload.clone(), entry);
+            let halt_id = entry.halt_id().to_owned();
+            let recorded = Recorded { wave: entry.wave, at: entry.at, halt_id };
+            self.recorded.entry(key.clone()).or_default().insert(workload.clone(), recorded);
             keys.push(key);
         }
         let keep = !keys.is_empty() || self.is_member(workload);
@@ -258,7 +309,12 @@ impl Gate for Waves {
         let sources: Vec<Source> = self.rolling.keys().cloned().collect();
         for source in sources {
             let Some(mut rolling) = self.rolling.remove(&source) else { continue };
-            let step = rolling.fan_out.step(|w| self.health(w), now, self.limits.timeout);
+            if self.limits.dry_run {
+                released.extend(dry_run_release(&mut rolling));
+                self.rolling.insert(source, rolling);
+                continue;
+            }
+            let (step, halt_id) = self.step(&mut rolling, now);
             if let Some(wave) = step.completed {
                 info!(source = %source, change = %rolling.change.id, wave, "wave complete");
                 let took = now.saturating_duration_since(rolling.wave_opened);
@@ -267,22 +323,22 @@ impl Gate for Waves {
             if !step.release.is_empty() {
                 rolling.wave_opened = now;
             }
-            match &step.halt {
-                Some(halt) => {
+            match (&step.halt, halt_id) {
+                (Some(halt), Some(id)) => {
                     rolling.halted = true;
-                    if rolling.announced.as_ref() != Some(&halt.failing) {
-                        rolling.announced = Some(halt.failing.clone());
+                    let announced = (halt.failing.clone(), id);
+                    if rolling.announced.as_ref() != Some(&announced) {
                         let outcome = match halt.cause {
                             HaltCause::Failed(_) => "failed",
                             HaltCause::Timeout => "timeout",
                         };
                         let took = now.saturating_duration_since(rolling.wave_opened);
                         self.outcomes.push(WaveOutcome { outcome, took });
-                        self.events
-                            .push((halt.failing.clone(), halted_event(&rolling.change, halt)));
+                        self.announce(&rolling.change, halt, &announced.1);
+                        rolling.announced = Some(announced);
                     }
                 }
-                None => {
+                _ => {
                     rolling.halted = false;
                     rolling.announced = None;
                 }
@@ -324,7 +380,7 @@ impl Gate for Waves {
     fn verdict(&self, workload: &WorkloadKey) -> Option<Verdict> {
         let halted = self.rolling.values().filter(|r| r.halted).any(|r| {
             let waiting = r.fan_out.is_member(workload) && r.fan_out.wave_of(workload).is_none();
-            waiting || r.announced.as_ref() == Some(workload)
+            waiting || r.announced.as_ref().is_some_and(|(failing, _)| failing == workload)
         });
         halted.then_some(Verdict::Halted)
     }
@@ -334,16 +390,14 @@ impl Gate for Waves {
             .values()
             .filter_map(|r| {
                 let wave = r.fan_out.wave_of(workload)?;
-                r.triggers.contains_key(workload).then(|| WaveMark {
-                    source: r.change.source.record_name(),
-                    change: r.change.id.clone(),
-                    wave,
-                })
+                r.triggers
+                    .contains_key(workload)
+                    .then(|| WaveMark { change: r.change.clone(), wave })
             })
             .collect()
     }
 
-    fn events(&mut self) -> Vec<(WorkloadKey, Event)> {
+    fn events(&mut self) -> Vec<(Involved, Event)> {
         std::mem::take(&mut self.events)
     }
 
@@ -373,14 +427,51 @@ impl Gate for Waves {
     }
 }
 
-/// The `RolloutHalted` Event on the failing workload.
-fn halted_event(change: &SourceChange, halt: &Halt) -> Event {
-    let cause = match &halt.cause {
-        HaltCause::Failed(reason) => format!("its rollout failed ({reason})"),
-        HaltCause::Timeout => "its rollout did not complete within --wave-timeout".to_owned(),
-    };
-    warn!(workload = %halt.failing, source = %change.source, change = %change.id,
-        waiting = halt.waiting, %cause, "rollout halted");
-    let source = change.source.record_name();
-    event::rollout_halted(&halt.failing, None, &source, &change.id, &cause, halt.waiting)
+impl Waves {
+    /// The `RolloutHalted` Events: on the failing workload, and on the source where it is an
+    /// object (a ConfigMap, a Secret, a tracked workload; an image tag has none).
+    fn announce(&mut self, change: &SourceChange, halt: &Halt, id: &str) {
+        let cause = match &halt.cause {
+            HaltCause::Failed(reason) => {
+                let reason = crate::core::model::warnings::shorten_middle(reason, 128);
+                format!("its rollout failed ({reason})")
+            }
+            HaltCause::Timeout => "its rollout did not complete within --wave-timeout".to_owned(),
+        };
+        warn!(workload = %halt.failing, source = %change.source, change = %id,
+            waiting = halt.waiting, %cause, "rollout halted");
+        let said = halts::Halt {
+            source: change.source.record_name(),
+            change: id.to_owned(),
+            failing: halt.failing.to_string(),
+            waiting: halt.waiting,
+        };
+        let mut on = vec![Involved::Workload(halt.failing.clone())];
+        match &change.source {
+            Source::Object(key) => on.push(Involved::Object(key.clone())),
+            Source::Workload(key) => on.push(Involved::Workload(key.clone())),
+            Source::Image(_) => {}
+        }
+        for involved in on {
+            let event = event::rollout_halted(&involved, &said, &cause, &self.resume_key);
+            self.events.push((involved, event));
+        }
+    }
+}
+
+/// A dry run's fan-out releases every member at once, in the wave it would roll in (nothing
+/// waits for a rollout that never comes); once released, nothing more.
+fn dry_run_release(rolling: &mut Rolling) -> Vec<Released> {
+    if rolling.fan_out.wave() > 0 || rolling.fan_out.members().is_empty() {
+        return Vec::new();
+    }
+    rolling
+        .fan_out
+        .release_all()
+        .into_iter()
+        .filter_map(|(workload, _)| {
+            let trigger = rolling.triggers.get(&workload)?.clone();
+            Some(Released { workload, trigger, event: None })
+        })
+        .collect()
 }

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Event;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::gate::{Gate, Gating, Released};
+use super::gate::{Gate, Gating, Involved, Released};
 use crate::controller::model::event;
 use crate::controller::model::trigger::{SourceChange, Trigger};
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
@@ -38,7 +38,7 @@ pub struct Windows {
     waiting: HashMap<WorkloadKey, Waiting>,
     /// An instant of the caller's clock and the wall-clock time at it.
     anchor: Option<(Instant, SystemTime)>,
-    events: Vec<(WorkloadKey, Event)>,
+    events: Vec<(Involved, Event)>,
 }
 
 impl Windows {
@@ -120,13 +120,13 @@ impl Gate for Windows {
                     "outside its maintenance window: waiting");
                 let window = self.window_text(workload).unwrap_or_default().to_owned();
                 let event = event::roll_waiting(workload, None, &window, at);
-                self.events.push((workload.clone(), event));
+                self.events.push((Involved::Workload(workload.clone()), event));
                 Some(opens)
             }
             Err(reason) => {
                 warn!(workload = %workload, %reason, "its maintenance window does not parse: never rolling it");
-                self.events
-                    .push((workload.clone(), event::invalid_roll_window(workload, None, &reason)));
+                let event = event::invalid_roll_window(workload, None, &reason);
+                self.events.push((Involved::Workload(workload.clone()), event));
                 None
             }
         };
@@ -191,7 +191,7 @@ impl Gate for Windows {
         self.waiting.contains_key(workload).then_some(Verdict::WaitingWindow)
     }
 
-    fn events(&mut self) -> Vec<(WorkloadKey, Event)> {
+    fn events(&mut self) -> Vec<(Involved, Event)> {
         std::mem::take(&mut self.events)
     }
 

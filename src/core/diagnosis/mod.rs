@@ -8,8 +8,10 @@
 //! - [`workload`]: every input of one workload, and whether its pods run its template;
 //! - [`rollout`]: that last question, from the workload's own status;
 //! - [`holds`]: which sources the controller's flap guard holds, from its Events;
+//! - [`halts`]: which changes the controller's waves halted, from its Events;
 //! - [`namespace`]: what every answer starts from, a namespace's workloads and each one's plan.
 
+pub mod halts;
 pub mod holds;
 pub mod namespace;
 pub mod object;
