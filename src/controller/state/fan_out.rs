@@ -77,6 +77,9 @@ pub struct FanOut {
     left: BTreeSet<WorkloadKey>,
     /// Members an operator excused (`configsum.dev/resume`): they hold nothing either.
     excused: BTreeSet<WorkloadKey>,
+    /// When the current wave's earliest rollout still under way times out, as the last step
+    /// saw it: a complete or halted member has none, so the caller never wakes for a past one.
+    deadline: Option<Instant>,
 }
 
 impl FanOut {
@@ -103,6 +106,7 @@ impl FanOut {
             patched: HashMap::new(),
             left: BTreeSet::new(),
             excused: BTreeSet::new(),
+            deadline: None,
         }
     }
 
@@ -204,6 +208,7 @@ impl FanOut {
         timeout: Duration,
     ) -> Step {
         let mut step = Step::default();
+        self.deadline = None;
         if self.wave == 0 {
             self.open_wave();
         }
@@ -214,6 +219,7 @@ impl FanOut {
         }
         // Any failure halts, wherever it sits in the wave; else any rollout under way waits.
         let mut complete = true;
+        let mut deadline = None;
         for (workload, _) in self.current_wave() {
             if self.left.contains(workload) || self.excused.contains(workload) {
                 continue;
@@ -235,8 +241,11 @@ impl FanOut {
                 step.halt = Some(Halt { failing: workload.clone(), cause, waiting });
                 return step;
             }
+            let due = *patched + timeout;
+            deadline = Some(deadline.map_or(due, |d: Instant| d.min(due)));
         }
         if !complete {
+            self.deadline = deadline;
             return step;
         }
         if self.completed < self.wave {
@@ -262,10 +271,11 @@ impl FanOut {
         self.wave
     }
 
-    /// When a wave timeout falls due: the earliest of the current wave's patches plus
-    /// `timeout`, so that the caller steps again then.
-    pub fn next_timeout(&self, timeout: Duration) -> Option<Instant> {
-        self.current_wave().filter_map(|(w, _)| self.patched.get(w)).map(|at| *at + timeout).min()
+    /// When a wave timeout falls due, so that the caller steps again then: the earliest patch
+    /// plus `--wave-timeout` among the current wave's rollouts still under way at the last
+    /// step (none while halted, or once they completed).
+    pub fn next_timeout(&self) -> Option<Instant> {
+        self.deadline
     }
 
     fn released(&self) -> usize {
@@ -462,14 +472,34 @@ mod tests {
         fan_out.step(|_| Health::Complete, start, TIMEOUT);
         let patched_at = start + Duration::from_secs(5);
         fan_out.patched(a, patched_at);
-        assert_eq!(fan_out.next_timeout(TIMEOUT), Some(patched_at + TIMEOUT));
         let before = patched_at + TIMEOUT - Duration::from_millis(1);
         assert_eq!(fan_out.step(|_| Health::Progressing, before, TIMEOUT), Step::default());
+        assert_eq!(fan_out.next_timeout(), Some(patched_at + TIMEOUT), "wake for the timeout");
         let step = fan_out.step(|_| Health::Progressing, patched_at + TIMEOUT, TIMEOUT);
         let halt = step.halt.expect("halted");
         assert_eq!((halt.failing, halt.cause, halt.waiting), (a.clone(), HaltCause::Timeout, 1));
+        assert_eq!(fan_out.next_timeout(), None, "halted: no timeout to wake for, past or not");
         let later = patched_at + TIMEOUT * 2;
         assert_eq!(fan_out.step(|_| Health::Complete, later, TIMEOUT).release, [(b.clone(), 2)]);
+    }
+
+    #[test]
+    fn a_complete_rollout_past_its_timeout_is_no_deadline_while_another_rolls() {
+        let members = deployments(3);
+        let (b, c) = (&members[1].workload, &members[2].workload);
+        let mut fan_out = FanOut::new(members.clone(), 50);
+        let start = Instant::now();
+        fan_out.step(|_| Health::Complete, start, TIMEOUT);
+        fan_out.patched(&members[0].workload, start);
+        fan_out.step(|_| Health::Complete, start, TIMEOUT);
+        // Wave 2: b patched at once and complete; c patched late (paced) and still rolling.
+        let late = start + TIMEOUT / 2;
+        fan_out.patched(b, start);
+        fan_out.patched(c, late);
+        let health = |w: &WorkloadKey| if w == c { Health::Progressing } else { Health::Complete };
+        let after_b = start + TIMEOUT + Duration::from_secs(1);
+        assert_eq!(fan_out.step(health, after_b, TIMEOUT), Step::default());
+        assert_eq!(fan_out.next_timeout(), Some(late + TIMEOUT), "c's, never b's past one");
     }
 
     #[test]

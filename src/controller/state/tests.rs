@@ -19,7 +19,7 @@ use crate::controller::state::flap_guard::{FlapGuard, FlapLimits};
 use crate::controller::state::gate;
 use crate::controller::state::objects::judge;
 use crate::controller::state::queue::SNAPSHOT_WAIT;
-use crate::controller::state::waves::{WaveLimits, Waves};
+use crate::controller::state::waves::{HALT_REPEAT, WaveLimits, Waves};
 use crate::core::model::annotations::AnnotationDomain;
 use crate::core::refs::ConsumedKeys;
 use crate::core::{DigestKeys, Digester, ObjectContent, ObjectId, ObjectRef, Observation};
@@ -853,6 +853,13 @@ fn an_operator_resumes_a_halted_change_by_the_id_its_events_name() {
         "named by the failing workload's digest: {said:?}"
     );
     assert_eq!(h.state.halted_changes(), 1);
+    // While it lasts, the halt is said again before the API server's Event TTL forgets it.
+    let due = h.state.next_due().expect("a wake-up for the repeat");
+    assert!(due > h.now + HALT_REPEAT - WINDOW * 2, "no busy wake-up while halted");
+    h.wait(HALT_REPEAT);
+    let halts = h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted"));
+    assert_eq!(halts.count(), 4, "said again on both objects");
+    assert!(h.work.is_empty());
 
     // The change's own id, or any other, resumes nothing.
     source_changed(&mut h, "two", "12", &[("configsum.dev/resume", &change)]);
@@ -863,7 +870,7 @@ fn an_operator_resumes_a_halted_change_by_the_id_its_events_name() {
     assert_eq!(rolled(&mut h), ["app-1", "app-2"], "the next wave, at its size; app-0 not again");
     assert_eq!(h.state.halted_changes(), 0);
     let halts = h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted"));
-    assert_eq!(halts.count(), 2, "no new halt for the excused workload");
+    assert_eq!(halts.count(), 4, "no new halt for the excused workload");
 }
 
 #[test]

@@ -40,6 +40,10 @@ impl Default for WaveLimits {
     }
 }
 
+/// A halt's Events are recorded again this often while it lasts, so that they outlive the API
+/// server's Event TTL (1 h by default) and `configsum explain` still finds them.
+pub const HALT_REPEAT: Duration = Duration::from_secs(30 * 60);
+
 /// One change being rolled.
 #[derive(Debug)]
 struct Rolling {
@@ -47,9 +51,9 @@ struct Rolling {
     fan_out: FanOut,
     /// The trigger each member came with, for its roll's Event.
     triggers: HashMap<WorkloadKey, Trigger>,
-    /// The failing workload whose halt was announced (its Events are recorded once), and the
-    /// halt's id.
-    announced: Option<(WorkloadKey, String)>,
+    /// The failing workload whose halt was announced, the halt's id, and when its Events were
+    /// last recorded (again every [`HALT_REPEAT`] while it lasts).
+    announced: Option<(WorkloadKey, String, Instant)>,
     halted: bool,
     /// When the current wave was released.
     wave_opened: Instant,
@@ -326,16 +330,26 @@ impl Gate for Waves {
             match (&step.halt, halt_id) {
                 (Some(halt), Some(id)) => {
                     rolling.halted = true;
-                    let announced = (halt.failing.clone(), id);
-                    if rolling.announced.as_ref() != Some(&announced) {
-                        let outcome = match halt.cause {
-                            HaltCause::Failed(_) => "failed",
-                            HaltCause::Timeout => "timeout",
-                        };
-                        let took = now.saturating_duration_since(rolling.wave_opened);
-                        self.outcomes.push(WaveOutcome { outcome, took });
-                        self.announce(&rolling.change, halt, &announced.1);
-                        rolling.announced = Some(announced);
+                    let last = rolling
+                        .announced
+                        .as_ref()
+                        .filter(|(failing, said, _)| *failing == halt.failing && *said == id);
+                    match last.map(|(_, _, at)| *at) {
+                        None => {
+                            let outcome = match halt.cause {
+                                HaltCause::Failed(_) => "failed",
+                                HaltCause::Timeout => "timeout",
+                            };
+                            let took = now.saturating_duration_since(rolling.wave_opened);
+                            self.outcomes.push(WaveOutcome { outcome, took });
+                            self.announce(&rolling.change, halt, &id);
+                            rolling.announced = Some((halt.failing.clone(), id, now));
+                        }
+                        Some(at) if now.saturating_duration_since(at) >= HALT_REPEAT => {
+                            self.announce(&rolling.change, halt, &id);
+                            rolling.announced = Some((halt.failing.clone(), id, now));
+                        }
+                        Some(_) => {}
                     }
                 }
                 _ => {
@@ -368,11 +382,15 @@ impl Gate for Waves {
     }
 
     fn next_release(&self) -> Option<Instant> {
-        let timeouts =
-            self.rolling.values().filter_map(|r| r.fan_out.next_timeout(self.limits.timeout));
+        let timeouts = self.rolling.values().filter_map(|r| r.fan_out.next_timeout());
+        let repeats = self
+            .rolling
+            .values()
+            .filter(|r| r.halted)
+            .filter_map(|r| r.announced.as_ref().map(|(_, _, at)| *at + HALT_REPEAT));
         // Arriving changes are formed at once; health is re-judged as the watch delivers it.
         let now = (!self.arriving.is_empty()).then(Instant::now);
-        timeouts.chain(now).min()
+        timeouts.chain(repeats).chain(now).min()
     }
 
     /// A workload waiting for its wave is stale; one waiting behind a halt is `halted`, as is
@@ -380,7 +398,7 @@ impl Gate for Waves {
     fn verdict(&self, workload: &WorkloadKey) -> Option<Verdict> {
         let halted = self.rolling.values().filter(|r| r.halted).any(|r| {
             let waiting = r.fan_out.is_member(workload) && r.fan_out.wave_of(workload).is_none();
-            waiting || r.announced.as_ref().is_some_and(|(failing, _)| failing == workload)
+            waiting || r.announced.as_ref().is_some_and(|(failing, _, _)| failing == workload)
         });
         halted.then_some(Verdict::Halted)
     }
