@@ -192,8 +192,8 @@ pub struct ControllerArgs {
     pub flap_period: Duration,
     /// How the workloads one change makes due roll: `waves` (canaries first, then twice as
     /// many each wave, each wave once the one before completed its rollout) or `all` (at
-    /// once, paced only). `all` until the rest of waves lands (docs/behaviour.md).
-    #[arg(long, env = "CONFIGSUM_FAN_OUT", value_enum, default_value = "all")]
+    /// once, paced only).
+    #[arg(long, env = "CONFIGSUM_FAN_OUT", value_enum, default_value = "waves")]
     pub fan_out: FanOutMode,
     /// The most workloads in one wave (1 to 10000).
     #[arg(long, env = "CONFIGSUM_MAX_WAVE", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]

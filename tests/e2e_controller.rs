@@ -95,7 +95,9 @@ async fn a_changed_secret_is_read_once_per_change_not_once_per_reader() {
     let mut cluster = Cluster::new("ctl-one-read").await;
     cluster.deployment(NS, "a", &[], &["db"], true);
     cluster.deployment(NS, "b", &[], &["db"], true);
-    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    // Both at once: reads are the subject here, not waves (tests/e2e_controller_waves.rs).
+    let controller =
+        Controller::start(&cluster.api, &cluster.dir, "a", &["--fan-out", "all"]).await;
     let path = FakeApiServer::secret_path(NS, "db");
     // A replica that became the leader only after reading its baseline reads it again, as
     // any new term does (a follower's reads roll nothing): on a busy machine it may.
@@ -298,9 +300,9 @@ async fn a_burst_is_one_patch_and_many_workloads_are_paced() {
     for i in 0..200 {
         cluster.deployment(NS, &format!("w{i:03}"), &[], &["db"], true);
     }
-    let controller =
-        Controller::start(&cluster.api, &cluster.dir, "a", &["--rate", "50", "--burst", "20"])
-            .await;
+    // Section 9's pacing alone: the fake completes no rollout, so waves would stop at one.
+    let pacing = ["--rate", "50", "--burst", "20", "--fan-out", "all"];
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &pacing).await;
     // Let the start-up catch-up (one read of the Secret, nothing stale) finish first.
     let deadline = Instant::now() + Duration::from_secs(20);
     while !controller.metrics().await.contains("configsum_controller_queue_depth 0") {

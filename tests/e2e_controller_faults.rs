@@ -45,7 +45,9 @@ async fn workloads_and_secrets_that_existed_before_start_roll_when_a_secret_chan
     cluster.workload("Deployment", NS, "unrelated", &["app"], &["other"], true);
     let listed = cluster.api.list(&format!("/apis/apps/v1/namespaces/{NS}/deployments"));
     assert_eq!(listed.len(), 2, "as listed, one Deployment tracks db and one does not");
-    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &[]).await;
+    // Every pre-existing reader at once: the listing is the subject here, not waves.
+    let controller =
+        Controller::start(&cluster.api, &cluster.dir, "a", &["--fan-out", "all"]).await;
     let metrics = controller.metrics().await;
     assert!(metrics.contains("configsum_controller_watched_objects 3"), "{metrics}");
 

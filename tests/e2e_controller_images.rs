@@ -80,7 +80,8 @@ async fn a_moved_tag_rolls_each_tracking_workload_once_and_never_on_first_observ
     put(deployment("pinned", pin, &format!("{app}@{first}"), Some(&first)));
 
     let host = registry.host();
-    let extra = ["--insecure-registry", &host, "--image-poll-interval", "1s"];
+    // Every tracking workload at once: resolution is the subject here, not waves.
+    let extra = ["--insecure-registry", &host, "--image-poll-interval", "1s", "--fan-out", "all"];
     let controller = Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
     two_more_polls(&cluster, &controller).await;
     for name in ["recorded", "unrecorded", "pinned"] {

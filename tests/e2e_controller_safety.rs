@@ -33,13 +33,17 @@ fn patches(cluster: &Cluster) -> usize {
 async fn a_dry_run_records_what_would_roll_and_patches_nothing() {
     let mut cluster = Cluster::new("ctl-dry-run").await;
     cluster.deployment(NS, "web", &["app"], &["db"], true);
+    // Three more readers of db: with waves (the default), every wave is reported at once.
+    for name in ["web-2", "web-3", "web-4"] {
+        cluster.deployment(NS, name, &[], &["db"], true);
+    }
     cluster.deployment(NS, "fresh", &["app"], &[], false);
     let mut opted_out = cluster.deployment(NS, "opted-out", &["app"], &[], true);
     opted_out["metadata"]["annotations"] = json!({"configsum.dev/enabled": "false"});
     cluster.api.put(&controller::workload_path("Deployment", NS, "opted-out"), opted_out);
     let controller = Controller::start(&cluster.api, &cluster.dir, "a", &["--dry-run"]).await;
     let gauge = [
-        r#"configsum_controller_workloads{verdict="current"} 1"#,
+        r#"configsum_controller_workloads{verdict="current"} 4"#,
         r#"configsum_controller_workloads{verdict="first-observation"} 1"#,
         r#"configsum_controller_workloads{verdict="opted-out"} 1"#,
     ];
@@ -49,19 +53,38 @@ async fn a_dry_run_records_what_would_roll_and_patches_nothing() {
     }
 
     cluster.secret("db", &[("password", "two")]);
+    // No status ever completes a rollout here: a dry run waits for none.
     cluster
-        .wait_for("the WouldRoll Event", Duration::from_secs(5), |c| {
-            !events_with_reason(c, "WouldRoll").is_empty()
+        .wait_for("four WouldRoll Events", Duration::from_secs(5), |c| {
+            events_with_reason(c, "WouldRoll").len() >= 4
         })
         .await;
     let events = events_with_reason(&cluster, "WouldRoll");
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0]["involvedObject"]["name"], "web");
-    assert_eq!(
-        events[0]["message"],
-        "dry run, nothing patched: configsum rolled the pod template: changed secret/db"
+    let mut said: Vec<(String, String)> = events
+        .iter()
+        .map(|e| {
+            let name = e["involvedObject"]["name"].as_str().unwrap_or_default().to_owned();
+            (name, e["message"].as_str().unwrap_or_default().to_owned())
+        })
+        .collect();
+    said.sort();
+    let waves: Vec<(&str, &str)> = said
+        .iter()
+        .map(|(name, message)| {
+            let wave = message
+                .strip_prefix("dry run, nothing patched, in wave ")
+                .and_then(|rest| rest.split_once(" of secret/db's change "))
+                .map_or("?", |(wave, _)| wave);
+            (name.as_str(), wave)
+        })
+        .collect();
+    assert_eq!(waves, [("web", "1"), ("web-2", "2"), ("web-3", "2"), ("web-4", "3")], "{said:?}");
+    assert!(
+        said.iter()
+            .all(|(_, m)| m.ends_with(": configsum rolled the pod template: changed secret/db")),
+        "{said:?}"
     );
-    let dry = r#"configsum_controller_patches_total{outcome="dry_run"} 1"#;
+    let dry = r#"configsum_controller_patches_total{outcome="dry_run"} 4"#;
     let metrics = controller.metrics_with(&[dry], Duration::from_secs(2)).await;
     assert!(metrics.contains(dry), "{metrics}");
     assert!(!metrics.contains(r#"outcome="patched""#), "{metrics}");
