@@ -10,7 +10,9 @@
 #
 # The chart is given the image (configsum:<version>, imported into the node's containerd, so
 # pullPolicy Never) and, as there is no cert-manager here, tls.mode=secret with a serving
-# certificate from certs/make-dev-certs.sh for the Service's name. Nothing else is set.
+# certificate from certs/make-dev-certs.sh for the Service's name; and controller.fanOut=waves,
+# the chart's default, set explicitly so that the node's tests of waves (tests/node/waves.rs)
+# do not depend on it. Nothing else is set.
 #
 # Options (environment): CONTROL_PLANE_OWNER as for control-plane.sh; CLUSTER_DEMO=false skips
 # the demo application.
@@ -38,6 +40,7 @@ up() {
   "$helm" install configsum "$here/charts/configsum" --namespace "$SYSTEM" \
     --set image.repository=configsum --set image.pullPolicy=Never \
     --set tls.mode=secret --set-file "tls.caBundle=$dir/webhook-tls/ca.crt" \
+    --set controller.fanOut=waves \
     --wait --wait-for-jobs --timeout 5m >"$dir/logs/helm-install.log"
 
   if [ "${CLUSTER_DEMO:-true}" != false ]; then

@@ -115,6 +115,10 @@ fn the_schema_and_the_templates_refuse_bad_values() {
         (vec!["--set", "controller.burst=0"], "burst"),
         (vec!["--set", "controller.window=soon"], "window"),
         (vec!["--set", "controller.registryRate=fast"], "registryRate"),
+        (vec!["--set", "controller.fanOut=some"], "fanOut"),
+        (vec!["--set", "controller.maxWave=0"], "maxWave"),
+        (vec!["--set", "controller.maxWave=many"], "maxWave"),
+        (vec!["--set", "controller.waveTimeout=forever"], "waveTimeout"),
         (vec!["--set", "annotationDomain=Not_A_Domain"], "annotationDomain"),
         (vec!["--set", "logFormat=xml"], "logFormat"),
         (vec!["--set", "tls.mode=vault"], "mode"),
@@ -127,6 +131,10 @@ fn the_schema_and_the_templates_refuse_bad_values() {
         // Both sources for the registry CA: the template refuses.
         (vec!["--set", "registry.ca.configMap=a", "--set", "registry.ca.secret=b"], "not both"),
     ];
+    // One byte over the 1,024 the roll-window grammar allows.
+    let too_long = format!("controller.rollWindow={}", "x".repeat(1025));
+    let refused = refused.into_iter().chain([(vec!["--set", too_long.as_str()], "rollWindow")]);
+    let refused: Vec<_> = refused.collect();
     for helm in Helm::ALL {
         for (args, mention) in &refused {
             match helm.template(NAMESPACE, args) {
@@ -187,6 +195,53 @@ fn optional_parts_come_and_go_with_their_values() {
                 args.iter().any(|a| a == "--registry-ca-file=/etc/configsum/registry-ca/ca.crt")
             );
         }
+    }
+}
+
+/// The controller's arguments in the rendered chart.
+fn controller_args(helm: Helm, args: &[&str]) -> Vec<String> {
+    let objects = by_identity(helm.render(NAMESPACE, args));
+    let deployment = &objects
+        [&("Deployment".to_owned(), NAMESPACE.to_owned(), "configsum-controller".to_owned())];
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("a string").to_owned())
+        .collect()
+}
+
+#[test]
+fn rolling_values_reach_the_controller() {
+    let window = "Mon-Fri 22:00-06:00 Europe/Berlin";
+    for helm in Helm::ALL {
+        // The defaults: waves (the SPEC's default), 50 at most, 10m, and no window flag.
+        let args = controller_args(helm, &[]);
+        for flag in ["--fan-out=waves", "--max-wave=50", "--wave-timeout=10m"] {
+            assert!(args.iter().any(|a| a == flag), "{helm:?}: {flag} in {args:?}");
+        }
+        assert!(!args.iter().any(|a| a.starts_with("--roll-window")), "{helm:?}: {args:?}");
+
+        let set = format!("controller.rollWindow={window}");
+        let args = controller_args(
+            helm,
+            &[
+                "--set",
+                "controller.fanOut=all",
+                "--set",
+                "controller.maxWave=7",
+                "--set",
+                "controller.waveTimeout=90s",
+                "--set",
+                &set,
+            ],
+        );
+        for flag in ["--fan-out=all", "--max-wave=7", "--wave-timeout=90s"] {
+            assert!(args.iter().any(|a| a == flag), "{helm:?}: {flag} in {args:?}");
+        }
+        // Spaces and all, one argument.
+        let flag = format!("--roll-window={window}");
+        assert!(args.contains(&flag), "{helm:?}: {flag} in {args:?}");
     }
 }
 

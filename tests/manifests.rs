@@ -827,6 +827,11 @@ fn chart_values_reach_the_arguments(m: &Manifests) {
         u64::from(controller.registry_burst),
         c["registryBurst"].as_u64().expect("registryBurst")
     );
+    assert_eq!(controller.fan_out, configsum::config::FanOutMode::All, "fanOut");
+    assert_eq!(u64::from(controller.max_wave), c["maxWave"].as_u64().expect("maxWave"));
+    assert_eq!(controller.wave_timeout, duration(&c["waveTimeout"]));
+    // A window has spaces and a `;`: it reaches the flag as one argument, whole.
+    assert_eq!(controller.roll_window.as_deref(), Some(str_of(&c["rollWindow"])));
     assert_eq!(controller.log.log_format, configsum::config::LogFormat::Text);
     assert_eq!(
         m.deployment()["spec"]["replicas"],

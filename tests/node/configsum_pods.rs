@@ -1,7 +1,7 @@
 //! configsum's own pods, as the chart runs them: installed by `helm install` with only the
-//! image (and, with no cert-manager here, the TLS Secret) set; a leader that is deleted hands
-//! its Lease to the other replica; with every webhook pod deleted, writes are still admitted
-//! and the controller catches up.
+//! image, the fan-out (waves, its default) and, with no cert-manager here, the TLS Secret set;
+//! a leader that is deleted hands its Lease to the other replica; with every webhook pod
+//! deleted, writes are still admitted and the controller catches up.
 
 use std::time::{Duration, Instant};
 
@@ -76,8 +76,10 @@ fn configsum_runs_as_pods_installed_by_its_chart() {
     let values = helm_values(cp);
     assert_eq!(values["image"], json!({"repository": "configsum", "pullPolicy": "Never"}));
     assert_eq!(values["tls"]["mode"], "secret");
+    // Waves, set explicitly for tests/node/waves.rs, though it is the chart's default.
+    assert_eq!(values["controller"], json!({"fanOut": "waves"}));
     let set: Vec<&String> = values.as_object().expect("values").keys().collect();
-    assert_eq!(set, ["image", "tls"], "nothing else set: {values}");
+    assert_eq!(set, ["controller", "image", "tls"], "nothing else set: {values}");
 
     let image = format!("configsum:{}", env!("CARGO_PKG_VERSION"));
     for (name, account) in [

@@ -17,3 +17,4 @@ mod application;
 mod cluster;
 mod configsum_pods;
 mod explain;
+mod waves;
