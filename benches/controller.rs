@@ -280,6 +280,10 @@ impl Controller {
             "bench",
             "--log-format",
             "json",
+            // Scale and reaction are measured here: the fake completes no rollout, so the 100
+            // readers of `shared` roll at once (waves: make bench-waves).
+            "--fan-out",
+            "all",
         ];
         // A profiler in front (`heaptrack`), for where the memory goes; VmHWM is then the wrapper's.
         let wrapper = std::env::var("BENCH_CONTROLLER_WRAPPER").unwrap_or_default();

@@ -348,11 +348,23 @@ fn a_secret_change_rolls_in_health_gated_waves_and_a_bad_value_halts_at_the_cana
     let message = event["message"].as_str().unwrap_or_default();
     assert_eq!(event["type"], "Warning", "{event}");
     assert_eq!(event["involvedObject"]["kind"], "Deployment", "{event}");
+    // The halt's id: the first 12 hex digits of the canary's new digest for the Secret.
+    let id = canary.digest.rsplit(':').next().unwrap_or_default().get(..12).unwrap_or_default();
     assert!(
-        message.starts_with(&format!("{SOURCE}: change {change} halted")),
-        "the Event names the Secret and the change: {message}"
+        message.starts_with(&format!("{SOURCE}: change {id} halted at Deployment {NS}/{CANARY}")),
+        "the Event names the Secret, the halt's id and the canary: {message}"
     );
     assert!(message.contains("7 workload(s) wait"), "{message}");
+    assert!(message.contains(&format!("configsum.dev/resume: \"{id}\"")), "{message}");
+    // The same words on the Secret, found by its uid as `kubectl describe` finds them.
+    let on_secret = halted_events(cp, SECRET);
+    let secret_uid = cp.get_json(&["secret", SECRET, "-n", NS])["metadata"]["uid"].clone();
+    assert!(
+        on_secret.iter().any(|e| e["involvedObject"]["kind"] == "Secret"
+            && e["involvedObject"]["uid"] == secret_uid
+            && e["message"] == event["message"]),
+        "RolloutHalted on the Secret: {on_secret:?}"
+    );
     // The halt is the positive signal; then twice the window and some: nothing else moves.
     let quiet = 2 * WINDOW + Duration::from_secs(3);
     let after_event = Instant::now();
