@@ -252,7 +252,8 @@ fn explain_says_when_a_stale_workload_is_paused_or_outside_its_window() {
     // The password changes; the Namespace, in the stream too, has a window of its own.
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
         "metadata": {"name": "shop", "annotations": {"configsum.dev/roll-window": window_ahead(5)}}});
-    let changed = format!("{}---\n{namespace}\n", rendered.stdout.replace("s3cr3t-one", "s3cr3t-two"));
+    let changed =
+        format!("{}---\n{namespace}\n", rendered.stdout.replace("s3cr3t-one", "s3cr3t-two"));
     let file = dir.join("changed.yaml");
     std::fs::write(&file, &changed).expect("stream");
     let file = file.display().to_string();
