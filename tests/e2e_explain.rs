@@ -1,7 +1,9 @@
 //! `configsum explain` reading a cluster, the real binary against the fake API server: a
 //! namespace with a workload in each verdict; the installed digest key, and `unknown` for a
 //! user who may not read it; a Deployment mid-rollout and a stale `OnDelete` StatefulSet;
-//! the same answers offline from the same objects; and never a request that is not a GET.
+//! the same answers offline from the same objects; a halted change (from its `RolloutHalted`
+//! Event), a paused workload and a Namespace's window, and the halt resumed; and never a
+//! request that is not a GET.
 
 #[path = "support/controller.rs"]
 mod controller;
@@ -270,5 +272,135 @@ async fn a_moved_tag_reads_stale_from_the_registry_itself() {
     assert_eq!(answer["inputs"][0]["verdict"], "unknown");
     let unread = answer["unread"].to_string();
     assert!(unread.contains("the registry does not know this tag"), "{unread}");
+    assert_eq!(writes_by(&cluster.api, "oncall"), Vec::<String>::new(), "GETs only");
+}
+
+#[tokio::test]
+async fn a_halted_change_a_paused_workload_and_a_namespace_window_read_from_the_cluster() {
+    let mut cluster = Cluster::new("explain-gates").await;
+    install_key(&cluster);
+    let always = json!({"configsum.dev/roll-window": "* 00:00-12:00 UTC; * 12:00-00:00 UTC"});
+    let annotated = |name: &str, annotations: Value| {
+        let mut object = cluster.deployment(NS, name, &[], &["db"], true);
+        object["metadata"]["annotations"] = annotations;
+        cluster.api.put(&workload_path("Deployment", NS, name), object);
+    };
+    // Admitted while the password was "one"; then it changed.
+    annotated("api", always.clone());
+    annotated("paused", json!({"configsum.dev/paused": "true"}));
+    annotated("windowed", json!({}));
+    cluster.secret("db", &[("password", "two")]);
+    // The controller rolled web first, and web's rollout failed: the change halted there.
+    let mut web = cluster.deployment(NS, "web", &[], &["db"], true);
+    web["metadata"]["annotations"] = always;
+    web["metadata"]["generation"] = json!(2);
+    web["spec"]["replicas"] = json!(1);
+    web["status"] = json!({"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1,
+        "conditions": [{"type": "Progressing", "status": "False",
+            "reason": "ProgressDeadlineExceeded", "message": "too slow"}]});
+    cluster.api.put(&workload_path("Deployment", NS, "web"), web);
+    let digest = cluster.annotations_of("Deployment", NS, "web")["secret.configsum.dev/db"]
+        .as_str()
+        .expect("web's digest")
+        .to_owned();
+    let id = configsum::core::diagnosis::halts::id_of(&digest);
+    let halt = configsum::core::diagnosis::halts::Halt {
+        source: "secret/db".into(),
+        change: id.clone(),
+        failing: format!("Deployment {NS}/web"),
+        waiting: 3,
+    };
+    let message =
+        halt.message("its rollout failed (ProgressDeadlineExceeded)", "configsum.dev/resume");
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    // On the Secret, as the controller records it (and on web, which says the same).
+    cluster.api.put(
+        &format!("/api/v1/namespaces/{NS}/events/db.halted"),
+        json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "db.halted", "namespace": NS},
+            "involvedObject": {"apiVersion": "v1", "kind": "Secret", "name": "db", "namespace": NS},
+            "reason": "RolloutHalted", "message": message, "type": "Warning",
+            "source": {"component": "configsum-controller"},
+            "reportingComponent": "configsum-controller",
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1}),
+    );
+    // The namespace's window does not parse: its workloads without their own never roll.
+    let namespace_path = format!("/api/v1/namespaces/{NS}");
+    let mut namespace = cluster.api.object(&namespace_path).expect("namespace");
+    namespace["metadata"]["annotations"] = json!({"configsum.dev/roll-window": "weekends"});
+    cluster.api.put(&namespace_path, namespace);
+
+    let run = cluster.explain("oncall", &["secret/db", "-n", NS, "--output", "json"]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let answer = run.json();
+    assert_eq!(answer["unread"], json!([]));
+    let want = [
+        ("api", "halted"),
+        ("paused", "paused"),
+        ("web", "halted"),
+        ("windowed", "waiting-window"),
+    ];
+    let want: Vec<(String, String)> =
+        want.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
+    assert_eq!(verdicts(&answer), want);
+    let api = &answer["workloads"][0];
+    assert_eq!(
+        api["halt"],
+        json!({"source": "secret/db", "change": id, "failing": format!("Deployment {NS}/web"), "waiting": 3})
+    );
+    let windowed = &answer["workloads"][3];
+    assert_eq!(windowed["window"]["from"], "namespace");
+    assert!(
+        windowed["window"]["invalid"].as_str().unwrap_or("").contains("found 1 fields"),
+        "{windowed}"
+    );
+
+    // For people: who failed, the id, how many wait, and how to go on.
+    let run = cluster.explain("oncall", &["secret/db", "-n", NS]).await;
+    let resume = format!("kubectl annotate secret/db configsum.dev/resume={id} -n {NS}");
+    assert!(
+        run.stdout.contains(&format!(
+            "Deployment/api: halted: secret/db's change {id} halted at Deployment {NS}/web (3 \
+             workload(s) wait): it goes on when that rollout completes, or with: {resume}"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("Deployment/paused: paused: "), "{}", run.stdout);
+    let run = cluster.explain("oncall", &["deployment/web", "-n", NS]).await;
+    assert!(
+        run.stdout.starts_with(&format!("deployment/web in {NS}: halted, 1 input\n")),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains(&format!("secret/db: halted: its rollout halted secret/db's change {id}")),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("pods: the rollout failed"), "{}", run.stdout);
+
+    // Who may not read the Namespace is told so; only the workloads' own windows count then,
+    // and windowed, unknown to be outside one, waits behind the halt.
+    cluster.api.fault_for(Some("intern"), None, &namespace_path, Some(Fault::Status(403)));
+    let run =
+        cluster.explain("intern", &["deployment/windowed", "-n", NS, "--output", "json"]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let answer = run.json();
+    assert_eq!(answer["verdict"], "halted");
+    let unread = answer["unread"].to_string();
+    assert!(unread.contains(&format!("namespace {NS} (for its roll-window)")), "{unread}");
+
+    // An operator resumes the halt by its id, on the Secret: the change goes on.
+    let secret_path = FakeApiServer::secret_path(NS, "db");
+    let mut secret = cluster.api.object(&secret_path).expect("secret");
+    secret["metadata"]["annotations"] = json!({"configsum.dev/resume": id});
+    cluster.api.put(&secret_path, secret);
+    let answer =
+        cluster.explain("oncall", &["secret/db", "-n", NS, "--output", "json"]).await.json();
+    let of = |name: &str| verdicts(&answer).into_iter().find(|(n, _)| n == name).map(|(_, v)| v);
+    assert_eq!(of("api").as_deref(), Some("stale"));
+    assert_eq!(of("web").as_deref(), Some("current"));
     assert_eq!(writes_by(&cluster.api, "oncall"), Vec::<String>::new(), "GETs only");
 }

@@ -209,3 +209,132 @@ fn explain_says_which_workloads_roll_when_a_secret_changes_and_why_not() {
     assert_eq!(run.stdout, "statefulset/nope in shop: it does not exist\n");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The hour of the day (UTC) `ahead` hours from now, as `HH`.
+fn hour_ahead(ahead: u64) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock");
+    format!("{:02}", (now.as_secs() / 3600 + ahead) % 24)
+}
+
+/// A window that opens `ahead` hours from the current hour, for an hour: closed now, and for
+/// the few seconds a run takes, whenever the test runs.
+fn window_ahead(ahead: u64) -> String {
+    format!("* {}:00-{}:00 UTC", hour_ahead(ahead), hour_ahead(ahead + 1))
+}
+
+#[test]
+fn explain_says_when_a_stale_workload_is_paused_or_outside_its_window() {
+    let dir = std::env::temp_dir().join(format!("configsum-explain-gates-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("key");
+    std::fs::write(&key, KEY).expect("key");
+    let key = key.display().to_string();
+
+    let every_key = json!({"envFrom": [{"secretRef": {"name": "db"}}]});
+    let with = |name: &str, annotations: Value| deployment(name, annotations, every_key.clone());
+    let always = "* 00:00-12:00 UTC; * 12:00-00:00 UTC";
+    let workloads = [
+        with("paused", json!({"configsum.dev/paused": "true"})),
+        with("closed", json!({"configsum.dev/roll-window": window_ahead(3)})),
+        with("invalid", json!({"configsum.dev/roll-window": "Mon 25:00-26:00 UTC"})),
+        with("open", json!({"configsum.dev/roll-window": always})),
+        with("namespaced", json!({})),
+    ];
+    let secret = |password: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{name: db}}\nstringData: {{password: {password}}}\n"
+        )
+    };
+    let stream = format!("{}---\n{}", secret("s3cr3t-one"), workloads.join("\n---\n"));
+    let rendered =
+        configsum(&["render", "--digest-key-file", &key, "--namespace", "shop"], &stream);
+    assert_eq!(rendered.code, Some(0), "{}", rendered.stderr);
+    // The password changes; the Namespace, in the stream too, has a window of its own.
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "shop", "annotations": {"configsum.dev/roll-window": window_ahead(5)}}});
+    let changed =
+        format!("{}---\n{namespace}\n", rendered.stdout.replace("s3cr3t-one", "s3cr3t-two"));
+    let file = dir.join("changed.yaml");
+    std::fs::write(&file, &changed).expect("stream");
+    let file = file.display().to_string();
+    let explain = |subject: &str, extra: &[&str]| {
+        let mut args =
+            vec!["explain", subject, "-n", "shop", "-f", &file, "--digest-key-file", &key];
+        args.extend_from_slice(extra);
+        configsum(&args, "")
+    };
+
+    let run = explain("secret/db", &["--output", "json"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let answer: Value = serde_json::from_str(&run.stdout).expect("json");
+    let of = |name: &str| {
+        let workloads = answer["workloads"].as_array().expect("workloads");
+        workloads.iter().find(|w| w["name"] == name).cloned().expect("listed")
+    };
+    assert_eq!(of("paused")["verdict"], "paused");
+    assert!(
+        of("paused")["because"]
+            .as_str()
+            .unwrap_or("")
+            .contains("removing the annotation rolls it once")
+    );
+    let closed = of("closed");
+    assert_eq!(closed["verdict"], "waiting-window");
+    assert_eq!(closed["window"]["from"], "workload");
+    let opens = closed["window"]["opens"].as_str().unwrap_or("");
+    assert!(opens.ends_with(&format!("T{}:00:00Z", hour_ahead(3))), "{closed}");
+    let invalid = of("invalid");
+    assert_eq!(invalid["verdict"], "waiting-window", "a window that does not parse never opens");
+    assert_eq!(invalid["window"]["opens"], Value::Null);
+    assert!(invalid["window"]["invalid"].as_str().unwrap_or("").contains("times"), "{invalid}");
+    assert_eq!(
+        of("open")["verdict"],
+        "stale",
+        "its own window is open: the namespace's is not read"
+    );
+    assert!(of("open").get("because").is_none(), "{}", of("open"));
+    let namespaced = of("namespaced");
+    assert_eq!(namespaced["verdict"], "waiting-window");
+    assert_eq!(namespaced["window"]["from"], "namespace");
+
+    // As a table: each verdict, and why under it.
+    let run = explain("secret/db", &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stdout.contains(&format!(
+            "Deployment/closed: waiting-window: outside its maintenance window ({}): it rolls at {opens}",
+            window_ahead(3)
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("Deployment/paused: paused: configsum.dev/paused: \"true\" on it"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "Deployment/namespaced: waiting-window: outside namespace shop's maintenance window"
+        ),
+        "{}",
+        run.stdout
+    );
+    // A workload's own answer says the same, and its verdict.
+    let run = explain("deploy/paused", &["--output", "json"]);
+    let answer: Value = serde_json::from_str(&run.stdout).expect("json");
+    assert_eq!(answer["verdict"], "paused");
+    assert_eq!(answer["inputs"][0]["verdict"], "paused");
+    let run = explain("deploy/invalid", &[]);
+    assert!(
+        run.stdout.starts_with("deployment/invalid in shop: waiting-window, 1 input\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("secret/db: waiting-window: its roll-window does not parse, so it never rolls until fixed: window 1: times"),
+        "{}",
+        run.stdout
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

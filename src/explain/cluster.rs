@@ -6,17 +6,18 @@
 
 use std::sync::Arc;
 
-use kube::api::ListParams;
+use kube::api::{GetParams, ListParams};
 use kube::{Client, Resource as _};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::source::ReadObject;
 use crate::config::DIGEST_KEY_FILE_NAME;
 use crate::core::diagnosis::ControllerEvent;
 use crate::core::model::kinds::WorkloadKind;
-use crate::core::{DigestKeys, Digester, ObjectContent, ObjectRef};
-use crate::lookup::api_object::workload_resource;
-use crate::lookup::{KubeSource, ObjectSource as _};
+use crate::core::{DigestKeys, Digester, ObjectRef};
+use crate::lookup::api_object::{collection_path, decode, workload_resource};
+use crate::lookup::{KubeSource, LookupError};
 
 /// Items per page of a list.
 const PAGE: u32 = 500;
@@ -24,6 +25,8 @@ const PAGE: u32 = 500;
 const MAX_PAGES: usize = 100;
 /// The controller's name on its Events.
 const CONTROLLER: &str = "configsum-controller";
+/// The longest `<domain>/resume` kept: an id is 12 hex digits, and it is tenants' text.
+const MAX_RESUME: usize = 64;
 
 pub struct Cluster {
     client: Client,
@@ -83,13 +86,48 @@ impl Cluster {
         &self.objects
     }
 
-    /// A ConfigMap or Secret as the webhook would read it; `Err` names why it cannot be.
+    /// A ConfigMap or Secret decoded as the webhook decodes it, and its `resume_key`
+    /// annotation (`<domain>/resume`: an operator resumed a halt); `Err` names why it cannot
+    /// be read, in the webhook's words.
     pub async fn object(
         &self,
         namespace: &str,
         object: &ObjectRef,
-    ) -> Result<Option<Arc<ObjectContent>>, String> {
-        self.objects.fetch(namespace, object).await.map_err(|e| e.to_string())
+        resume_key: &str,
+    ) -> Result<Option<ReadObject>, String> {
+        let path = collection_path(object.kind, namespace);
+        let request = kube::core::Request::new(path)
+            .get(&object.name, &GetParams::default())
+            .map_err(|_| LookupError::Decode.to_string())?;
+        let json = match self.client.request_text(request).await {
+            Ok(json) => json,
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(None),
+            Err(kube::Error::Api(status)) => {
+                return Err(LookupError::Status(status.code).to_string());
+            }
+            Err(_) => return Err(LookupError::Connection.to_string()),
+        };
+        let (content, _) =
+            decode(object.kind, &json).map_err(|_| LookupError::Decode.to_string())?;
+        let resume = annotation(&json, resume_key).filter(|id| id.len() <= MAX_RESUME);
+        Ok(Some(ReadObject { content: Arc::new(content), resume }))
+    }
+
+    /// `<domain>/roll-window` of `namespace` (`window_key`), if it has one. Namespaces are
+    /// cluster-scoped: a user bound only to Roles may not read it.
+    pub async fn namespace_window(
+        &self,
+        namespace: &str,
+        window_key: &str,
+    ) -> Result<Option<String>, String> {
+        let request = kube::core::Request::new("/api/v1/namespaces")
+            .get(namespace, &GetParams::default())
+            .map_err(|e| e.to_string())?;
+        match self.client.request_text(request).await {
+            Ok(json) => Ok(annotation(&json, window_key)),
+            Err(kube::Error::Api(status)) => Err(status.reason),
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// The digest key configsum installed (`--digest-key-secret`), if this user may read it.
@@ -166,6 +204,13 @@ impl Cluster {
 enum ListError {
     NotServed,
     Failed(String),
+}
+
+/// One annotation of an object's own metadata, from its JSON.
+fn annotation(json: &str, key: &str) -> Option<String> {
+    let annotations: Option<std::collections::HashMap<String, String>> =
+        crate::core::field_path::read_at(json, &["metadata", "annotations"]).ok().flatten();
+    annotations?.remove(key)
 }
 
 /// An Event of configsum's controller, as explain reads it; `None` for anyone else's.

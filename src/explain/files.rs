@@ -1,12 +1,13 @@
 //! explain's inputs from YAML streams: the ConfigMaps and Secrets (read as `--objects-from`
-//! reads them, the first definition winning, as in `configsum render`) and the workloads of
-//! the namespace, as JSON for the core's plan.
+//! reads them, the first definition winning, as in `configsum render`), the workloads of
+//! the namespace, as JSON for the core's plan, and the Namespace's roll-window if a stream
+//! defines the Namespace.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::core::model::kinds::WorkloadKind;
-use crate::lookup::{FileSource, workload_documents};
+use crate::lookup::{FileSource, namespace_annotations, workload_documents};
 
 /// Largest stream read, as for `configsum render`.
 const MAX_INPUT_BYTES: u64 = 64 << 20;
@@ -15,11 +16,16 @@ pub struct Inputs {
     pub objects: FileSource,
     /// The workloads of the namespace: their kind and JSON.
     pub workloads: Vec<(WorkloadKind, String)>,
+    /// The Namespace's `<domain>/roll-window`, from the first stream that defines it.
+    pub namespace_window: Option<String>,
 }
 
-/// Reads every stream; objects that name no namespace are in `namespace`.
-pub fn read(paths: &[PathBuf], namespace: &str) -> Result<Inputs, String> {
-    let mut inputs = Inputs { objects: FileSource::default(), workloads: Vec::new() };
+/// Reads every stream; objects that name no namespace are in `namespace`. `window_key` is
+/// `<domain>/roll-window`.
+pub fn read(paths: &[PathBuf], namespace: &str, window_key: &str) -> Result<Inputs, String> {
+    let mut inputs =
+        Inputs { objects: FileSource::default(), workloads: Vec::new(), namespace_window: None };
+    let mut namespace_found = false;
     for path in paths {
         let text = read_text(path)?;
         inputs
@@ -30,6 +36,10 @@ pub fn read(paths: &[PathBuf], namespace: &str) -> Result<Inputs, String> {
             .ok_or_else(|| format!("{}: not a YAML stream", shown(path)))?;
         let in_namespace = documents.into_iter().filter(|w| w.namespace == namespace);
         inputs.workloads.extend(in_namespace.map(|w| (w.kind, w.object.to_string())));
+        if !namespace_found && let Some(mut annotations) = namespace_annotations(&text, namespace) {
+            namespace_found = true;
+            inputs.namespace_window = annotations.remove(window_key);
+        }
     }
     Ok(inputs)
 }

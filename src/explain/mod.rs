@@ -15,14 +15,14 @@ use std::collections::BTreeMap;
 use crate::config::ExplainArgs;
 use crate::core::diagnosis::workload::plan_of;
 use crate::core::diagnosis::{
-    ControllerEvent, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
+    ControllerEvent, Gates, Halts, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
 };
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::{Digester, ObjectRef, Settings};
 use crate::process::load_digest_keys;
 
 pub use output::{Explanation, WorkloadExplanation, Written};
-use source::Source;
+use source::{ReadObject, Source};
 
 /// Exit codes: 0 answered; 1 the object does not exist (the answer is still given); 2 usage,
 /// or no answer can be given (the cluster cannot be read).
@@ -84,7 +84,8 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
         }
         None => None,
     };
-    let (source, namespace, workloads, events) = if args.files.is_empty() {
+    let domain = &args.annotations.annotation_domain;
+    let (source, namespace, workloads, events, namespace_window) = if args.files.is_empty() {
         let cluster = cluster::Cluster::connect(args.context.as_deref()).await?;
         let namespace = args.namespace.clone().unwrap_or_else(|| cluster.default_namespace.clone());
         valid_namespace(&namespace)?;
@@ -96,37 +97,52 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
             }
         }
         let events = cluster.events(&namespace).await.unwrap_or_else(|why| {
-            unread.push(format!("configsum's Events (for held): {why}"));
+            unread.push(format!("configsum's Events (for held and halted): {why}"));
             Vec::new()
         });
-        (Source::Cluster(cluster), namespace, workloads, events)
+        // Without it, only the workloads' own windows are judged.
+        let window = cluster.namespace_window(&namespace, &domain.roll_window()).await;
+        let window = window.unwrap_or_else(|why| {
+            unread.push(format!("namespace {namespace} (for its roll-window): {why}"));
+            None
+        });
+        (Source::Cluster(cluster), namespace, workloads, events, window)
     } else {
         let namespace = args.namespace.clone().unwrap_or_else(|| "default".to_owned());
         valid_namespace(&namespace)?;
-        let mut inputs = files::read(&args.files, &namespace)?;
+        let mut inputs = files::read(&args.files, &namespace, &domain.roll_window())?;
         let workloads = std::mem::take(&mut inputs.workloads);
-        (Source::Files(inputs), namespace, workloads, Vec::<ControllerEvent>::new())
+        let window = inputs.namespace_window.take();
+        (Source::Files(inputs), namespace, workloads, Vec::<ControllerEvent>::new(), window)
     };
     let now = k8s_openapi::jiff::Timestamp::now().as_second();
     let holds = Holds::from_events(&events, now);
-    let settings =
-        Settings { domain: args.annotations.annotation_domain.clone(), ..Settings::default() };
+    let halts = Halts::from_events(&events, now);
+    // The gates are complete once the sources' `resume` has been read.
+    let gates_with = |resumes| Gates { halts, namespace_window, resumes, now };
+    let settings = Settings { domain: domain.clone(), ..Settings::default() };
+    let resume_key = domain.resume();
     let read: Vec<ReadWorkload<'_>> =
         workloads.iter().map(|(kind, json)| ReadWorkload { kind: *kind, json }).collect();
-    let view = NamespaceView {
+    let view_with = |gates| NamespaceView {
         namespace: &namespace,
         workloads: &read,
         digester: digester.as_ref(),
         holds: &holds,
+        gates,
         settings: &settings,
     };
     match subject {
         Subject::Object(object) => {
             let found = source
-                .object(&namespace, &object)
+                .object(&namespace, &object, &resume_key)
                 .await
                 .map_err(|why| format!("cannot read {object} in {namespace}: {why}"))?;
-            let answer = trackers(&view, &object, args.key.as_deref(), Ok(found.as_deref()));
+            let resume = found.as_ref().and_then(|found| found.resume.clone());
+            let gates = gates_with(resume.map(|id| (object.to_string(), id)).into_iter().collect());
+            let view = view_with(&gates);
+            let content = found.as_ref().map(|found| found.content.as_ref());
+            let answer = trackers(&view, &object, args.key.as_deref(), Ok(content));
             let explanation = Explanation {
                 object: object.to_string(),
                 namespace: namespace.clone(),
@@ -151,12 +167,19 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
                 unread,
             };
             if let Some(workload) = workload {
-                let plan = plan_of(&view, workload);
+                // The plan reads no gate.
+                let none = Gates::default();
+                let plan = plan_of(&view_with(&none), workload);
                 let mut objects = BTreeMap::new();
+                let mut resumes = BTreeMap::new();
                 for target in plan.iter().flat_map(|plan| &plan.targets) {
-                    let found = source.object(&namespace, &target.object).await;
+                    let found = source.object(&namespace, &target.object, &resume_key).await;
+                    if let Ok(Some(ReadObject { resume: Some(resume), .. })) = &found {
+                        resumes.insert(target.object.to_string(), resume.clone());
+                    }
                     objects.insert(target.object.clone(), found);
                 }
+                let gates = gates_with(resumes);
                 let images = match &plan {
                     Some(plan) if !args.no_registry => {
                         images::resolve(args, &source, plan, &mut explanation.unread).await?
@@ -164,11 +187,11 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
                     _ => Vec::new(),
                 };
                 let lookup = |object: &ObjectRef| match objects.get(object) {
-                    Some(Ok(found)) => Ok(found.as_deref()),
+                    Some(Ok(found)) => Ok(found.as_ref().map(|found| found.content.as_ref())),
                     Some(Err(why)) => Err(why.clone()),
                     None => Err("not read".to_owned()),
                 };
-                let answer = explain_workload(&view, workload, &lookup, &images);
+                let answer = explain_workload(&view_with(&gates), workload, &lookup, &images);
                 for (object, found) in &objects {
                     if let Err(why) = found {
                         explanation.unread.push(format!("{object}: {why}"));

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::config::ExplainOutput;
 use crate::core::diagnosis::rollout::Rollout;
-use crate::core::diagnosis::{InputLine, Tracker};
+use crate::core::diagnosis::{InputLine, Tracker, Why};
 use crate::core::verdict::Verdict;
 
 #[derive(Debug, Serialize)]
@@ -82,6 +82,22 @@ fn table<const N: usize>(out: &mut String, header: [&str; N], rows: &[[String; N
     }
 }
 
+/// Under a table, why rows read `paused`, `waiting-window` or `halted`: one line per reason,
+/// naming the rows it is given for (the workloads waiting behind one halt share one).
+fn reasons<'a>(out: &mut String, rows: impl Iterator<Item = (String, Verdict, &'a Why)>) {
+    let mut said: Vec<(Vec<String>, Verdict, &str)> = Vec::new();
+    for (row, verdict, why) in rows {
+        let Some(because) = why.because.as_deref() else { continue };
+        match said.iter_mut().find(|(_, v, b)| *v == verdict && *b == because) {
+            Some((rows, _, _)) => rows.push(row),
+            None => said.push((vec![row], verdict, because)),
+        }
+    }
+    for (rows, verdict, because) in said {
+        out.push_str(&format!("{}: {verdict}: {because}\n", rows.join(", ")));
+    }
+}
+
 /// The notes under a table: what could not be read.
 fn notes(out: &mut String, unread: &[String]) {
     for why in unread {
@@ -128,6 +144,8 @@ impl Written for WorkloadExplanation {
         if !rows.is_empty() {
             table(&mut out, ["INPUT", "KEYS/IMAGE", "VERDICT", "RECORDED", "CURRENT"], &rows);
         }
+        let why = self.inputs.iter().map(|line| (line.input.clone(), line.verdict, &line.why));
+        reasons(&mut out, why);
         if let Some(rollout) = &self.rollout {
             out.push_str(&format!("pods: {}\n", rollout.message));
         }
@@ -171,6 +189,9 @@ impl Written for Explanation {
         if !rows.is_empty() {
             table(&mut out, ["WORKLOAD", "KEYS", "VERDICT", "RECORDED", "CURRENT"], &rows);
         }
+        let why =
+            self.workloads.iter().map(|t| (format!("{}/{}", t.kind, t.name), t.verdict, &t.why));
+        reasons(&mut out, why);
         if !self.digest_key && self.object.starts_with("secret/") {
             out.push_str("(no digest key: a Secret's current digest cannot be told)\n");
         }

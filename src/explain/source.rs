@@ -13,15 +13,27 @@ pub enum Source {
     Cluster(Cluster),
 }
 
+/// A ConfigMap or Secret as read: its content, and its `<domain>/resume` if it has one.
+pub struct ReadObject {
+    pub content: Arc<ObjectContent>,
+    /// From the cluster only: files hold no halts to resume.
+    pub resume: Option<String>,
+}
+
 impl Source {
+    /// `object` in `namespace`; `resume_key` is `<domain>/resume`.
     pub async fn object(
         &self,
         namespace: &str,
         object: &ObjectRef,
-    ) -> Result<Option<Arc<ObjectContent>>, String> {
+        resume_key: &str,
+    ) -> Result<Option<ReadObject>, String> {
         match self {
-            Source::Files(files) => Ok(files.objects.get(namespace, object).cloned()),
-            Source::Cluster(cluster) => cluster.object(namespace, object).await,
+            Source::Files(files) => Ok(files
+                .objects
+                .get(namespace, object)
+                .map(|content| ReadObject { content: Arc::clone(content), resume: None })),
+            Source::Cluster(cluster) => cluster.object(namespace, object, resume_key).await,
         }
     }
 }

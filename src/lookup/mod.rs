@@ -20,7 +20,9 @@ use crate::core::model::kinds::WorkloadKind;
 use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
 use crate::registry::PullCredential;
 
-pub use file::{FileSource, FileSourceError, WorkloadDocument, workload_documents};
+pub use file::{
+    FileSource, FileSourceError, WorkloadDocument, namespace_annotations, workload_documents,
+};
 pub(crate) use file::{describe_before, each_document, object, scan_reason, split_documents};
 pub use images::resolve_all;
 pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with};

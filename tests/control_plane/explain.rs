@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::install::{ConsumeAs, KEY, SYSTEM, deployment, installation, run, secret};
 
 /// The Roles docs/explain.md gives an on-call user (`oncall` of `ns` here): read the
-/// namespace's workloads, objects and Events, and the installed digest key.
+/// namespace's workloads, objects and Events, and the installed digest key; and the optional
+/// ClusterRole: get the Namespace, for its roll-window.
 fn on_call_roles(ns: &str) -> String {
     format!(
         r#"apiVersion: v1
@@ -57,6 +58,21 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{name: configsum-explain-digest-key-{ns}, namespace: {SYSTEM}}}
 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: configsum-explain-digest-key-{ns}}}
+subjects: [{{kind: ServiceAccount, name: oncall, namespace: {ns}}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: configsum-explain-namespace-{ns}}}
+rules:
+- apiGroups: [""]
+  resources: [namespaces]
+  resourceNames: [{ns}]
+  verbs: [get]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: configsum-explain-namespace-{ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: configsum-explain-namespace-{ns}}}
 subjects: [{{kind: ServiceAccount, name: oncall, namespace: {ns}}}]
 "#
     )

@@ -9,8 +9,10 @@
 //! - [`rollout`]: that last question, from the workload's own status;
 //! - [`holds`]: which sources the controller's flap guard holds, from its Events;
 //! - [`halts`]: which changes the controller's waves halted, from its Events;
+//! - [`gates`]: why a stale input does not roll yet: a pause, a window, a halt;
 //! - [`namespace`]: what every answer starts from, a namespace's workloads and each one's plan.
 
+pub mod gates;
 pub mod halts;
 pub mod holds;
 pub mod namespace;
@@ -18,6 +20,8 @@ pub mod object;
 pub mod rollout;
 pub mod workload;
 
+pub use gates::{Gates, Why};
+pub use halts::Halts;
 pub use holds::{ControllerEvent, Holds};
 pub use namespace::{NamespaceView, ReadWorkload};
 pub use object::{Tracker, trackers};

@@ -5,11 +5,13 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use super::gates::Gates;
 use super::holds::Holds;
 use crate::core::digest::Digester;
 use crate::core::model::kinds::{Controller, WorkloadKind};
 use crate::core::model::object_ref::ObjectKind;
-use crate::core::mutate::{Mutation, Observation, Plan, Settings, Skip};
+use crate::core::model::object_ref::ObjectRef;
+use crate::core::mutate::{Found, Mutation, Observation, Plan, Settings, Skip};
 use crate::core::refs::ConsumedKeys;
 use crate::core::review::{Request, plan_review};
 use crate::core::verdict::Verdict;
@@ -28,7 +30,8 @@ impl ReadWorkload<'_> {
     }
 }
 
-/// What explain knows of a namespace: its workloads, the digest key, the flap guard's holds.
+/// What explain knows of a namespace: its workloads, the digest key, the flap guard's holds,
+/// what the other gates read.
 pub struct NamespaceView<'a> {
     pub namespace: &'a str,
     pub workloads: &'a [ReadWorkload<'a>],
@@ -36,6 +39,8 @@ pub struct NamespaceView<'a> {
     /// digests are never keyed).
     pub digester: Option<&'a Digester>,
     pub holds: &'a Holds,
+    /// What the controller's pause, window and wave gates read, and when they are judged.
+    pub gates: &'a Gates,
     pub settings: &'a Settings,
 }
 
@@ -150,6 +155,21 @@ pub(super) fn current_of(observation: Observation) -> Option<String> {
         Observation::Absent => Some(crate::core::model::annotations::ABSENT.to_owned()),
         Observation::Unreadable(_) => None,
     }
+}
+
+/// `workload`'s current digest of `object` (its own keys of it), as [`current_of`] prints
+/// it; `None` when it does not track the object or the digest cannot be told.
+pub(super) fn current_for_object(
+    view: &NamespaceView<'_>,
+    workload: &ReadWorkload<'_>,
+    object: &ObjectRef,
+    found: Found<'_>,
+) -> Option<String> {
+    let (mutation, _) = planned(workload, view)?;
+    let target = mutation.targets.iter().find(|t| t.object == *object)?;
+    let plain = Digester::default();
+    let digester = view.digester_for(object.kind, &plain)?;
+    current_of(mutation.observe(target, digester, found))
 }
 
 /// The keys as explain prints them: `["*"]` for every key.

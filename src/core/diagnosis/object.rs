@@ -4,7 +4,10 @@
 
 use serde::Serialize;
 
-use super::namespace::{NamespaceView, current_of, keys_of, planned, verdict};
+use super::gates::{Line, Why, judge};
+use super::namespace::{
+    NamespaceView, ReadWorkload, current_for_object, current_of, keys_of, planned, verdict,
+};
 use crate::core::digest::Digester;
 use crate::core::model::object_ref::ObjectRef;
 use crate::core::mutate::Found;
@@ -24,6 +27,9 @@ pub struct Tracker {
     /// be told (a Secret without the digest key, an object that could not be read).
     pub current: Option<String>,
     pub verdict: Verdict,
+    /// Why it reads `paused`, `waiting-window` or `halted`.
+    #[serde(flatten)]
+    pub why: Why,
 }
 
 /// The workloads of `view` that track `object` (with `key`: only those whose pods read that
@@ -60,8 +66,11 @@ pub fn trackers(
             .and_then(|digester| current_of(mutation.observe(target, digester, found.clone())));
         let name = workload.name();
         let held = view.holds.holds(workload.kind, &name, &source);
-        let verdict =
-            verdict(skipped, workload.kind, held, recorded.as_deref(), current.as_deref());
+        let base = verdict(skipped, workload.kind, held, recorded.as_deref(), current.as_deref());
+        let line = Line { source: &source, alias: None, recorded: recorded.as_deref() };
+        let failing_current =
+            |failing: &ReadWorkload<'_>| current_for_object(view, failing, object, found.clone());
+        let (verdict, why) = judge(view, workload, base, &line, &failing_current);
         trackers.push(Tracker {
             kind: workload.kind.as_str(),
             name,
@@ -69,6 +78,7 @@ pub fn trackers(
             recorded,
             current,
             verdict,
+            why,
         });
     }
     trackers.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
@@ -78,6 +88,7 @@ pub fn trackers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::diagnosis::gates::Gates;
     use crate::core::diagnosis::holds::Holds;
     use crate::core::diagnosis::namespace::{NamespaceView, ReadWorkload};
     use crate::core::digest::{DigestKeys, ObjectId};
@@ -162,6 +173,7 @@ mod tests {
             workloads: &read,
             digester: Some(&digester),
             holds: &holds,
+            gates: &Gates::default(),
             settings: &settings,
         };
         let answer = trackers(&view, &secret, None, Ok(Some(&new)));
@@ -228,6 +240,7 @@ mod tests {
             workloads: &read,
             digester: Some(&digester),
             holds: &holds,
+            gates: &Gates::default(),
             settings: &settings,
         };
         let answer = trackers(&view, &ObjectRef::secret("db"), None, Ok(Some(&new)));

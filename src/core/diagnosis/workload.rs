@@ -5,7 +5,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::namespace::{NamespaceView, ReadWorkload, current_of, keys_of, planned, verdict};
+use super::gates::{Line, Why, judge};
+use super::namespace::{
+    NamespaceView, ReadWorkload, current_for_object, current_of, keys_of, planned, verdict,
+};
 use super::rollout::{Rollout, rollout};
 use crate::core::digest::Digester;
 use crate::core::field_path::read_at;
@@ -31,6 +34,9 @@ pub struct InputLine {
     /// was not asked or did not answer.
     pub current: Option<String>,
     pub verdict: Verdict,
+    /// Why it reads `paused`, `waiting-window` or `halted`.
+    #[serde(flatten)]
+    pub why: Why,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -67,10 +73,16 @@ pub fn explain_workload<'o>(
             rollout,
         };
     };
-    let line_verdict = |source: &str, recorded: Option<&str>, current: Option<&str>| {
-        let held = view.holds.holds(workload.kind, &name, source);
-        verdict(skipped, workload.kind, held, recorded, current)
-    };
+    // The held source is named as holds name it; `line` as the controller's halts do.
+    let line_verdict =
+        |held_as: &str,
+         line: Line<'_>,
+         current: Option<&str>,
+         failing_current: &dyn Fn(&ReadWorkload<'_>) -> Option<String>| {
+            let held = view.holds.holds(workload.kind, &name, held_as);
+            let base = verdict(skipped, workload.kind, held, line.recorded, current);
+            judge(view, workload, base, &line, failing_current)
+        };
     let plain = Digester::default();
     let mut inputs = Vec::new();
     for target in &mutation.targets {
@@ -79,8 +91,15 @@ pub fn explain_workload<'o>(
         let current = view.digester_for(target.object.kind, &plain).and_then(|digester| {
             current_of(mutation.observe(target, digester, objects(&target.object)))
         });
+        let line = Line { source: &source, alias: None, recorded: recorded.as_deref() };
+        // Each workload has its own digest of the object: of the keys its pods read.
+        let failing_current = |failing: &ReadWorkload<'_>| {
+            current_for_object(view, failing, &target.object, objects(&target.object))
+        };
+        let (verdict, why) = line_verdict(&source, line, current.as_deref(), &failing_current);
         inputs.push(InputLine {
-            verdict: line_verdict(&source, recorded.as_deref(), current.as_deref()),
+            verdict,
+            why,
             input: source,
             keys: Some(keys_of(&target.consumption.keys)),
             reference: None,
@@ -98,11 +117,19 @@ pub fn explain_workload<'o>(
             Some(ImageObservation::Digest(digest)) => Some(digest.clone()),
             _ => None,
         };
+        // The controller names an image by the reference it asks about; a tag's digest is
+        // the same for every workload that runs it.
+        let asked = format!("image {}", image.reference);
+        let line =
+            Line { source: &asked, alias: Some(&source), recorded: image.recorded.as_deref() };
+        let failing_current = |_: &ReadWorkload<'_>| current.clone();
+        let (verdict, why) = line_verdict(&source, line, current.as_deref(), &failing_current);
         inputs.push(InputLine {
             input,
             keys: None,
             reference: Some(image.reference.clone()),
-            verdict: line_verdict(&source, image.recorded.as_deref(), current.as_deref()),
+            verdict,
+            why,
             recorded: image.recorded.clone(),
             current,
         });
@@ -117,8 +144,13 @@ pub fn explain_workload<'o>(
             .and_then(|w| template_of(w));
         let found = Ok(template.as_ref());
         let current = current_of(mutation.observe_workload(found, &view.settings.domain));
+        let line = Line { source: &source, alias: None, recorded: recorded.as_deref() };
+        // A template's digest is the same for every workload that tracks it.
+        let failing_current = |_: &ReadWorkload<'_>| current.clone();
+        let (verdict, why) = line_verdict(&source, line, current.as_deref(), &failing_current);
         inputs.push(InputLine {
-            verdict: line_verdict(&source, recorded.as_deref(), current.as_deref()),
+            verdict,
+            why,
             input: source,
             keys: None,
             reference: None,
@@ -148,10 +180,17 @@ fn template_of(workload: &ReadWorkload<'_>) -> Option<Value> {
     Some(found.unwrap_or(Value::Null))
 }
 
-/// The workload's verdict: its skip, else the most pressing of its inputs' verdicts.
+/// The workload's verdict: its skip, else the most pressing of its inputs' verdicts. Those
+/// that say why a stale input does not roll come first, in the order of the controller's
+/// gates (flap guard, pause, window, waves): the first gate that holds the workload is the one
+/// its `configsum_controller_workloads{verdict}` gauge counts it under, so explain and the
+/// gauge give a workload one word. `stale` is next: it rolls without anyone's help.
 fn overall(skipped: Option<Verdict>, workload: &ReadWorkload<'_>, inputs: &[InputLine]) -> Verdict {
-    const PRESSING: [Verdict; 5] = [
+    const PRESSING: [Verdict; 8] = [
         Verdict::Held,
+        Verdict::Paused,
+        Verdict::WaitingWindow,
+        Verdict::Halted,
         Verdict::Stale,
         Verdict::Unknown,
         Verdict::FirstObservation,
@@ -170,6 +209,7 @@ fn overall(skipped: Option<Verdict>, workload: &ReadWorkload<'_>, inputs: &[Inpu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::diagnosis::gates::Gates;
     use crate::core::diagnosis::holds::{ControllerEvent, HOLD_REASON, Holds, hold_message};
     use crate::core::digest::{DigestKeys, ObjectId};
     use crate::core::model::kinds::WorkloadKind;
@@ -235,6 +275,7 @@ mod tests {
             workloads: &workloads,
             digester: Some(&digester),
             holds: &holds,
+            gates: &Gates::default(),
             settings: &settings,
         };
         let objects = |object: &ObjectRef| -> Found<'_> {

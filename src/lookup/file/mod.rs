@@ -7,7 +7,7 @@
 //! or `stringData` is empty, as the API server stores it. Errors name the file,
 //! the object and the field, never a value: the values may be Secret data.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -196,6 +196,35 @@ pub fn workload_documents(text: &str, namespace: &str) -> Option<Vec<WorkloadDoc
         }
     }
     Some(workloads)
+}
+
+/// The annotations of Namespace `name` in `text` (also inside `kind: List`), the first
+/// definition winning; `None` when the stream defines no such Namespace, or does not read as
+/// YAML.
+pub fn namespace_annotations(text: &str, name: &str) -> Option<BTreeMap<String, String>> {
+    if !text.contains("Namespace") {
+        return None;
+    }
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, yaml_options()).ok()?;
+    let is_it = |object: &&Value| {
+        object["apiVersion"] == "v1"
+            && object["kind"] == "Namespace"
+            && object.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+    };
+    let namespace = documents
+        .iter()
+        .flat_map(|document| match document["items"].as_array() {
+            Some(items) if document["kind"] == "List" => items.iter().collect::<Vec<_>>(),
+            _ => vec![document],
+        })
+        .find(|object| is_it(object))?;
+    let annotations = namespace.pointer("/metadata/annotations").and_then(Value::as_object);
+    let strings = annotations
+        .into_iter()
+        .flatten()
+        .filter_map(|(key, value)| value.as_str().map(|value| (key.clone(), value.to_owned())));
+    Some(strings.collect())
 }
 
 /// The pod templates of the trackable workloads of `text`, by namespace, kind and name; a
