@@ -89,7 +89,11 @@ async fn run(workloads: usize, rollout: Duration) -> Run {
     let mut completing: HashMap<String, Instant> = HashMap::new();
     let mut done: BTreeMap<String, Duration> = BTreeMap::new();
     while done.len() < workloads {
-        assert!(written.elapsed() < LIMIT, "{workloads}: {} of them rolled within {LIMIT:?}", done.len());
+        assert!(
+            written.elapsed() < LIMIT,
+            "{workloads}: {} of them rolled within {LIMIT:?}",
+            done.len()
+        );
         for name in &names {
             if done.contains_key(name) {
                 continue;
@@ -121,8 +125,10 @@ async fn run(workloads: usize, rollout: Duration) -> Run {
     }
     let mut waves: BTreeMap<u64, Duration> = BTreeMap::new();
     for name in &names {
-        let object = cluster.api.object(&FakeApiServer::deployment_path(NS, name)).expect("workload");
-        let record = object["metadata"]["annotations"]["configsum.dev/waves"].as_str().unwrap_or("{}");
+        let object =
+            cluster.api.object(&FakeApiServer::deployment_path(NS, name)).expect("workload");
+        let record =
+            object["metadata"]["annotations"]["configsum.dev/waves"].as_str().unwrap_or("{}");
         let record: serde_json::Value = serde_json::from_str(record).unwrap_or_default();
         let wave = record["secret/db"]["wave"].as_u64().unwrap_or(0);
         if let Some(at) = first_patch.get(name) {
@@ -150,7 +156,9 @@ fn seconds(d: Duration) -> String {
 #[tokio::main]
 async fn main() {
     if !std::env::args().any(|a| a == "--bench") {
-        eprintln!("benches/waves.rs runs under `cargo bench --bench waves` (make bench-waves) only");
+        eprintln!(
+            "benches/waves.rs runs under `cargo bench --bench waves` (make bench-waves) only"
+        );
         return;
     }
     let rollout = std::env::var("BENCH_WAVES_ROLLOUT")

@@ -87,8 +87,13 @@ pub enum Involved {
 
 /// The `Warning` Event `RolloutHalted`, on the failing workload and on the source object:
 /// what halted (`explain` reads it back, [`halts`]), `cause` (why the rollout failed) and
-/// how to go on; `resume_key` is `<domain>/resume`.
-pub fn rollout_halted(on: &Involved, halt: &halts::Halt, cause: &str, resume_key: &str) -> Event {
+/// how to go on; `resume_key` is `<domain>/resume` where the source is a ConfigMap or Secret.
+pub fn rollout_halted(
+    on: &Involved,
+    halt: &halts::Halt,
+    cause: &str,
+    resume_key: Option<&str>,
+) -> Event {
     let message = truncate_bytes(halt.message(cause, resume_key), MAX_MESSAGE_BYTES);
     let event = match on {
         Involved::Workload(key) => on_workload(key, None, halts::HALT_REASON, message),

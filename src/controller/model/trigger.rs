@@ -3,6 +3,7 @@
 
 use std::fmt;
 
+pub use crate::core::diagnosis::halts::id_of;
 use crate::core::{ObjectKey, ObjectRef};
 
 use super::workload::WorkloadKey;
@@ -129,13 +130,6 @@ impl SourceChange {
     pub fn new(source: Source, digest: &str) -> SourceChange {
         SourceChange { source, id: id_of(digest) }
     }
-}
-
-/// The first 12 hex digits of `digest` (`sha256:<hex>`, `hmac-sha256:<hex>`, or bare hex):
-/// how a change and a halt are named.
-pub fn id_of(digest: &str) -> String {
-    let hex = digest.rsplit(':').next().unwrap_or(digest);
-    hex.chars().filter(char::is_ascii_hexdigit).take(12).collect()
 }
 
 #[cfg(test)]

@@ -465,13 +465,19 @@ impl Waves {
             waiting: halt.waiting,
         };
         let mut on = vec![Involved::Workload(halt.failing.clone())];
+        // Only a ConfigMap or Secret is read for `<domain>/resume` (an image tag is no object;
+        // a tracked workload's own annotations are its author's).
+        let mut resume_key = None;
         match &change.source {
-            Source::Object(key) => on.push(Involved::Object(key.clone())),
+            Source::Object(key) => {
+                on.push(Involved::Object(key.clone()));
+                resume_key = Some(self.resume_key.as_str());
+            }
             Source::Workload(key) => on.push(Involved::Workload(key.clone())),
             Source::Image(_) => {}
         }
         for involved in on {
-            let event = event::rollout_halted(&involved, &said, &cause, &self.resume_key);
+            let event = event::rollout_halted(&involved, &said, &cause, resume_key);
             self.events.push((involved, event));
         }
     }

@@ -316,8 +316,10 @@ mod tests {
             kind: "Secret".into(),
             name: "db".into(),
             reason: HALT_REASON.into(),
-            message: halt
-                .message("its rollout failed (ProgressDeadlineExceeded)", "configsum.dev/resume"),
+            message: halt.message(
+                "its rollout failed (ProgressDeadlineExceeded)",
+                Some("configsum.dev/resume"),
+            ),
             at: noon() - ago,
         }
     }

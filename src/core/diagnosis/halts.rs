@@ -31,13 +31,21 @@ pub struct Halt {
 
 impl Halt {
     /// The Event's message; `cause` says why the rollout failed, `resume_key` is
-    /// `<domain>/resume`.
-    pub fn message(&self, cause: &str, resume_key: &str) -> String {
+    /// `<domain>/resume` where an operator can resume it on the source (a ConfigMap or
+    /// Secret), `None` where the source is no such object (an image tag, a tracked workload).
+    pub fn message(&self, cause: &str, resume_key: Option<&str>) -> String {
         let Halt { source, change, failing, waiting } = self;
-        format!(
-            "{source}{CHANGE}{change}{HALTED_AT}{failing}, {cause}; {waiting}{WAIT}. It goes on \
-             when that rollout completes, or with {resume_key}: \"{change}\" on {source}"
-        )
+        let halted =
+            format!("{source}{CHANGE}{change}{HALTED_AT}{failing}, {cause}; {waiting}{WAIT}");
+        match resume_key {
+            Some(key) => format!(
+                "{halted}. It goes on when that rollout completes, or with {key}: \"{change}\" on \
+                 {source}"
+            ),
+            None => format!(
+                "{halted}. It goes on when that rollout completes, or when {source} changes again"
+            ),
+        }
     }
 
     /// Reads a message [`Halt::message`] wrote; anything else is `None`.
@@ -122,8 +130,8 @@ mod tests {
             failing: "Deployment shop/web".into(),
             waiting: 7,
         };
-        let message =
-            halt.message("its rollout failed (ProgressDeadlineExceeded)", "configsum.dev/resume");
+        let message = halt
+            .message("its rollout failed (ProgressDeadlineExceeded)", Some("configsum.dev/resume"));
         assert_eq!(
             message,
             "secret/db: change 0123456789ab halted at Deployment shop/web, its rollout failed \
@@ -132,7 +140,9 @@ mod tests {
         );
         assert_eq!(Halt::parse(&message), Some(halt));
         let image = Halt { source: "image ghcr.io:443/acme/web:1".into(), ..halt_of("a") };
-        assert_eq!(Halt::parse(&image.message("x", "example.com/resume")), Some(image));
+        let said = image.message("x", None);
+        assert!(said.ends_with("or when image ghcr.io:443/acme/web:1 changes again"), "{said}");
+        assert_eq!(Halt::parse(&said), Some(image), "no resume on an image tag, read all the same");
     }
 
     fn halt_of(failing: &str) -> Halt {
@@ -169,8 +179,8 @@ mod tests {
         let old = Halt { change: "aaaaaaaaaaaa".into(), ..halt_of("Deployment shop/web") };
         let new = Halt { change: "bbbbbbbbbbbb".into(), ..halt_of("Deployment shop/api") };
         let events = [
-            halted(new.message("x", "configsum.dev/resume"), 2000),
-            halted(old.message("x", "configsum.dev/resume"), 1000),
+            halted(new.message("x", Some("configsum.dev/resume")), 2000),
+            halted(old.message("x", Some("configsum.dev/resume")), 1000),
             ControllerEvent { reason: "FlapGuard".into(), ..halted("x".into(), 3000) },
         ];
         let halts = Halts::from_events(&events, 2000);

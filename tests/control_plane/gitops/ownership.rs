@@ -188,8 +188,17 @@ fn the_webhooks_annotations_have_no_manager_and_the_controllers_are_configsums()
         cp.kubectl_ok(&["label", "namespace", ns, "configsum.dev/enabled=true"]);
 
         // The controller catches both up: the annotation it changed is configsum's, and it owns
-        // nothing else.
-        let controller = Controller::start(install, "gitops").await;
+        // nothing else. Both at once: no node runs their pods here, so with waves the second
+        // would wait for the first's rollout for ever (the waves record's own patch is on a
+        // real API server in tests/node/waves.rs).
+        let controller = Controller::start_as(
+            cp,
+            &install.dir,
+            "configsum-controller",
+            "gitops",
+            &["--fan-out", "all"],
+        )
+        .await;
         for name in ["client", "server"] {
             wait_until(&format!("the patch of {name}"), std::time::Duration::from_secs(15), || {
                 annotation(&live(cp, ns, name)) == &digest("4")
