@@ -311,7 +311,7 @@ async fn a_halted_change_a_paused_workload_and_a_namespace_window_read_from_the_
         waiting: 3,
     };
     let message =
-        halt.message("its rollout failed (ProgressDeadlineExceeded)", "configsum.dev/resume");
+        halt.message("its rollout failed (ProgressDeadlineExceeded)", Some("configsum.dev/resume"));
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     // On the Secret, as the controller records it (and on web, which says the same).
     cluster.api.put(

@@ -365,6 +365,20 @@ fn a_secret_change_rolls_in_health_gated_waves_and_a_bad_value_halts_at_the_cana
             && e["message"] == event["message"]),
         "RolloutHalted on the Secret: {on_secret:?}"
     );
+    // explain says so: the seven wait behind the halt and the canary halted it, each naming
+    // the canary, the halt's id and how many wait.
+    let answer = explain(cp, &[&format!("secret/{SECRET}"), "-n", NS]);
+    let trackers = answer["workloads"].as_array().cloned().unwrap_or_default();
+    assert_eq!(trackers.len(), 8, "{answer}");
+    for tracker in &trackers {
+        assert_eq!(tracker["verdict"], "halted", "{tracker}");
+        let halt = &tracker["halt"];
+        assert_eq!(
+            (&halt["failing"], &halt["change"], &halt["waiting"]),
+            (&json!(format!("Deployment {NS}/{CANARY}")), &json!(id), &json!(7)),
+            "{tracker}"
+        );
+    }
     // The halt is the positive signal; then twice the window and some: nothing else moves.
     let quiet = 2 * WINDOW + Duration::from_secs(3);
     let after_event = Instant::now();

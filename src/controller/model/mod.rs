@@ -53,6 +53,7 @@ pub mod message;
 pub mod polled_image;
 pub mod reading;
 pub mod trigger;
+pub mod uid;
 pub mod wave_record;
 pub mod work;
 pub mod workload;

@@ -11,7 +11,7 @@
 //! workloads themselves (the wave and the patch time ride in the roll's own patch) and hands
 //! it back through [`FanOut::restore`], so that a fan-out continues where it stood.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -61,6 +61,9 @@ pub struct Step {
 pub struct FanOut {
     /// The rollout order: canaries, then the others by namespace, kind and name.
     order: Vec<WorkloadKey>,
+    /// The same members, to answer membership without a walk (asked for every workload the
+    /// watch delivers while the change rolls).
+    members: HashSet<WorkloadKey>,
     /// The wave of each released member: `order[..waves.len()]` are released.
     waves: Vec<u32>,
     /// The size of wave 1.
@@ -96,6 +99,7 @@ impl FanOut {
         others.sort_by(rollout_order);
         order.extend(others);
         FanOut {
+            members: order.iter().cloned().collect(),
             order,
             waves: Vec::new(),
             first,
@@ -116,7 +120,7 @@ impl FanOut {
     }
 
     pub fn is_member(&self, workload: &WorkloadKey) -> bool {
-        self.order.contains(workload)
+        self.members.contains(workload)
     }
 
     /// The wave `workload` rolls (or rolled) in, once released.
@@ -152,7 +156,7 @@ impl FanOut {
     /// Adds `workload`, rolled in this change before this leader and not due any more, so
     /// that [`FanOut::restore`] can place it in its wave.
     pub fn add_rolled(&mut self, workload: WorkloadKey) {
-        if !self.is_member(&workload) {
+        if self.members.insert(workload.clone()) {
             self.order.push(workload);
         }
     }

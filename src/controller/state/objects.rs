@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::relist::WatchIndex;
 use crate::controller::model::message::ObjectVersion;
+use crate::controller::model::uid::Uid;
 use crate::core::ObjectKind;
 
 use crate::controller::model::reading::{Fresh, Judged, Reading, Verdict};
@@ -104,7 +105,7 @@ struct Known {
     /// Reads failed in a row.
     failures: u32,
     /// `metadata.uid`, as the watch last delivered it: Events about the object name it.
-    uid: Option<Box<str>>,
+    uid: Option<Uid>,
 }
 
 /// What is known of each tracked object, and the reads waiting, running or to retry.
@@ -163,15 +164,13 @@ impl TrackedObjects {
     }
 
     /// The uid of the tracked object `key`, once its watch delivered it.
-    pub fn uid(&self, key: &ObjectKey) -> Option<&str> {
-        self.known.get(key)?.uid.as_deref()
+    pub fn uid(&self, key: &ObjectKey) -> Option<String> {
+        Some(self.known.get(key)?.uid.as_ref()?.to_string())
     }
 
     fn set_uid(&mut self, key: &ObjectKey, uid: Option<&str>) {
         if let Some(known) = self.known.get_mut(key) {
-            if known.uid.as_deref() != uid {
-                known.uid = uid.map(Box::from);
-            }
+            known.uid = uid.map(Uid::new);
         }
     }
 

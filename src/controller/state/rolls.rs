@@ -131,7 +131,7 @@ impl State {
     ) {
         event.involved_object.uid = match &involved {
             Involved::Workload(workload) => self.uid(workload),
-            Involved::Object(object) => self.objects.uid(object).map(str::to_owned),
+            Involved::Object(object) => self.objects.uid(object),
         };
         self.events.push(event);
     }
