@@ -13,19 +13,14 @@
 //! does); under `cargo test` it does nothing.
 
 #[path = "../tests/support/controller.rs"]
-#[allow(dead_code)]
 mod controller;
 #[path = "../tests/support/digests.rs"]
-#[allow(dead_code)]
 mod digests;
 #[path = "../tests/support/fake_apiserver.rs"]
-#[allow(dead_code)]
 mod fake_apiserver;
 #[path = "../tests/support/fixtures.rs"]
-#[allow(dead_code)]
 mod fixtures;
 #[path = "../tests/support/server.rs"]
-#[allow(dead_code)]
 mod server;
 
 use std::collections::{BTreeMap, HashMap};
