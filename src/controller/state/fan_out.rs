@@ -188,6 +188,11 @@ impl FanOut {
         }
     }
 
+    /// Whether `workload`'s patch in this change was reported.
+    pub fn was_patched(&self, workload: &WorkloadKey) -> bool {
+        self.patched.contains_key(workload)
+    }
+
     /// `workload` left the change (deleted, out of scope, or due no more): it holds nothing.
     pub fn leave(&mut self, workload: &WorkloadKey) {
         if self.is_member(workload) {

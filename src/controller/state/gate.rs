@@ -71,6 +71,11 @@ pub trait Gate: std::fmt::Debug + Send {
     ) {
     }
 
+    /// `workload`'s reconciliation found its digests current: nothing was patched (an earlier
+    /// wave of another source's change rolled it, or its author's own write brought it up to
+    /// date through the webhook).
+    fn found_current(&mut self, _workload: &WorkloadKey) {}
+
     /// The watch delivered `workload` anew (its health, its annotations).
     fn observed(&mut self, _workload: &WorkloadKey, _facts: &RolloutFacts) {}
 

@@ -314,6 +314,11 @@ impl State {
                 gate.rolled(&key, &due.triggers, generation, now);
             }
         }
+        if let Ok(Reconciled::Unchanged) = &result {
+            for gate in &mut self.gates {
+                gate.found_current(&key);
+            }
+        }
         if let Ok(Reconciled::Patched { from, .. }) = &result {
             self.workloads.patched(&key, from);
         }

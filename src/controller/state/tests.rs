@@ -874,6 +874,32 @@ fn an_operator_resumes_a_halted_change_by_the_id_its_events_name() {
 }
 
 #[test]
+fn a_member_found_current_when_its_wave_comes_does_not_hold_the_wave() {
+    let mut h = with_waves(Vec::new(), WAVES, 4);
+    h.secret_changed("two", "11");
+    h.wait(WINDOW);
+    for w in h.work.drain(..).collect::<Vec<_>>() {
+        patched_in_wave(&mut h, w);
+    }
+    let done = app(&h, 0, "two", 2, "complete");
+    apply(&mut h, done);
+    h.wait(WINDOW);
+    let wave_2: Vec<Work> = h.work.drain(..).collect();
+    assert_eq!(wave_2.len(), 2);
+    // app-1 was brought up to date by its author's own write meanwhile: nothing to patch.
+    let mut wave_2 = wave_2.into_iter();
+    let current = wave_2.next().expect("one");
+    h.send(Message::Reconciled(Box::new((current.due, Ok(Reconciled::Unchanged)))));
+    let other = wave_2.next().expect("two");
+    let other_index: usize = other.due.key.name.trim_start_matches("app-").parse().expect("index");
+    patched_in_wave(&mut h, other);
+    let done = app(&h, other_index, "two", 2, "complete");
+    apply(&mut h, done);
+    h.wait(WINDOW);
+    assert_eq!(rolled(&mut h), ["app-3"], "wave 3: the one left, not stuck behind app-1");
+}
+
+#[test]
 fn a_new_leader_keeps_a_halt_and_its_id_from_the_records() {
     // The last leader rolled app-0 in wave 1 and stopped while its rollout failed; app-0
     // recorded its own digest. The new leader halts there, by the same id.

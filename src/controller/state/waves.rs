@@ -253,6 +253,17 @@ impl Gate for Waves {
         }
     }
 
+    /// A released member with nothing to patch holds its wave no more: there is no rollout of
+    /// its to wait for.
+    fn found_current(&mut self, workload: &WorkloadKey) {
+        for rolling in self.rolling.values_mut() {
+            if rolling.fan_out.wave_of(workload).is_some() && !rolling.fan_out.was_patched(workload)
+            {
+                rolling.fan_out.leave(workload);
+            }
+        }
+    }
+
     fn source_observed(&mut self, source: &Source, says: &SourceSays) {
         if says.all_at_once {
             self.all_at_once.insert(source.clone());
