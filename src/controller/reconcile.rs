@@ -19,7 +19,7 @@ use super::api::{ControllerApi, PatchError, Reads};
 use super::model::event;
 use super::model::leadership::Leadership;
 use super::model::trigger::{Source, Trigger, id_of};
-use super::model::wave_record::{WaveEntry, WaveMark};
+use super::model::wave_record::{Id, WaveEntry, WaveMark};
 use super::model::work::{
     CALL_TIMEOUT, CONFLICT_RETRIES, ReconcileError, ReconcileResult, Reconciled, Work,
 };
@@ -160,8 +160,10 @@ fn wave_record(
     let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
     let mut record = snapshot.rollout.waves.clone();
     for (at_mark, mark) in marks.iter().enumerate() {
-        let digest = halt_ids.get(at_mark).cloned().flatten();
-        let entry = WaveEntry { change: mark.change.id.clone(), wave: mark.wave, at, digest };
+        // Ids are 12 hex digits by construction; one that is not is not recorded.
+        let Some(change) = Id::parse(&mark.change.id) else { continue };
+        let digest = halt_ids.get(at_mark).and_then(|d| Id::parse(d.as_deref()?));
+        let entry = WaveEntry { change, wave: mark.wave, at, digest };
         record.record(&mark.change.source.record_name(), entry);
     }
     Some(record.render())
@@ -427,7 +429,8 @@ mod tests {
         // What the workload recorded before stays; the wave it rolls in now is added.
         if let Some(snapshot) = &mut work.snapshot {
             let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_881_600);
-            let entry = WaveEntry { change: "fedcba987654".into(), wave: 3, at, digest: None };
+            let change = Id::parse("fedcba987654").expect("an id");
+            let entry = WaveEntry { change, wave: 3, at, digest: None };
             snapshot.rollout.waves.record("configmap/app", entry);
         }
         work.waves = vec![mark("0123456789ab", 2)];
@@ -456,7 +459,7 @@ mod tests {
             .as_str()
             .map(WaveRecord::parse)
             .expect("recorded");
-        assert_eq!(record.get("secret/db").and_then(|e| e.digest.clone()), None);
+        assert_eq!(record.get("secret/db").and_then(|e| e.digest), None);
 
         // No wave: nothing recorded.
         let (r, _leading) = reconciler();

@@ -27,36 +27,51 @@ pub struct WaveMark {
     pub wave: u32,
 }
 
+/// A change's or a halt's id, 12 hex digits, kept inline: every workload that rolled in a wave
+/// keeps its record, so its size counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Id([u8; 12]);
+
+impl Id {
+    /// `text` if it is 12 hex digits, as every id in a record is.
+    pub fn parse(text: &str) -> Option<Id> {
+        let bytes: [u8; 12] = text.as_bytes().try_into().ok()?;
+        bytes.iter().all(u8::is_ascii_hexdigit).then_some(Id(bytes))
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII hex digits get in.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
 /// One source's last roll of this workload in a fan-out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaveEntry {
-    /// The change's id (12 hex digits).
-    pub change: String,
+    /// The change's id.
+    pub change: Id,
     pub wave: u32,
     /// When the roll was patched, to the second.
     pub at: SystemTime,
     /// The first 12 hex digits of the workload's new digest for the source, where it differs
     /// from the change's id (a ConfigMap or Secret of which it consumes some keys): the id
     /// of the change if this workload's rollout halts it (`<domain>/resume` takes it).
-    pub digest: Option<String>,
+    pub digest: Option<Id>,
 }
 
 impl WaveEntry {
     /// The id `<domain>/resume` takes if this workload's rollout halts the change.
     pub fn halt_id(&self) -> &str {
-        self.digest.as_deref().unwrap_or(&self.change)
+        self.digest.as_ref().unwrap_or(&self.change).as_str()
     }
 }
 
-/// Whether `id` is 12 hex digits, as every id in a record is.
-fn is_id(id: &str) -> bool {
-    id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// Every source's entry, by the source's name (`secret/db`, `image ghcr.io/acme/web:1`).
+/// Every source's entry, by the source's name (`secret/db`, `image ghcr.io/acme/web:1`), in
+/// that order: a short sorted list rather than a map, whose every node would hold room for
+/// eleven entries on each workload that rolled.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WaveRecord {
-    entries: BTreeMap<String, WaveEntry>,
+    entries: Vec<(Box<str>, WaveEntry)>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -81,16 +96,17 @@ impl WaveRecord {
             .into_iter()
             .filter_map(|(source, value)| {
                 let wire: Wire = serde_json::from_value(value).ok()?;
-                let change = wire.change;
-                let digest = wire.digest.filter(|d| is_id(d));
+                let change = Id::parse(&wire.change)?;
+                let digest = wire.digest.as_deref().and_then(Id::parse);
                 let at = wire.at.parse::<jiff::Timestamp>().ok()?;
                 let at = SystemTime::UNIX_EPOCH
                     .checked_add(Duration::from_secs(u64::try_from(at.as_second()).ok()?))?;
-                (is_id(&change) && wire.wave > 0)
-                    .then_some((source, WaveEntry { change, wave: wire.wave, at, digest }))
+                let entry = WaveEntry { change, wave: wire.wave, at, digest };
+                (wire.wave > 0).then_some((source.into_boxed_str(), entry))
             })
             .take(MAX_ENTRIES)
             .collect();
+        // A JSON object's keys come sorted from the map it was read into.
         WaveRecord { entries }
     }
 
@@ -107,23 +123,24 @@ impl WaveRecord {
                 let at =
                     jiff::Timestamp::from_second(seconds).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
                 let wire = Wire {
-                    change: entry.change.clone(),
+                    change: entry.change.as_str().to_owned(),
                     wave: entry.wave,
                     at: at.to_string(),
-                    digest: entry.digest.clone(),
+                    digest: entry.digest.map(|d| d.as_str().to_owned()),
                 };
-                (source.as_str(), wire)
+                (&**source, wire)
             })
             .collect();
         serde_json::to_string(&wire).unwrap_or_default()
     }
 
     pub fn get(&self, source: &str) -> Option<&WaveEntry> {
-        self.entries.get(source)
+        let at = self.entries.binary_search_by(|(s, _)| (**s).cmp(source)).ok()?;
+        Some(&self.entries[at].1)
     }
 
     pub fn entries(&self) -> impl Iterator<Item = (&str, &WaveEntry)> {
-        self.entries.iter().map(|(source, entry)| (source.as_str(), entry))
+        self.entries.iter().map(|(source, entry)| (&**source, entry))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -133,11 +150,14 @@ impl WaveRecord {
     /// Records `entry` for `source`, replacing its last one; past [`MAX_ENTRIES`] the oldest
     /// entries go.
     pub fn record(&mut self, source: &str, entry: WaveEntry) {
-        self.entries.insert(source.to_owned(), entry);
+        match self.entries.binary_search_by(|(s, _)| (**s).cmp(source)) {
+            Ok(at) => self.entries[at].1 = entry,
+            Err(at) => self.entries.insert(at, (source.into(), entry)),
+        }
         while self.entries.len() > MAX_ENTRIES {
-            let oldest = self.entries.iter().min_by_key(|(_, e)| e.at).map(|(s, _)| s.clone());
-            let Some(oldest) = oldest else { break };
-            self.entries.remove(&oldest);
+            let oldest = self.entries.iter().enumerate().min_by_key(|(_, (_, e))| e.at);
+            let Some((at, _)) = oldest else { break };
+            self.entries.remove(at);
         }
     }
 }
@@ -151,7 +171,8 @@ mod tests {
     }
 
     fn entry(change: &str, wave: u32, seconds: u64) -> WaveEntry {
-        WaveEntry { change: change.into(), wave, at: at(seconds), digest: None }
+        let change = Id::parse(change).expect("an id");
+        WaveEntry { change, wave, at: at(seconds), digest: None }
     }
 
     #[test]
@@ -160,7 +181,7 @@ mod tests {
         record.record("secret/db", entry("0123456789ab", 2, 1_795_881_600));
         record.record("image ghcr.io/acme/web:1", entry("fedcba987654", 1, 1_795_881_660));
         let some_keys = WaveEntry {
-            digest: Some("aaaaaaaaaaaa".into()),
+            digest: Id::parse("aaaaaaaaaaaa"),
             ..entry("0123456789ab", 1, 1_795_881_600)
         };
         record.record("configmap/app", some_keys);
@@ -186,10 +207,23 @@ mod tests {
         let record = WaveRecord::parse(text);
         let sources: Vec<&str> = record.entries().map(|(s, _)| s).collect();
         assert_eq!(sources, ["secret/a", "secret/g"]);
-        let g = record.get("secret/g").map(|e| (e.digest.clone(), e.halt_id().to_owned()));
+        let g = record.get("secret/g").map(|e| (e.digest, e.halt_id().to_owned()));
         assert_eq!(g, Some((None, "0123456789ab".to_owned())), "a digest that is no id is dropped");
         for junk in ["", "null", "[]", "{", "\"x\"", &"x".repeat(MAX_BYTES + 1)] {
             assert!(WaveRecord::parse(junk).is_empty(), "{junk:.20}");
+        }
+    }
+
+    #[test]
+    fn an_entry_is_small_and_kept_without_a_map() {
+        // Every workload that rolled in a wave keeps one: ids inline, one list per workload.
+        assert!(std::mem::size_of::<(Box<str>, WaveEntry)>() <= 64);
+        assert_eq!(
+            Id::parse("0123456789AB").map(|id| id.as_str().to_owned()).as_deref(),
+            Some("0123456789AB")
+        );
+        for junk in ["0123456789a", "0123456789abc", "0123456789ag", "éé0123456789"] {
+            assert_eq!(Id::parse(junk), None, "{junk}");
         }
     }
 

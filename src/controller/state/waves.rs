@@ -296,7 +296,7 @@ impl Gate for Waves {
         }
         let mut keys = Vec::new();
         for (source, entry) in facts.waves.entries() {
-            let key = (source.to_owned(), entry.change.clone());
+            let key = (source.to_owned(), entry.change.as_str().to_owned());
             let halt_id = entry.halt_id().to_owned();
             let recorded = Recorded { wave: entry.wave, at: entry.at, halt_id };
             self.recorded.entry(key.clone()).or_default().insert(workload.clone(), recorded);
