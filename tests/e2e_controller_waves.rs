@@ -329,7 +329,7 @@ async fn a_new_leader_goes_on_with_the_wave_after_the_last_one_rolled() {
 #[tokio::test]
 async fn fan_out_all_rolls_every_workload_at_once() {
     let mut cluster = cluster_of("waves-all", &FIVE).await;
-    let controller = controller(&cluster, "a", &[], &FIVE).await;
+    let controller = controller(&cluster, "a", &["--fan-out", "all"], &FIVE).await;
     cluster.secret("db", &[("password", "two")]);
     patched(&cluster, &FIVE, 1).await;
     controller.idle().await;

@@ -42,6 +42,20 @@ pub struct SourceSays {
     pub resume: Option<String>,
 }
 
+/// What a workload records of its roll in a change (`<domain>/waves`), with its rollout as
+/// the watch last delivered it: a new leader's account of a fan-out.
+#[derive(Clone, Debug)]
+pub struct RecordedRoll {
+    pub workload: WorkloadKey,
+    pub wave: u32,
+    /// When its patch was made.
+    pub at: std::time::SystemTime,
+    /// The id a halt at it would have.
+    pub halt_id: String,
+    pub generation: Option<i64>,
+    pub health: crate::core::rollout_health::Health,
+}
+
 /// How one wave ended: `completed`, `failed` (a rollout failed) or `timeout`, after `took`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WaveOutcome {
@@ -78,6 +92,10 @@ pub trait Gate: std::fmt::Debug + Send {
 
     /// The watch delivered `workload` anew (its health, its annotations).
     fn observed(&mut self, _workload: &WorkloadKey, _facts: &RolloutFacts) {}
+
+    /// `change` makes workloads due, and `records` are what those tracking its source that
+    /// rolled in it before record (a new leader's, or a restarted one's, account).
+    fn recorded(&mut self, _change: &SourceChange, _records: &[RecordedRoll]) {}
 
     /// The watch delivered the ConfigMap or Secret `source`, which `says` this.
     fn source_observed(&mut self, _source: &Source, _says: &SourceSays) {}

@@ -3,11 +3,13 @@
 //! leadership term, the flap guard). Also how a workload's change travels from the workload
 //! index to the indexes that follow what it tracks.
 
+use std::collections::BTreeSet;
+
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::State;
-use super::gate::{Gating, Involved};
+use super::gate::{Gating, Involved, RecordedRoll};
 use super::images::{digest_of, tracked_images};
 use super::objects::Tracker;
 use super::references::{Change, tracked_by};
@@ -160,9 +162,16 @@ impl State {
                 }
             }
         }
-        for (tracker, tracked) in due {
-            let trigger = Trigger::Workload(format!("{}/{}", tracked.kind.word(), tracked.name));
-            let change = self.template_change(tracked);
+        let due: Vec<_> = due
+            .into_iter()
+            .map(|(tracker, tracked)| {
+                let trigger =
+                    Trigger::Workload(format!("{}/{}", tracked.kind.word(), tracked.name));
+                (tracker, trigger, self.template_change(tracked))
+            })
+            .collect();
+        self.hand_template_records(due.iter().filter_map(|(_, _, change)| change.clone()));
+        for (tracker, trigger, change) in due {
             self.trigger(tracker, trigger, change.as_ref(), now);
         }
     }
@@ -180,8 +189,49 @@ impl State {
                 due.push((tracker.clone(), trigger, self.template_change(workload)));
             }
         }
+        self.hand_template_records(due.iter().filter_map(|(_, _, change)| change.clone()));
         for (tracker, trigger, change) in due {
             self.trigger(tracker, trigger, change.as_ref(), now);
+        }
+    }
+
+    /// Hands the gates what those of `trackers` that rolled in `change` before record of it
+    /// (`<domain>/waves`): a new leader goes on with the fan-out from there.
+    fn hand_records<'a>(
+        &mut self,
+        change: &SourceChange,
+        trackers: impl IntoIterator<Item = &'a WorkloadKey>,
+    ) {
+        let name = change.source.record_name();
+        let records: Vec<RecordedRoll> = trackers
+            .into_iter()
+            .filter_map(|workload| {
+                let snapshot = self.workloads.snapshot(workload)?;
+                let entry = snapshot.rollout.waves.get(&name)?;
+                (entry.change.as_str() == change.id).then(|| RecordedRoll {
+                    workload: workload.clone(),
+                    wave: entry.wave,
+                    at: entry.at,
+                    halt_id: entry.halt_id().to_owned(),
+                    generation: snapshot.rollout.generation,
+                    health: snapshot.rollout.health.clone(),
+                })
+            })
+            .collect();
+        if !records.is_empty() {
+            for gate in &mut self.gates {
+                gate.recorded(change, &records);
+            }
+        }
+    }
+
+    /// Hands the gates the records of each distinct change of a tracked workload's template.
+    fn hand_template_records(&mut self, changes: impl IntoIterator<Item = SourceChange>) {
+        let changes: BTreeSet<SourceChange> = changes.into_iter().collect();
+        for change in changes {
+            let Source::Workload(tracked) = &change.source else { continue };
+            let trackers: Vec<WorkloadKey> = self.together.trackers_of(tracked).cloned().collect();
+            self.hand_records(&change, &trackers);
         }
     }
 
@@ -227,6 +277,11 @@ impl State {
                 let outdated = |judged: &Judged| self.judged_on_outdated(&object.object, judged);
                 let due: Vec<Judged> =
                     super::objects::to_roll(reading, changed, outdated).collect();
+                if !due.is_empty() {
+                    let trackers: Vec<WorkloadKey> =
+                        self.references.tracking(&object).cloned().collect();
+                    self.hand_records(&change, &trackers);
+                }
                 for judged in due {
                     // Handed to the reconciliation, so it need not read the object again.
                     self.objects.hand_on(&judged.workload, &object.object, judged.fresh);
@@ -295,6 +350,11 @@ impl State {
             }
         }
         let change = SourceChange::new(Source::Image(image.reference.clone()), digest);
+        if !due.is_empty() {
+            let trackers: Vec<WorkloadKey> =
+                self.images.tracking(&image).map(|t| t.workload.clone()).collect();
+            self.hand_records(&change, &trackers);
+        }
         for (workload, trigger) in due {
             self.trigger(workload, trigger, Some(&change), now);
         }

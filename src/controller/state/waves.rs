@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::fan_out::{FanOut, Halt, HaltCause, Health, Member, Step};
-use super::gate::{Gate, Gating, Involved, Released, SourceSays, WaveOutcome};
+use super::gate::{Gate, Gating, Involved, RecordedRoll, Released, SourceSays, WaveOutcome};
 use crate::controller::model::event;
 use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::wave_record::WaveMark;
@@ -54,6 +54,9 @@ struct Rolling {
     /// The failing workload whose halt was announced, the halt's id, and when its Events were
     /// last recorded (again every [`HALT_REPEAT`] while it lasts).
     announced: Option<(WorkloadKey, String, Instant)>,
+    /// The id a halt at each member would have, where its record says one (its own digest
+    /// for the source); else the change's.
+    halt_ids: HashMap<WorkloadKey, String>,
     halted: bool,
     /// When the current wave was released.
     wave_opened: Instant,
@@ -67,15 +70,6 @@ struct Seen {
     health: Health,
 }
 
-/// What a workload records of one change's waves.
-#[derive(Clone, Debug)]
-struct Recorded {
-    wave: u32,
-    at: SystemTime,
-    /// The id of a halt at this workload (`WaveEntry::halt_id`).
-    halt_id: String,
-}
-
 #[derive(Debug, Default)]
 pub struct Waves {
     limits: WaveLimits,
@@ -85,11 +79,10 @@ pub struct Waves {
     arriving: BTreeMap<SourceChange, Vec<(WorkloadKey, Trigger)>>,
     rolling: HashMap<Source, Rolling>,
     canaries: HashSet<WorkloadKey>,
-    /// Workloads' recorded waves: by the source's name and change id, each workload with its
-    /// wave and patch time.
-    recorded: HashMap<(String, String), BTreeMap<WorkloadKey, Recorded>>,
-    /// What each workload recorded, to drop it from `recorded` when that changes.
-    records_of: HashMap<WorkloadKey, Vec<(String, String)>>,
+    /// What the workloads tracking an arriving change's source record of their rolls in it
+    /// (a new leader's account), until the change's fan-out is formed.
+    records: HashMap<SourceChange, Vec<RecordedRoll>>,
+    /// The rollouts of the members of fan-outs, as the watch last delivered them.
     seen: HashMap<WorkloadKey, Seen>,
     /// The generation each member was patched from: its health counts from a newer one.
     patched_from: HashMap<WorkloadKey, Option<i64>>,
@@ -113,6 +106,7 @@ impl Waves {
     fn is_member(&self, workload: &WorkloadKey) -> bool {
         self.rolling.values().any(|r| r.fan_out.is_member(workload))
             || self.arriving.values().any(|m| m.iter().any(|(w, _)| w == workload))
+            || self.records.values().any(|r| r.iter().any(|r| r.workload == *workload))
     }
 
     fn health(&self, workload: &WorkloadKey) -> Health {
@@ -131,8 +125,10 @@ impl Waves {
                 .iter()
                 .map(|(w, _)| Member { workload: w.clone(), canary: self.canaries.contains(w) });
             let mut fan_out = FanOut::new(listed.collect(), self.limits.max_wave);
-            let key = (change.source.record_name(), change.id.clone());
-            for (workload, recorded) in self.recorded.get(&key).into_iter().flatten() {
+            let mut halt_ids = HashMap::new();
+            let records = self.records.remove(&change).unwrap_or_default();
+            for recorded in records {
+                let workload = &recorded.workload;
                 if !change.source.concerns(workload) {
                     continue;
                 }
@@ -142,18 +138,25 @@ impl Waves {
                 }
                 fan_out.restore(workload, recorded.wave, self.instant_of(recorded.at, now));
                 self.patched_from.entry(workload.clone()).or_insert(None);
+                let seen = Seen { generation: recorded.generation, health: recorded.health };
+                self.seen.entry(workload.clone()).or_insert(seen);
+                halt_ids.insert(workload.clone(), recorded.halt_id);
             }
             let triggers: HashMap<WorkloadKey, Trigger> = members.into_iter().collect();
             let rolling = Rolling {
                 change: change.clone(),
                 fan_out,
                 triggers,
+                halt_ids,
                 announced: None,
                 halted: false,
                 wave_opened: now,
             };
             self.rolling.insert(change.source, rolling);
         }
+        // Handed with a change none of whose workloads reached this gate (another held them):
+        // nothing to restore.
+        self.records.clear();
     }
 
     /// The instant of a wall-clock time recorded on a workload, on this process's clock.
@@ -170,12 +173,11 @@ impl Waves {
         }
     }
 
-    /// The id of a halt of `change` at `failing`: the first 12 hex digits of the failing
-    /// workload's new digest for the source, as its roll recorded it, else the change's.
-    fn halt_id(&self, change: &SourceChange, failing: &WorkloadKey) -> String {
-        let key = (change.source.record_name(), change.id.clone());
-        let recorded = self.recorded.get(&key).and_then(|workloads| workloads.get(failing));
-        recorded.map_or_else(|| change.id.clone(), |r| r.halt_id.clone())
+    /// The id of a halt of `rolling`'s change at `failing`: the first 12 hex digits of the
+    /// failing workload's new digest for the source, as its roll recorded it, else the
+    /// change's.
+    fn halt_id(rolling: &Rolling, failing: &WorkloadKey) -> String {
+        rolling.halt_ids.get(failing).cloned().unwrap_or_else(|| rolling.change.id.clone())
     }
 
     /// One step of `rolling`'s fan-out; a halt an operator resumed (`<domain>/resume` on the
@@ -184,7 +186,7 @@ impl Waves {
         loop {
             let step = rolling.fan_out.step(|w| self.health(w), now, self.limits.timeout);
             let Some(halt) = &step.halt else { return (step, None) };
-            let id = self.halt_id(&rolling.change, &halt.failing);
+            let id = Self::halt_id(rolling, &halt.failing);
             if self.resumes.get(&rolling.change.source) != Some(&id) {
                 return (step, Some(id));
             }
@@ -280,37 +282,34 @@ impl Gate for Waves {
         }
     }
 
+    fn recorded(&mut self, change: &SourceChange, records: &[RecordedRoll]) {
+        if self.limits.dry_run || self.all_at_once.contains(&change.source) {
+            return;
+        }
+        // The newest account wins; one for a change already rolling restores nothing new.
+        if self.rolling.get(&change.source).is_none_or(|r| r.change != *change) {
+            self.records.insert(change.clone(), records.to_vec());
+        }
+    }
+
     fn observed(&mut self, workload: &WorkloadKey, facts: &RolloutFacts) {
         if facts.canary {
             self.canaries.insert(workload.clone());
         } else {
             self.canaries.remove(workload);
         }
-        for key in self.records_of.remove(workload).unwrap_or_default() {
-            if let Some(workloads) = self.recorded.get_mut(&key) {
-                workloads.remove(workload);
-                if workloads.is_empty() {
-                    self.recorded.remove(&key);
-                }
-            }
-        }
-        let mut keys = Vec::new();
-        for (source, entry) in facts.waves.entries() {
-            let key = (source.to_owned(), entry.change.as_str().to_owned());
-            let halt_id = entry.halt_id().to_owned();
-            let recorded = Recorded { wave: entry.wave, at: entry.at, halt_id };
-            self.recorded.entry(key.clone()).or_default().insert(workload.clone(), recorded);
-            keys.push(key);
-        }
-        let keep = !keys.is_empty() || self.is_member(workload);
-        if !keys.is_empty() {
-            self.records_of.insert(workload.clone(), keys);
-        }
-        if keep {
-            let seen = Seen { generation: facts.generation, health: facts.health.clone() };
-            self.seen.insert(workload.clone(), seen);
-        } else {
+        if !self.is_member(workload) {
             self.seen.remove(workload);
+            return;
+        }
+        let seen = Seen { generation: facts.generation, health: facts.health.clone() };
+        self.seen.insert(workload.clone(), seen);
+        // The id a halt at it would have, from the record its roll in this change wrote.
+        for rolling in self.rolling.values_mut().filter(|r| r.fan_out.is_member(workload)) {
+            let entry = facts.waves.get(&rolling.change.source.record_name());
+            if let Some(entry) = entry.filter(|e| e.change.as_str() == rolling.change.id) {
+                rolling.halt_ids.insert(workload.clone(), entry.halt_id().to_owned());
+            }
         }
     }
 
@@ -448,10 +447,8 @@ impl Gate for Waves {
         self.canaries.remove(workload);
         self.seen.remove(workload);
         self.patched_from.remove(workload);
-        for key in self.records_of.remove(workload).unwrap_or_default() {
-            if let Some(workloads) = self.recorded.get_mut(&key) {
-                workloads.remove(workload);
-            }
+        for records in self.records.values_mut() {
+            records.retain(|r| r.workload != *workload);
         }
     }
 }
