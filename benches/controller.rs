@@ -12,7 +12,9 @@
 //! Then a second, realistic shape (the one a user measured): 50 namespaces
 //! holding the same 100,000 Secrets, 20,000 ConfigMaps and 10,000
 //! Deployments, each Secret with the metadata a Helm-managed one has on a
-//! real cluster (six labels, three annotations, one `managedFields` entry);
+//! real cluster (six labels, three annotations, one `managedFields` entry),
+//! each Deployment with the `configsum.dev/waves` record earlier rolls in
+//! waves left on it (two sources);
 //! the controller is measured once synced and again after every watch it
 //! holds was ended with a 410 Gone and listed again while loaded.
 //! `BENCH_CONTROLLER_SHAPES=base` or `=realistic` runs only one of them;
@@ -242,6 +244,13 @@ fn fill(api: &FakeApiServer, shape: &Shape) -> Duration {
             let mut object = fixtures::workload("Deployment", &ns, spec);
             let name = format!("d-{i:03}");
             object["metadata"]["name"] = json!(name);
+            if shape.rich {
+                // As after earlier changes rolled in waves: each roll's record, on its metadata.
+                let record = format!(
+                    r#"{{"configmap/{config_map}":{{"change":"0123456789ab","wave":3,"at":"2026-11-20T10:00:00Z"}},"secret/{secret}":{{"change":"fedcba987654","wave":1,"at":"2026-11-21T10:00:00Z","digest":"aaaaaaaaaaaa"}}}}"#
+                );
+                object["metadata"]["annotations"] = json!({"configsum.dev/waves": record});
+            }
             let app = json!({"app": name});
             object["spec"]["selector"]["matchLabels"] = app.clone();
             object["spec"]["template"]["metadata"]["labels"] = app;
@@ -430,7 +439,8 @@ impl Report {
             "{NAMESPACES} enabled namespaces; {} Secrets, {} ConfigMaps, {} Deployments with \
              current digests; window {} s (the default), `--rate 10000 --burst 10000`; release \
              build; loopback, {} CPUs. The realistic shape: the same objects in {} namespaces, \
-             Secrets with Helm's labels, annotations and `managedFields`.\n",
+             Secrets with Helm's labels, annotations and `managedFields`, Deployments with \
+             the waves record of two earlier rolls.\n",
             NAMESPACES * SECRETS_PER_NAMESPACE + 1,
             NAMESPACES * CONFIG_MAPS_PER_NAMESPACE,
             NAMESPACES * DEPLOYMENTS_PER_NAMESPACE,

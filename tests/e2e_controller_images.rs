@@ -233,3 +233,54 @@ async fn a_moved_tag_sets_the_variable_once_through_a_guarded_json_patch() {
     assert!(issued >= 1, "anonymous tokens from the realm");
     assert_eq!(controller.stop().await, Some(0));
 }
+
+/// A moved tag is one change for every workload tracking it, whatever its namespace: its waves
+/// span namespaces, ordered by namespace, kind and name; each waits for the one before.
+#[tokio::test]
+async fn a_moved_tags_waves_span_namespaces() {
+    let registry = Registry::anonymous().await;
+    let (first, _) = registry.push_multi_platform("team/app", "prod", "v1", Format::Docker).await;
+    let app = registry.image("team/app", "prod");
+    let cluster = Cluster::new("ctl-image-waves").await;
+    let other = "team-b";
+    cluster.api.put_namespace(other, &[("configsum.dev/enabled", "true")]);
+    let track = json!({"configsum.dev/images": "*"});
+    let placed = [(NS, "a"), (other, "b"), (NS, "c")];
+    for (namespace, name) in placed {
+        let mut object = deployment(name, track.clone(), &app, Some(&first));
+        object["metadata"]["namespace"] = json!(namespace);
+        cluster.api.put(&workload_path("Deployment", namespace, name), object);
+    }
+    let complete = |namespace: &str, name: &str| {
+        let path = workload_path("Deployment", namespace, name);
+        let mut object = cluster.api.object(&path).expect("workload");
+        object["status"] = json!({"observedGeneration": object["metadata"]["generation"].clone(),
+            "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1});
+        cluster.api.put(&path, object);
+    };
+    for (namespace, name) in placed {
+        complete(namespace, name);
+    }
+    let host = registry.host();
+    let extra = ["--insecure-registry", &host, "--image-poll-interval", "1s"];
+    let controller = Controller::start(&cluster.api, &cluster.dir, "a", &extra).await;
+    two_more_polls(&cluster, &controller).await;
+
+    registry.push_multi_platform("team/app", "prod", "v2", Format::Docker).await;
+    let patches = |c: &Cluster| placed.map(|(ns, name)| c.patches_of("Deployment", ns, name));
+    cluster.wait_for("wave 1", Duration::from_secs(6), |c| patches(c) == [1, 0, 0]).await;
+    two_more_polls(&cluster, &controller).await;
+    assert_eq!(patches(&cluster), [1, 0, 0], "team-a/a alone until its rollout completes");
+    complete(NS, "a");
+    cluster
+        .wait_for("wave 2, across namespaces", Duration::from_secs(6), |c| patches(c) == [1, 1, 1])
+        .await;
+    for (namespace, name) in [(other, "b"), (NS, "c")] {
+        let object = cluster.api.object(&workload_path("Deployment", namespace, name)).expect("it");
+        let record =
+            object["metadata"]["annotations"]["configsum.dev/waves"].as_str().unwrap_or("{}");
+        let record: Value = serde_json::from_str(record).expect("JSON");
+        assert_eq!(record[format!("image {app}")]["wave"], 2, "{namespace}/{name}: {record}");
+    }
+    assert_eq!(controller.stop().await, Some(0));
+}

@@ -359,3 +359,94 @@ async fn a_secret_that_says_fan_out_all_skips_waves() {
     assert_eq!(patches(&cluster, &FIVE), [1, 1, 1, 1, 1], "no waves");
     assert_eq!(controller.stop().await, Some(0));
 }
+
+/// The events of the namespace with `reason`.
+fn events_with_reason(cluster: &Cluster, reason: &str) -> Vec<Value> {
+    let events = cluster.api.list(&format!("/api/v1/namespaces/{NS}/events"));
+    events.into_iter().filter(|e| e["reason"] == reason).collect()
+}
+
+/// A rollout that does not complete within `--wave-timeout` halts the change, with a
+/// `timeout` wave outcome; once it completes after all, the next wave goes.
+#[tokio::test]
+async fn a_rollout_past_the_wave_timeout_halts_the_change() {
+    let mut cluster = cluster_of("waves-timeout", &FIVE).await;
+    let controller = controller(&cluster, "a", &["--wave-timeout", "2s"], &FIVE).await;
+    cluster.secret("db", &[("password", "two")]);
+    patched(&cluster, &["w1"], 1).await;
+    // w1's rollout never reports: no failure, just no completion.
+    let event = halted_event(&cluster, "w1").await;
+    let message = event["message"].as_str().unwrap_or_default();
+    assert!(message.contains("did not complete within --wave-timeout"), "{message}");
+    let outcome = r#"configsum_controller_waves_total{outcome="timeout"} 1"#;
+    let metrics = controller.metrics_with(&[outcome], REACTION).await;
+    assert!(metrics.contains(outcome), "{metrics}");
+    assert!(metrics.contains("configsum_controller_halted_changes 1"), "{metrics}");
+    controller.idle().await;
+    assert_eq!(patches(&cluster, &FIVE), [1, 0, 0, 0, 0], "halted");
+
+    complete(&cluster, "w1");
+    patched(&cluster, &["w2", "w3"], 1).await;
+    let metrics =
+        controller.metrics_with(&["configsum_controller_halted_changes 0"], REACTION).await;
+    assert!(metrics.contains("configsum_controller_halted_changes 0"), "{metrics}");
+    assert_eq!(controller.stop().await, Some(0));
+}
+
+/// Maintenance windows and pauses, read by the binary off the workloads' metadata: a workload
+/// outside its window waits (`RollWaiting`), one whose window does not parse never rolls
+/// (`InvalidRollWindow`), a paused one waits until unpaused; the others roll. When each
+/// window opens is the state harness's to test (src/controller/state/tests.rs), with a clock
+/// it controls.
+#[tokio::test]
+async fn windows_and_pauses_hold_their_workloads_and_the_rest_roll() {
+    let mut cluster = cluster_of("waves-windows", &FIVE).await;
+    let hour = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).hour();
+    let closed = format!("* {:02}:00-{:02}:00 UTC", (hour + 2) % 24, (hour + 3) % 24);
+    let say = |cluster: &Cluster, name: &str, annotations: Value| {
+        let mut object = cluster.api.object(&path(name)).expect("workload");
+        object["metadata"]["annotations"] = annotations;
+        cluster.api.put(&path(name), object);
+        complete(cluster, name);
+    };
+    say(&cluster, "w1", json!({"configsum.dev/roll-window": closed}));
+    say(&cluster, "w2", json!({"configsum.dev/roll-window": "Mon-Fri 25:00-26:00 UTC"}));
+    say(&cluster, "w3", json!({"configsum.dev/paused": "true"}));
+    // At once: the held ones are no members of waves anyway; the rest need no rollouts here.
+    let controller = controller(&cluster, "a", &["--fan-out", "all"], &FIVE).await;
+    let gauge = [r#"configsum_controller_workloads{verdict="paused"} 1"#];
+    let metrics = controller.metrics_with(&gauge, REACTION).await;
+    assert!(metrics.contains(gauge[0]), "{metrics}");
+
+    cluster.secret("db", &[("password", "two")]);
+    patched(&cluster, &["w4", "w5"], 1).await;
+    cluster
+        .wait_for("RollWaiting and InvalidRollWindow", REACTION, |c| {
+            !events_with_reason(c, "RollWaiting").is_empty()
+                && !events_with_reason(c, "InvalidRollWindow").is_empty()
+        })
+        .await;
+    let waiting = events_with_reason(&cluster, "RollWaiting");
+    assert_eq!(waiting[0]["involvedObject"]["name"], "w1");
+    let invalid = events_with_reason(&cluster, "InvalidRollWindow");
+    assert_eq!(invalid[0]["involvedObject"]["name"], "w2");
+    assert_eq!(invalid[0]["type"], "Warning");
+    let gauge = [
+        r#"configsum_controller_workloads{verdict="waiting-window"} 2"#,
+        r#"configsum_controller_workloads{verdict="paused"} 1"#,
+    ];
+    let metrics = controller.metrics_with(&gauge, REACTION).await;
+    for line in gauge {
+        assert!(metrics.contains(line), "{line}\n{metrics}");
+    }
+    controller.idle().await;
+    assert_eq!(patches(&cluster, &FIVE), [0, 0, 0, 1, 1], "only those free to roll");
+
+    // Unpaused: one roll, to the state of the moment.
+    say(&cluster, "w3", json!({}));
+    patched(&cluster, &["w3"], 1).await;
+    controller.idle().await;
+    assert_eq!(patches(&cluster, &FIVE), [0, 0, 1, 1, 1]);
+    assert_eq!(cluster.annotations(NS, "w3"), cluster.webhook_digests(NS, "w3"));
+    assert_eq!(controller.stop().await, Some(0));
+}

@@ -143,6 +143,21 @@ impl FanOut {
         out
     }
 
+    /// `workload` became due for this change after the fan-out formed (an image tag resolved
+    /// for another namespace's pull credentials, a workload created since): it joins the
+    /// members not yet released, in rollout order, never the wave under way.
+    pub fn join(&mut self, workload: WorkloadKey) {
+        if !self.members.insert(workload.clone()) {
+            return;
+        }
+        let from = self.released().max(self.wave_end).min(self.order.len());
+        let at = self.order[from..]
+            .iter()
+            .position(|w| rollout_order(&workload, w).is_lt())
+            .map_or(self.order.len(), |i| from + i);
+        self.order.insert(at, workload);
+    }
+
     /// Releases every member at once, each in the wave it would roll in: a dry run, which
     /// waits for no rollout.
     pub fn release_all(&mut self) -> Vec<(WorkloadKey, u32)> {
@@ -509,6 +524,24 @@ mod tests {
         let after_b = start + TIMEOUT + Duration::from_secs(1);
         assert_eq!(fan_out.step(health, after_b, TIMEOUT), Step::default());
         assert_eq!(fan_out.next_timeout(), Some(late + TIMEOUT), "c's, never b's past one");
+    }
+
+    #[test]
+    fn a_late_member_joins_a_later_wave_in_order() {
+        let members = deployments(3);
+        let mut fan_out = FanOut::new(members.clone(), 50);
+        let now = Instant::now();
+        let first = fan_out.step(|_| Health::Complete, now, TIMEOUT);
+        assert_eq!(first.release.len(), 1);
+        fan_out.patched(&members[0].workload, now);
+        // Before the rest: another namespace's workload, due for the same change, arrives.
+        let late = WorkloadKey { namespace: "aaa".into(), ..members[2].workload.clone() };
+        fan_out.join(late.clone());
+        fan_out.join(late.clone());
+        assert_eq!(fan_out.waiting(), 3, "once");
+        let second = fan_out.step(|_| Health::Complete, now, TIMEOUT);
+        let released: Vec<&WorkloadKey> = second.release.iter().map(|(w, _)| w).collect();
+        assert_eq!(released, [&late, &members[1].workload], "wave 2, in namespace order");
     }
 
     #[test]

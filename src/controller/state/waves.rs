@@ -223,8 +223,14 @@ impl Gate for Waves {
                     None => Gating::Hold { event: None },
                 };
             } else {
-                // Not part of the change as it arrived (held by another gate then): on its own.
-                return Gating::Pass;
+                // Due for the change after its fan-out formed (a tag resolved for another
+                // namespace's credentials, a workload created since): a later wave.
+                let rolling = self.rolling.get_mut(&change.source);
+                if let Some(rolling) = rolling {
+                    rolling.fan_out.join(workload.clone());
+                    rolling.triggers.insert(workload.clone(), trigger.clone());
+                }
+                return Gating::Hold { event: None };
             }
         }
         let members = self.arriving.entry(change.clone()).or_default();
