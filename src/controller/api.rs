@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
 use kube::api::{DynamicObject, Patch};
 use kube::{Api, Client};
 use serde_json::Value;
@@ -81,8 +81,13 @@ impl ControllerApi for KubeApi {
         }
     }
 
-    async fn record(&self, event: Event, timeout: Duration) {
+    async fn record(&self, mut event: Event, timeout: Duration) {
         let namespace = event.involved_object.namespace.clone().unwrap_or_default();
+        if event.involved_object.uid.is_none() {
+            // An Event about a ConfigMap or Secret (a halted change's source): its uid is not
+            // kept for each of them, and `kubectl describe` finds Events by it.
+            event.involved_object.uid = self.object_uid(&event, &namespace, timeout).await;
+        }
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         match tokio::time::timeout(timeout, api.create(&super::post_params(), &event)).await {
             Ok(Ok(_)) => {}
@@ -93,6 +98,41 @@ impl ControllerApi for KubeApi {
 
     async fn read_template(&self, workload: &WorkloadKey) -> Result<Option<Value>, LookupError> {
         self.source.fetch_template(&workload.namespace, workload.kind, &workload.name).await
+    }
+}
+
+impl KubeApi {
+    /// The uid of the ConfigMap or Secret `event` is about, from its metadata; `None` for any
+    /// other object, or when it cannot be read in time (the Event is recorded without it).
+    async fn object_uid(
+        &self,
+        event: &Event,
+        namespace: &str,
+        timeout: Duration,
+    ) -> Option<String> {
+        let name = event.involved_object.name.as_deref()?;
+        let read = async {
+            match event.involved_object.kind.as_deref()? {
+                "Secret" => {
+                    Api::<Secret>::namespaced(self.client.clone(), namespace)
+                        .get_metadata(name)
+                        .await
+                        .ok()?
+                        .metadata
+                        .uid
+                }
+                "ConfigMap" => {
+                    Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                        .get_metadata(name)
+                        .await
+                        .ok()?
+                        .metadata
+                        .uid
+                }
+                _ => None,
+            }
+        };
+        tokio::time::timeout(timeout, read).await.ok().flatten()
     }
 }
 

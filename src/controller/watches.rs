@@ -252,15 +252,14 @@ struct SparseMeta {
     name: Option<String>,
     namespace: Option<String>,
     resource_version: Option<String>,
-    uid: Option<String>,
     #[serde(default, deserialize_with = "own_annotations")]
     annotations: Vec<(String, String)>,
 }
 
 impl From<MetaWire> for WatchedMeta {
     fn from(wire: MetaWire) -> Self {
-        let SparseMeta { name, namespace, resource_version, uid, annotations } = wire.metadata;
-        let meta = ObjectMeta { name, namespace, resource_version, uid, ..ObjectMeta::default() };
+        let SparseMeta { name, namespace, resource_version, annotations } = wire.metadata;
+        let meta = ObjectMeta { name, namespace, resource_version, ..ObjectMeta::default() };
         WatchedMeta { meta, annotations }
     }
 }
@@ -314,8 +313,8 @@ super::model::dynamic_resource!(WatchedMeta, metadata: true);
 
 fn meta_event(event: Event<WatchedMeta>) -> Event<ObjectVersion> {
     let version = |o: WatchedMeta| {
-        let ObjectMeta { namespace, name, resource_version, uid, .. } = o.meta;
-        ObjectVersion { namespace, name, resource_version, uid, annotations: o.annotations }
+        let ObjectMeta { namespace, name, resource_version, .. } = o.meta;
+        ObjectVersion { namespace, name, resource_version, annotations: o.annotations }
     };
     match event {
         Event::Apply(o) => Event::Apply(version(o)),
@@ -347,7 +346,6 @@ mod tests {
             name: Some("db".into()),
             namespace: Some("shop".into()),
             resource_version: Some("42".into()),
-            uid: Some("u-1".into()),
             ..ObjectMeta::default()
         };
         assert_eq!(watched.meta, expected);
@@ -360,7 +358,6 @@ mod tests {
         );
         let version = meta_event(Event::Apply(watched));
         let Event::Apply(version) = version else { panic!("an Apply") };
-        assert_eq!(version.uid.as_deref(), Some("u-1"));
         assert_eq!(version.annotation("configsum.dev/resume"), Some("0123456789ab"));
         for annotations in ["null", "{}", r#"{"a": "b"}"#] {
             let text = format!(r#"{{"metadata": {{"name": "x", "annotations": {annotations}}}}}"#);

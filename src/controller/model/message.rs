@@ -19,8 +19,6 @@ pub struct ObjectVersion {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub resource_version: Option<String>,
-    /// `metadata.uid`: Events about a ConfigMap or Secret name it.
-    pub uid: Option<String>,
     /// The few annotations the controller reads of a Namespace, ConfigMap or Secret
     /// ([`OWN_ANNOTATIONS`] under any domain; the state checks the domain), bounded.
     pub annotations: Vec<(String, String)>,
@@ -140,6 +138,6 @@ mod tests {
 
     fn version() -> ObjectVersion {
         let (namespace, name, resource_version) = (None, Some("db".into()), None);
-        ObjectVersion { namespace, name, resource_version, uid: None, annotations: Vec::new() }
+        ObjectVersion { namespace, name, resource_version, annotations: Vec::new() }
     }
 }

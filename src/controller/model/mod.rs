@@ -53,7 +53,6 @@ pub mod message;
 pub mod polled_image;
 pub mod reading;
 pub mod trigger;
-pub mod uid;
 pub mod wave_record;
 pub mod work;
 pub mod workload;

@@ -17,7 +17,6 @@ use tokio::time::Instant;
 
 use super::relist::WatchIndex;
 use crate::controller::model::message::ObjectVersion;
-use crate::controller::model::uid::Uid;
 use crate::core::ObjectKind;
 
 use crate::controller::model::reading::{Fresh, Judged, Reading, Verdict};
@@ -104,8 +103,6 @@ struct Known {
     dirty: bool,
     /// Reads failed in a row.
     failures: u32,
-    /// `metadata.uid`, as the watch last delivered it: Events about the object name it.
-    uid: Option<Uid>,
 }
 
 /// What is known of each tracked object, and the reads waiting, running or to retry.
@@ -161,17 +158,6 @@ impl TrackedObjects {
     /// Reads waiting or running, and retries (the queue-depth metric).
     pub fn depth(&self) -> usize {
         self.pending() + self.retries.len()
-    }
-
-    /// The uid of the tracked object `key`, once its watch delivered it.
-    pub fn uid(&self, key: &ObjectKey) -> Option<String> {
-        Some(self.known.get(key)?.uid.as_ref()?.to_string())
-    }
-
-    fn set_uid(&mut self, key: &ObjectKey, uid: Option<&str>) {
-        if let Some(known) = self.known.get_mut(key) {
-            known.uid = uid.map(Uid::new);
-        }
     }
 
     /// Keeps what a read found for `workload`, for its reconciliation.
@@ -314,7 +300,6 @@ impl WatchIndex<ObjectVersion> for ObjectWatch<'_> {
 
     fn apply(&mut self, meta: ObjectVersion) {
         let Some(key) = self.key(&meta) else { return };
-        self.objects.set_uid(&key, meta.uid.as_deref());
         // Before the first reads, those reads will see this version.
         if self.reading && !self.objects.is_current(&key, meta.resource_version.as_deref()) {
             self.objects.request(key);
@@ -460,7 +445,6 @@ mod tests {
             namespace: Some("ns".into()),
             name: Some("db".into()),
             resource_version: Some(rv.into()),
-            uid: Some("u-1".into()),
             annotations: Vec::new(),
         };
         let mut objects = TrackedObjects::default();

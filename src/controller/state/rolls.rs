@@ -131,9 +131,11 @@ impl State {
         mut event: k8s_openapi::api::core::v1::Event,
         involved: Involved,
     ) {
+        // A ConfigMap's or Secret's uid is not kept for each of them: the Event's recording
+        // asks for it (`ControllerApi::record`), as seldom as such Events are.
         event.involved_object.uid = match &involved {
             Involved::Workload(workload) => self.uid(workload),
-            Involved::Object(object) => self.objects.uid(object),
+            Involved::Object(_) => None,
         };
         self.events.push(event);
     }

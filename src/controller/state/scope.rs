@@ -118,7 +118,6 @@ mod tests {
             namespace: None,
             name: Some(name.into()),
             resource_version: Some("1".into()),
-            uid: None,
             annotations: Vec::new(),
         }
     }

@@ -40,7 +40,6 @@ fn version(namespace: Option<&str>, name: &str, resource_version: &str) -> Objec
         namespace: namespace.map(str::to_owned),
         name: Some(name.to_owned()),
         resource_version: Some(resource_version.to_owned()),
-        uid: Some(format!("uid-{name}")),
         annotations: Vec::new(),
     }
 }
@@ -1006,7 +1005,7 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
         .collect();
     assert_eq!(
         on,
-        [(Some("Deployment"), Some("app-2"), None), (Some("Secret"), Some("db"), Some("uid-db"))],
+        [(Some("Deployment"), Some("app-2"), None), (Some("Secret"), Some("db"), None)],
         "said once, on the failing workload and on the source"
     );
     let message = halted[0].message.as_deref().unwrap_or_default();

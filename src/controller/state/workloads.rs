@@ -235,7 +235,6 @@ mod tests {
                 namespace: None,
                 name: Some((*name).into()),
                 resource_version: None,
-                uid: None,
                 annotations: Vec::new(),
             };
             watch.handle(&mut scope, Event::Apply(version));
