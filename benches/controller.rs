@@ -18,6 +18,7 @@
 //! the controller is measured once synced and again after every watch it
 //! holds was ended with a 410 Gone and listed again while loaded.
 //! `BENCH_CONTROLLER_SHAPES=base` or `=realistic` runs only one of them;
+//! `BENCH_CONTROLLER_WAVE_RECORDS=0` leaves the waves records out (what they cost);
 //! `BENCH_CONTROLLER_WRAPPER="heaptrack -o FILE"` runs the controller under
 //! that command (its RSS rows then measure the wrapper).
 //!
@@ -84,6 +85,11 @@ const BASE: Shape = Shape {
 /// How long a relist may take to be listed and settled.
 const RELIST_DEADLINE: Duration = Duration::from_secs(120);
 const READY_TARGET: Duration = Duration::from_secs(30);
+
+/// Whether the realistic shape's Deployments carry waves records (`BENCH_CONTROLLER_WAVE_RECORDS`).
+fn wave_records() -> bool {
+    std::env::var("BENCH_CONTROLLER_WAVE_RECORDS").as_deref() != Ok("0")
+}
 
 /// What the fake API server is filled with: per namespace, Secrets,
 /// ConfigMaps and Deployments (each reading the Secret and ConfigMap of its
@@ -244,7 +250,7 @@ fn fill(api: &FakeApiServer, shape: &Shape) -> Duration {
             let mut object = fixtures::workload("Deployment", &ns, spec);
             let name = format!("d-{i:03}");
             object["metadata"]["name"] = json!(name);
-            if shape.rich {
+            if shape.rich && wave_records() {
                 // As after earlier changes rolled in waves: each roll's record, on its metadata.
                 let record = format!(
                     r#"{{"configmap/{config_map}":{{"change":"0123456789ab","wave":3,"at":"2026-11-20T10:00:00Z"}},"secret/{secret}":{{"change":"fedcba987654","wave":1,"at":"2026-11-21T10:00:00Z","digest":"aaaaaaaaaaaa"}}}}"#
@@ -439,14 +445,18 @@ impl Report {
             "{NAMESPACES} enabled namespaces; {} Secrets, {} ConfigMaps, {} Deployments with \
              current digests; window {} s (the default), `--rate 10000 --burst 10000`; release \
              build; loopback, {} CPUs. The realistic shape: the same objects in {} namespaces, \
-             Secrets with Helm's labels, annotations and `managedFields`, Deployments with \
-             the waves record of two earlier rolls.\n",
+             Secrets with Helm's labels, annotations and `managedFields`, Deployments {}.\n",
             NAMESPACES * SECRETS_PER_NAMESPACE + 1,
             NAMESPACES * CONFIG_MAPS_PER_NAMESPACE,
             NAMESPACES * DEPLOYMENTS_PER_NAMESPACE,
             WINDOW.as_secs(),
             std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
             REALISTIC.namespaces,
+            if wave_records() {
+                "with the waves record of two earlier rolls"
+            } else {
+                "without waves records (BENCH_CONTROLLER_WAVE_RECORDS=0)"
+            },
         );
         let _ = writeln!(out, "| measure | value | target |");
         let _ = writeln!(out, "|---|---:|---|");
