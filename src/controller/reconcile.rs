@@ -18,8 +18,8 @@ use tokio::time::Instant;
 use super::api::{ControllerApi, PatchError, Reads};
 use super::model::event;
 use super::model::leadership::Leadership;
-use super::model::trigger::{Source, Trigger, id_of};
-use super::model::wave_record::{Id, WaveEntry, WaveMark};
+use super::model::trigger::{Source, Trigger, WaveMark, id_of};
+use super::model::wave_record::{Id, WaveEntry};
 use super::model::work::{
     CALL_TIMEOUT, CONFLICT_RETRIES, ReconcileError, ReconcileResult, Reconciled, Work,
 };

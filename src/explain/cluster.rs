@@ -11,11 +11,10 @@ use kube::{Client, Resource as _};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::source::ReadObject;
 use crate::config::DIGEST_KEY_FILE_NAME;
 use crate::core::diagnosis::ControllerEvent;
 use crate::core::model::kinds::WorkloadKind;
-use crate::core::{DigestKeys, Digester, ObjectRef};
+use crate::core::{DigestKeys, Digester, ObjectContent, ObjectRef};
 use crate::lookup::api_object::{collection_path, decode, workload_resource};
 use crate::lookup::{KubeSource, LookupError};
 
@@ -27,6 +26,13 @@ const MAX_PAGES: usize = 100;
 const CONTROLLER: &str = "configsum-controller";
 /// The longest `<domain>/resume` kept: an id is 12 hex digits, and it is tenants' text.
 const MAX_RESUME: usize = 64;
+
+/// A ConfigMap or Secret as read: its content, and its `<domain>/resume` if it has one.
+pub struct ReadObject {
+    pub content: Arc<ObjectContent>,
+    /// From the cluster only: files hold no halts to resume.
+    pub resume: Option<String>,
+}
 
 pub struct Cluster {
     client: Client,

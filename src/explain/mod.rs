@@ -21,8 +21,9 @@ use crate::core::model::kinds::WorkloadKind;
 use crate::core::{Digester, ObjectRef, Settings};
 use crate::process::load_digest_keys;
 
+use cluster::ReadObject;
 pub use output::{Explanation, WorkloadExplanation, Written};
-use source::{ReadObject, Source};
+use source::Source;
 
 /// Exit codes: 0 answered; 1 the object does not exist (the answer is still given); 2 usage,
 /// or no answer can be given (the cluster cannot be read).

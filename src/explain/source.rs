@@ -3,21 +3,14 @@
 
 use std::sync::Arc;
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, ReadObject};
 use super::files::Inputs;
-use crate::core::{ObjectContent, ObjectRef};
+use crate::core::ObjectRef;
 
 /// Where the inputs come from.
 pub enum Source {
     Files(Inputs),
     Cluster(Cluster),
-}
-
-/// A ConfigMap or Secret as read: its content, and its `<domain>/resume` if it has one.
-pub struct ReadObject {
-    pub content: Arc<ObjectContent>,
-    /// From the cluster only: files hold no halts to resume.
-    pub resume: Option<String>,
 }
 
 impl Source {

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::trigger::Trigger;
-use super::wave_record::WaveMark;
+use super::trigger::WaveMark;
 use super::workload::WorkloadKey;
 use crate::core::ObjectKey;
 use crate::core::diagnosis::{halts, holds};

@@ -132,6 +132,13 @@ impl SourceChange {
     }
 }
 
+/// What a roll records on its workload (`<domain>/waves`): it rolls in `wave` of `change`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WaveMark {
+    pub change: SourceChange,
+    pub wave: u32,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,19 +13,10 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::trigger::SourceChange;
-
 /// At most this many sources are recorded; the oldest entries go first.
 pub const MAX_ENTRIES: usize = 32;
 /// A longer annotation is not read at all.
 pub const MAX_BYTES: usize = 16 * 1024;
-
-/// What a roll records: it rolls in `wave` of `change`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WaveMark {
-    pub change: SourceChange,
-    pub wave: u32,
-}
 
 /// A change's or a halt's id, 12 hex digits, kept inline: every workload that rolled in a wave
 /// keeps its record, so its size counts.

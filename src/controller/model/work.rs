@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::reading::Fresh;
 use super::trigger::Trigger;
-use super::wave_record::WaveMark;
+use super::trigger::WaveMark;
 use super::workload::{Snapshot, WorkloadKey};
 use crate::core::inputs::image::ImageObservation;
 use crate::core::{ObjectRef, Observation};

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::Event;
 use tokio::time::Instant;
 
 pub use crate::controller::model::event::Involved;
+use crate::controller::model::trigger::WaveMark;
 use crate::controller::model::trigger::{Source, SourceChange, Trigger};
-use crate::controller::model::wave_record::WaveMark;
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
 use crate::core::verdict::Verdict;
 

@@ -13,6 +13,8 @@
 //! - [`namespace`]: what every answer starts from, a namespace's workloads and each one's plan.
 
 pub mod gates;
+#[cfg(test)]
+mod gates_tests;
 pub mod halts;
 pub mod holds;
 pub mod namespace;
@@ -20,9 +22,10 @@ pub mod object;
 pub mod rollout;
 pub mod workload;
 
-pub use gates::{Gates, Why};
+pub use gates::Why;
 pub use halts::Halts;
 pub use holds::{ControllerEvent, Holds};
+pub use namespace::Gates;
 pub use namespace::{NamespaceView, ReadWorkload};
 pub use object::{Tracker, trackers};
 pub use workload::{InputLine, WorkloadAnswer, explain_workload};

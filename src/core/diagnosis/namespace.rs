@@ -1,11 +1,11 @@
 //! What every diagnosis starts from: a namespace's workloads as read, the digest key and the
 //! flap guard's holds ([`NamespaceView`]), and each workload's plan as the webhook makes it.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use serde_json::Value;
 
-use super::gates::Gates;
+use super::halts::Halts;
 use super::holds::Holds;
 use crate::core::digest::Digester;
 use crate::core::model::kinds::{Controller, WorkloadKind};
@@ -28,6 +28,20 @@ impl ReadWorkload<'_> {
     pub fn name(&self) -> String {
         name_of(self.json)
     }
+}
+
+/// What the gates read besides the workloads: the halts, the namespace's window, the sources'
+/// `resume`, and the time they are judged at.
+#[derive(Debug, Default)]
+pub struct Gates {
+    pub halts: Halts,
+    /// The namespace's `<domain>/roll-window`, if it has one (and it could be read).
+    pub namespace_window: Option<String>,
+    /// `<domain>/resume` of each ConfigMap and Secret read that has one, by source
+    /// (`secret/db`). The controller reads it on no other source.
+    pub resumes: BTreeMap<String, String>,
+    /// Seconds since the epoch: when windows are judged (Events are judged when read).
+    pub now: i64,
 }
 
 /// What explain knows of a namespace: its workloads, the digest key, the flap guard's holds,

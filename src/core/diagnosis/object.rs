@@ -88,8 +88,8 @@ pub fn trackers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::diagnosis::gates::Gates;
     use crate::core::diagnosis::holds::Holds;
+    use crate::core::diagnosis::namespace::Gates;
     use crate::core::diagnosis::namespace::{NamespaceView, ReadWorkload};
     use crate::core::digest::{DigestKeys, ObjectId};
     use crate::core::model::kinds::WorkloadKind;

@@ -209,8 +209,8 @@ fn overall(skipped: Option<Verdict>, workload: &ReadWorkload<'_>, inputs: &[Inpu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::diagnosis::gates::Gates;
     use crate::core::diagnosis::holds::{ControllerEvent, HOLD_REASON, Holds, hold_message};
+    use crate::core::diagnosis::namespace::Gates;
     use crate::core::digest::{DigestKeys, ObjectId};
     use crate::core::model::kinds::WorkloadKind;
     use crate::core::model::object_content::ObjectContent;
