@@ -782,18 +782,34 @@ fn rolled(h: &mut Harness) -> Vec<String> {
 /// A harness whose gates are `gates` plus waves with `limits`, with `apps` workloads listed,
 /// each reading Secret db ("one"), complete.
 fn with_waves(gates: Vec<Box<dyn Gate>>, limits: WaveLimits, apps: usize) -> Harness {
+    let mut h = waves_watching(gates, limits, ("one", "10"));
+    let apps = (0..apps).map(|i| app(&h, i, "one", 1, "complete")).collect();
+    list_all(&mut h, apps);
+    h
+}
+
+/// A harness whose gates are `gates` plus waves with `limits`, Secret db reading `password`
+/// at resourceVersion `rv`, its workload watches started and nothing listed yet.
+fn waves_watching(
+    gates: Vec<Box<dyn Gate>>,
+    limits: WaveLimits,
+    (password, rv): (&str, &str),
+) -> Harness {
     let mut gates = gates;
     gates.push(Box::new(Waves::new(limits, &AnnotationDomain::default())));
     let mut h = Harness::with_gates(gates);
-    h.put_secret("one", "10");
+    h.put_secret(password, rv);
     h.list_namespaces(&["ns"]);
     h.start_workload_watches();
-    let apps = (0..apps).map(|i| app(&h, i, "one", 1, "complete")).collect();
+    h
+}
+
+/// Lists `apps`, then every watched kind of object.
+fn list_all(h: &mut Harness, apps: Vec<WatchedWorkload>) {
     h.list_workloads(1, apps);
     for kind in ObjectKind::all() {
         h.list_objects(kind);
     }
-    h
 }
 
 const WAVES: WaveLimits = WaveLimits { max_wave: 50, timeout: HOUR, dry_run: false };
@@ -902,19 +918,12 @@ fn a_member_found_current_when_its_wave_comes_does_not_hold_the_wave() {
 fn a_new_leader_keeps_a_halt_and_its_id_from_the_records() {
     // The last leader rolled app-0 in wave 1 and stopped while its rollout failed; app-0
     // recorded its own digest. The new leader halts there, by the same id.
-    let waves = Waves::new(WAVES, &AnnotationDomain::default());
-    let mut h = Harness::with_gates(vec![Box::new(waves)]);
-    h.put_secret("two", "11");
-    h.list_namespaces(&["ns"]);
-    h.start_workload_watches();
+    let mut h = waves_watching(Vec::new(), WAVES, ("two", "11"));
     let source = crate::controller::model::trigger::Source::Object(db());
     let change = SourceChange::new(source, &h.digest_of("two"));
     let mut apps = vec![rolled_app(&h, 0, &change.id, 1, "bbbbbbbbbbbb", "failed")];
     apps.extend((1..4).map(|i| app(&h, i, "one", 1, "complete")));
-    h.list_workloads(1, apps);
-    for kind in ObjectKind::all() {
-        h.list_objects(kind);
-    }
+    list_all(&mut h, apps);
     h.wait(WINDOW * 3);
     assert!(h.work.is_empty(), "never past the failed canary: {:?}", rolled(&mut h));
     let said = h.events.iter().filter_map(|e| e.message.as_deref()).find(|m| m.contains("halted"));
@@ -1060,11 +1069,7 @@ fn a_patch_the_watch_delivers_before_the_worker_reports_it_still_counts_its_roll
 
 #[test]
 fn a_new_leader_goes_on_from_the_waves_the_workloads_record() {
-    let waves = Waves::new(WAVES, &AnnotationDomain::default());
-    let mut h = Harness::with_gates(vec![Box::new(waves)]);
-    h.put_secret("two", "11");
-    h.list_namespaces(&["ns"]);
-    h.start_workload_watches();
+    let mut h = waves_watching(Vec::new(), WAVES, ("two", "11"));
     // The last leader rolled app-0 in wave 1 and app-1 and app-2 in wave 2, each complete,
     // then stopped: the next wave is the third, four workloads.
     let source = crate::controller::model::trigger::Source::Object(db());
@@ -1085,10 +1090,7 @@ fn a_new_leader_goes_on_from_the_waves_the_workloads_record() {
         }
         apps.push(serde_json::from_value(value).expect("a watched Deployment"));
     }
-    h.list_workloads(1, apps);
-    for kind in ObjectKind::all() {
-        h.list_objects(kind);
-    }
+    list_all(&mut h, apps);
     h.wait(WINDOW);
     assert_eq!(rolled(&mut h), ["app-3", "app-4", "app-5", "app-6"], "wave 3, nothing twice");
     let halted = h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted"));
