@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::core::model::annotations::DEFAULT_DOMAIN;
+use crate::core::model::label_selector::LabelSelector;
 use crate::core::{AnnotationDomain, LookupErrorPolicy};
 use crate::registry::RegistryConfig;
 use crate::registry::policy::RegistryPolicy;
@@ -289,6 +290,15 @@ pub struct AnnotationArgs {
     /// Domain of the annotations written and read.
     #[arg(long, env = "CONFIGSUM_ANNOTATION_DOMAIN", default_value = DEFAULT_DOMAIN, value_parser = parse_domain)]
     pub annotation_domain: AnnotationDomain,
+    /// Only the ConfigMaps and Secrets whose labels match count, in the API server's label
+    /// selector syntax (`reload=on`, `tier in (web,api)`); the others get no digest, and an
+    /// existing one is removed (default: every object).
+    #[arg(long, env = "CONFIGSUM_OBJECT_SELECTOR", default_value = "", value_parser = parse_selector)]
+    pub object_selector: LabelSelector,
+}
+
+fn parse_selector(text: &str) -> Result<LabelSelector, String> {
+    LabelSelector::parse(text).map_err(|e| e.to_string())
 }
 
 /// How image digests are resolved from registries.

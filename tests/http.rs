@@ -60,7 +60,8 @@ fn state_exposing(delay: Duration) -> (Arc<AppState<Slow>>, Arc<MetricsRegistry>
 }
 
 fn state_recording_into(delay: Duration, metrics: WebhookMetrics) -> Arc<AppState<Slow>> {
-    let inner = FileSource::parse(OBJECTS, std::path::Path::new("test")).expect("objects");
+    let inner = FileSource::parse(OBJECTS, std::path::Path::new("test"), &Default::default())
+        .expect("objects");
     Arc::new(AppState::new(
         Slow { inner, delay },
         Digester::default(),
@@ -224,7 +225,8 @@ impl ObjectSource for Gate {
 
 #[tokio::test]
 async fn reviews_over_the_in_flight_limit_are_answered_at_once_unchanged() {
-    let inner = FileSource::parse(OBJECTS, std::path::Path::new("test")).expect("objects");
+    let inner = FileSource::parse(OBJECTS, std::path::Path::new("test"), &Default::default())
+        .expect("objects");
     let gate = Gate { inner, open: tokio::sync::Semaphore::new(0), waiting: Default::default() };
     let mut registry = MetricsRegistry::new();
     let state = Arc::new(AppState::new(

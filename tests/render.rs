@@ -376,6 +376,45 @@ const READS_C: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w
     selector: {matchLabels: {a: b}}\n  template:\n    metadata: {labels: {a: b}}\n    \
     spec: {containers: [{name: c, image: x, envFrom: [{configMapRef: {name: c}}]}]}\n";
 
+/// The ConfigMap `c` with `metadata` (flow YAML), then [`READS_C`]; the Deployment's
+/// annotations as render writes them, rendered with `args`.
+fn annotations_for_c(metadata: &str, args: &[&str]) -> Value {
+    let stream = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {metadata}\ndata: {{k: v}}\n---\n{READS_C}"
+    );
+    let run = render(&[&["--allow-plain-secret-digests"], args].concat(), &stream);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let docs = documents(&run.stdout);
+    let workload = docs.iter().find(|d| d["kind"] == "Deployment").expect("the Deployment");
+    workload["spec"]["template"]["metadata"]["annotations"].clone()
+}
+
+#[test]
+fn an_object_its_owner_ignores_or_the_selector_leaves_out_gets_no_digest() {
+    let has_digest = |metadata: &str, args: &[&str]| {
+        annotations_for_c(metadata, args)["configmap.configsum.dev/c"].is_string()
+    };
+    assert!(has_digest("{name: c}", &[]));
+    assert!(!has_digest(r#"{name: c, annotations: {configsum.dev/ignore: "true"}}"#, &[]));
+    assert!(has_digest(r#"{name: c, annotations: {configsum.dev/ignore: "yes"}}"#, &[]));
+    let selector = ["--object-selector", "reload in (on, yes)"];
+    assert!(!has_digest("{name: c}", &selector));
+    assert!(!has_digest("{name: c, labels: {reload: off}}", &selector));
+    assert!(has_digest("{name: c, labels: {reload: yes}}", &selector));
+    // The ignore annotation moves with the domain.
+    let domain = ["--annotation-domain", "example.com"];
+    let other =
+        annotations_for_c(r#"{name: c, annotations: {configsum.dev/ignore: "true"}}"#, &domain);
+    assert!(other["configmap.example.com/c"].is_string(), "{other}");
+    let own = annotations_for_c(r#"{name: c, annotations: {example.com/ignore: "true"}}"#, &domain);
+    assert!(own["configmap.example.com/c"].is_null(), "{own}");
+    // A selector that does not parse is refused before anything is read.
+    let run = render(&["--object-selector", "reload in on"], READS_C);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("a set of values is written in parentheses"), "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+}
+
 fn digest_of_c(stream: &str) -> (String, String) {
     let run = render(&["--allow-plain-secret-digests"], stream);
     assert_eq!(run.code, Some(0), "{}", run.stderr);

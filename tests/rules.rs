@@ -248,6 +248,40 @@ fn ignore_star_removes_every_object_digest_and_keeps_image_tracking() {
 }
 
 #[test]
+fn an_object_that_does_not_count_gets_no_digest_and_loses_its_old_one() {
+    use configsum::core::model::object_scope::Standing;
+    for (standing, why) in [
+        (Standing::Ignored, "its owner ignores it"),
+        (Standing::Unselected, "outside the object selector"),
+    ] {
+        let objects = objects().standing(NS, ObjectRef::secret("db"), standing);
+        // Created: no digest for it, and nothing to say.
+        let created = workload("Deployment", NS, spec());
+        let decision = Admit::new("Deployment", "CREATE", &created).run(&objects);
+        assert!(decision.warnings.is_empty(), "{:?}", decision.warnings);
+        let annotations =
+            annotations_at(&apply(&created, &decision), annotations_pointer("Deployment"));
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), [CM_KEY], "{standing:?}");
+        // Updated with a digest from before: removed, with the reason.
+        let updated = with_template_annotations(
+            workload("Deployment", NS, spec()),
+            "Deployment",
+            json!({SECRET_KEY: "hmac-sha256:old"}),
+        );
+        let decision = Admit::new("Deployment", "UPDATE", &updated).run(&objects);
+        assert_eq!(
+            decision.warnings,
+            [format!("secret/db: {why}; its digest is removed")],
+            "{standing:?}"
+        );
+        let annotations =
+            annotations_at(&apply(&updated, &decision), annotations_pointer("Deployment"));
+        assert!(!annotations.contains_key(SECRET_KEY), "{standing:?}: {annotations:?}");
+        assert!(annotations.contains_key(CM_KEY));
+    }
+}
+
+#[test]
 fn unparseable_tokens_warn() {
     let object = with_workload_annotations(
         workload("Deployment", NS, spec()),

@@ -89,7 +89,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
 
     // Internally, an unreadable object means "retry", never "keep".
     let settings = process::settings(&args.annotations, LookupErrorPolicy::Deny);
-    let source = Arc::new(KubeSource::new(client.clone()));
+    let source = Arc::new(KubeSource::new(client.clone(), settings.object_scope()));
     let api = Arc::new(KubeApi { client: client.clone(), source: source.clone() });
     // Small: a full channel holds the watches back rather than buffering a list.
     let (tx, mut messages) = mpsc::channel::<Message>(1_024);

@@ -16,8 +16,10 @@ use super::inputs::workload_template::template_digest;
 use super::model::annotations::AnnotationDomain;
 use super::model::annotations::{ABSENT, MAX_ANNOTATIONS_BYTES};
 use super::model::kinds::WorkloadKind;
+use super::model::label_selector::LabelSelector;
 use super::model::object_content::ObjectContent;
 use super::model::object_ref::ObjectRef;
+use super::model::object_scope::{ObjectScope, Standing};
 use super::model::warnings::{Subject, Warnings, kept_or_none};
 use super::patch::{AnnotationsLocation, annotations_patch, annotations_size};
 use super::refs::{References, add_named, references};
@@ -41,6 +43,8 @@ pub struct Settings {
     pub on_lookup_error: LookupErrorPolicy,
     /// configsum's own namespace (`None`: [`DEFAULT_OWN_NAMESPACE`]).
     pub own_namespace: Option<String>,
+    /// `--object-selector`: the ConfigMaps and Secrets that count.
+    pub object_selector: LabelSelector,
 }
 
 /// configsum's namespace when `POD_NAMESPACE` does not say otherwise.
@@ -53,6 +57,12 @@ impl Settings {
     pub fn is_protected(&self, namespace: &str) -> bool {
         namespace == "kube-system"
             || namespace == self.own_namespace.as_deref().unwrap_or(DEFAULT_OWN_NAMESPACE)
+    }
+
+    /// Which ConfigMaps and Secrets count (the owner's `<domain>/ignore`, the object
+    /// selector): the readers judge each object by it.
+    pub fn object_scope(&self) -> ObjectScope {
+        ObjectScope::new(self.domain.ignore(), self.object_selector.clone())
     }
 }
 
@@ -101,6 +111,9 @@ pub enum Observation {
     Absent,
     /// Any other answer; the reason is short and names no content.
     Unreadable(String),
+    /// The object exists and does not count (its owner's `ignore`, `--object-selector`):
+    /// no digest, and an existing one is removed.
+    Untracked(Standing),
 }
 
 #[derive(Clone, Debug)]
@@ -362,6 +375,16 @@ impl Mutation {
                     }
                     ABSENT.to_owned()
                 }
+                Observation::Untracked(standing) => {
+                    // Said once, where the digest goes away (and the template changes).
+                    if existing.contains_key(&target.key) {
+                        let why = standing.reason().unwrap_or_default();
+                        let subject = Subject::Object(&target.object);
+                        warnings.push(subject, format_args!("{why}; its digest is removed"));
+                        changed.push(target.object);
+                    }
+                    continue;
+                }
                 Observation::Unreadable(reason) => {
                     let kept = existing.get(&target.key);
                     let outcome = kept_or_none(kept.is_some());
@@ -400,7 +423,8 @@ impl Mutation {
                         None => continue,
                     }
                 }
-                None => match old {
+                // A workload's template is never untracked; kept, as unobserved.
+                None | Some(Observation::Untracked(_)) => match old {
                     Some(old) => old.clone(),
                     None => continue,
                 },
@@ -527,6 +551,9 @@ impl Mutation {
     /// Digests what a lookup found for `target`; the content can be dropped after.
     pub fn observe(&self, target: &Target, digester: &Digester, found: Found<'_>) -> Observation {
         match found {
+            Ok(Some(content)) if content.standing() != Standing::Tracked => {
+                Observation::Untracked(content.standing())
+            }
             Ok(Some(content)) => {
                 let id = ObjectId { namespace: &self.namespace, object: &target.object };
                 Observation::Digest(digester.digest(

@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use crate::config::DIGEST_KEY_FILE_NAME;
 use crate::core::diagnosis::ControllerEvent;
 use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::object_scope::ObjectScope;
 use crate::core::{DigestKeys, Digester, ObjectContent, ObjectRef};
 use crate::lookup::api_object::{collection_path, decode, workload_resource};
 use crate::lookup::{KubeSource, LookupError};
@@ -39,10 +40,12 @@ pub struct Cluster {
     objects: KubeSource,
     /// The kubeconfig context's namespace.
     pub default_namespace: String,
+    scope: ObjectScope,
 }
 
 impl Cluster {
-    pub async fn connect(context: Option<&str>) -> Result<Cluster, String> {
+    /// Objects are judged by `scope`, as the webhook judges them.
+    pub async fn connect(context: Option<&str>, scope: ObjectScope) -> Result<Cluster, String> {
         let options = kube::config::KubeConfigOptions {
             context: context.map(str::to_owned),
             ..Default::default()
@@ -55,7 +58,8 @@ impl Cluster {
         };
         let default_namespace = config.default_namespace.clone();
         let client = Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
-        Ok(Cluster { objects: KubeSource::new(client.clone()), client, default_namespace })
+        let objects = KubeSource::new(client.clone(), scope.clone());
+        Ok(Cluster { objects, client, default_namespace, scope })
     }
 
     /// The workloads of `namespace`, every kind; a kind the API server does not serve (a CRD
@@ -114,7 +118,7 @@ impl Cluster {
             Err(_) => return Err(LookupError::Connection.to_string()),
         };
         let (content, _) =
-            decode(object.kind, &json).map_err(|_| LookupError::Decode.to_string())?;
+            decode(object.kind, &json, &self.scope).map_err(|_| LookupError::Decode.to_string())?;
         let resume = annotation(&json, resume_key).filter(|id| id.len() <= MAX_RESUME);
         Ok(Some(ReadObject { content: Arc::new(content), resume }))
     }

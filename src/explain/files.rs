@@ -7,6 +7,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::object_scope::ObjectScope;
 use crate::lookup::{FileSource, namespace_annotations, workload_documents};
 
 /// Largest stream read, as for `configsum render`.
@@ -22,9 +23,14 @@ pub struct Inputs {
 
 /// Reads every stream; objects that name no namespace are in `namespace`. `window_key` is
 /// `<domain>/roll-window`.
-pub fn read(paths: &[PathBuf], namespace: &str, window_key: &str) -> Result<Inputs, String> {
-    let mut inputs =
-        Inputs { objects: FileSource::default(), workloads: Vec::new(), namespace_window: None };
+pub fn read(
+    paths: &[PathBuf],
+    namespace: &str,
+    window_key: &str,
+    scope: &ObjectScope,
+) -> Result<Inputs, String> {
+    let objects = FileSource::scoped(scope.clone());
+    let mut inputs = Inputs { objects, workloads: Vec::new(), namespace_window: None };
     let mut namespace_found = false;
     for path in paths {
         let text = read_text(path)?;

@@ -86,8 +86,14 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
         None => None,
     };
     let domain = &args.annotations.annotation_domain;
+    let settings = Settings {
+        domain: domain.clone(),
+        object_selector: args.annotations.object_selector.clone(),
+        ..Settings::default()
+    };
+    let scope = settings.object_scope();
     let (source, namespace, workloads, events, namespace_window) = if args.files.is_empty() {
-        let cluster = cluster::Cluster::connect(args.context.as_deref()).await?;
+        let cluster = cluster::Cluster::connect(args.context.as_deref(), scope.clone()).await?;
         let namespace = args.namespace.clone().unwrap_or_else(|| cluster.default_namespace.clone());
         valid_namespace(&namespace)?;
         let workloads = cluster.workloads(&namespace, &mut unread).await;
@@ -111,7 +117,7 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
     } else {
         let namespace = args.namespace.clone().unwrap_or_else(|| "default".to_owned());
         valid_namespace(&namespace)?;
-        let mut inputs = files::read(&args.files, &namespace, &domain.roll_window())?;
+        let mut inputs = files::read(&args.files, &namespace, &domain.roll_window(), &scope)?;
         let workloads = std::mem::take(&mut inputs.workloads);
         let window = inputs.namespace_window.take();
         (Source::Files(inputs), namespace, workloads, Vec::<ControllerEvent>::new(), window)
@@ -121,7 +127,6 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
     let halts = Halts::from_events(&events, now);
     // The gates are complete once the sources' `resume` has been read.
     let gates_with = |resumes| Gates { halts, namespace_window, resumes, now };
-    let settings = Settings { domain: domain.clone(), ..Settings::default() };
     let resume_key = domain.resume();
     let read: Vec<ReadWorkload<'_>> =
         workloads.iter().map(|(kind, json)| ReadWorkload { kind: *kind, json }).collect();

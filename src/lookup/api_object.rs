@@ -1,18 +1,19 @@
 //! A tracked object as the API server returns it, decoded by its kind's row
-//! in `core::inputs`: the resourceVersion and the declared data fields. Every
-//! other field (managedFields, labels, `type`) is skipped while decoding.
+//! in `core::inputs`: the resourceVersion, the declared data fields, and how it stands by the
+//! [`ObjectScope`] (from the one annotation and the labels the scope reads). Every other
+//! field (managedFields, other labels and annotations, `type`) is skipped while decoding.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use crate::core::ObjectContent;
 use crate::core::inputs::ObjectInput;
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::model::object_ref::ObjectKind;
+use crate::core::model::object_scope::{ObjectScope, Standing};
 
 /// The API resource of a tracked kind, for dynamic requests and watches.
 pub fn object_resource(kind: ObjectKind) -> ApiResource {
@@ -50,24 +51,126 @@ pub struct Undecodable {
     pub column: usize,
 }
 
-/// Decodes one object of `kind` from the API server's JSON.
-pub fn decode(kind: ObjectKind, json: &str) -> Result<Decoded, Undecodable> {
+/// Decodes one object of `kind` from the API server's JSON, judged by `scope`.
+pub fn decode(kind: ObjectKind, json: &str, scope: &ObjectScope) -> Result<Decoded, Undecodable> {
     let mut deserializer = serde_json::Deserializer::from_str(json);
-    let decoded = ObjectSeed(kind.input())
+    let decoded = ObjectSeed { input: kind.input(), scope }
         .deserialize(&mut deserializer)
         .and_then(|decoded| deserializer.end().map(|()| decoded));
     decoded.map_err(|e| Undecodable { line: e.line(), column: e.column() })
 }
 
-struct ObjectSeed(&'static ObjectInput);
-
-#[derive(Deserialize)]
-struct Metadata {
-    #[serde(rename = "resourceVersion")]
-    resource_version: Option<String>,
+struct ObjectSeed<'s> {
+    input: &'static ObjectInput,
+    scope: &'s ObjectScope,
 }
 
-impl<'de> DeserializeSeed<'de> for ObjectSeed {
+/// What the metadata says: the resourceVersion, the scope's annotation and labels.
+#[derive(Default)]
+struct Metadata {
+    resource_version: Option<String>,
+    ignore: Option<String>,
+    labels: Vec<(String, String)>,
+}
+
+struct MetadataSeed<'s>(&'s ObjectScope);
+
+impl<'de> DeserializeSeed<'de> for MetadataSeed<'_> {
+    type Value = Metadata;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Metadata, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetadataSeed<'_> {
+    type Value = Metadata;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object's metadata")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Metadata, E> {
+        Ok(Metadata::default())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Metadata, E> {
+        Ok(Metadata::default())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Metadata, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Metadata, A::Error> {
+        let scope = self.0;
+        let mut metadata = Metadata::default();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "resourceVersion" => metadata.resource_version = map.next_value()?,
+                "annotations" => {
+                    let wanted = |k: &str| k == scope.ignore_key();
+                    let mut kept = map.next_value_seed(PickedStrings(&wanted))?;
+                    metadata.ignore = kept.pop().map(|(_, v)| v);
+                }
+                "labels" => {
+                    let wanted = |k: &str| scope.reads_label(k);
+                    metadata.labels = map.next_value_seed(PickedStrings(&wanted))?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(metadata)
+    }
+}
+
+/// The entries of a string map whose keys `wanted` names; every other value is skipped
+/// unbuilt (an annotation can be large, and can quote a Secret).
+struct PickedStrings<'w>(&'w dyn Fn(&str) -> bool);
+
+impl<'de> DeserializeSeed<'de> for PickedStrings<'_> {
+    type Value = Vec<(String, String)>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PickedStrings<'_> {
+    type Value = Vec<(String, String)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of strings")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Vec::new())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut kept = Vec::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if (self.0)(&key) {
+                kept.push((key.into_owned(), map.next_value::<String>()?));
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(kept)
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
     type Value = Decoded;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Decoded, D::Error> {
@@ -75,20 +178,20 @@ impl<'de> DeserializeSeed<'de> for ObjectSeed {
     }
 }
 
-impl<'de> Visitor<'de> for ObjectSeed {
+impl<'de> Visitor<'de> for ObjectSeed<'_> {
     type Value = Decoded;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "a {} object", self.0.api_kind)
+        write!(f, "a {} object", self.input.api_kind)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Decoded, A::Error> {
-        let input = self.0;
-        let mut version = None;
+        let input = self.input;
+        let mut metadata = Metadata::default();
         let mut fields: Vec<(&'static str, BTreeMap<String, String>)> = Vec::new();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             if key == "metadata" {
-                version = map.next_value::<Option<Metadata>>()?.and_then(|m| m.resource_version);
+                metadata = map.next_value_seed(MetadataSeed(self.scope))?;
             } else if let Some(data) = input.data.iter().find(|d| d.field == key) {
                 if let Some(values) = map.next_value::<Option<BTreeMap<String, String>>>()? {
                     fields.push((data.field, values));
@@ -102,7 +205,10 @@ impl<'de> Visitor<'de> for ObjectSeed {
             Some(fields.swap_remove(at).1)
         };
         let content = input.content(&mut take).map_err(de::Error::custom)?;
-        Ok((content, version))
+        let Metadata { resource_version, ignore, labels } = metadata;
+        let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        let standing: Standing = self.scope.standing(ignore.as_deref(), label);
+        Ok((content.with_standing(standing), resource_version))
     }
 }
 
@@ -139,7 +245,8 @@ mod tests {
                 "managedFields":[{"manager":"kubectl","fieldsV1":{"f:data":{}}}],
                 "labels":{"a":"b"}},
             "data":{"user":"YWRtaW4=","password":"aHVudGVyMg=="}}"#;
-        let (content, version) = decode(ObjectKind::Secret, json).expect("decodes");
+        let (content, version) =
+            decode(ObjectKind::Secret, json, &ObjectScope::default()).expect("decodes");
         assert_eq!(version.as_deref(), Some("42"));
         let expected = entries(&[("user", b"admin"), ("password", b"hunter2")]);
         let s = ObjectRef::secret("db");
@@ -150,14 +257,49 @@ mod tests {
     fn a_config_map_with_binary_data_null_fields_and_no_version() {
         let json = r#"{"metadata":{"name":"c"},"data":{"a":"1"},"binaryData":{"b":"AAE="},
             "stringData":{"a":"not a ConfigMap field"}}"#;
-        let (content, version) = decode(ObjectKind::ConfigMap, json).expect("decodes");
+        let (content, version) =
+            decode(ObjectKind::ConfigMap, json, &ObjectScope::default()).expect("decodes");
         assert_eq!(version, None);
         let c = ObjectRef::config_map("c");
         let expected = entries(&[("a", b"1"), ("b", &[0, 1])]);
         assert_eq!(digest(c.clone(), &content), digest(c.clone(), &expected));
-        let (empty, _) = decode(ObjectKind::ConfigMap, r#"{"metadata":null,"data":null}"#)
-            .expect("null fields are absent");
+        let (empty, _) = decode(
+            ObjectKind::ConfigMap,
+            r#"{"metadata":null,"data":null}"#,
+            &ObjectScope::default(),
+        )
+        .expect("null fields are absent");
         assert_eq!(digest(c.clone(), &empty), digest(c, &entries(&[])));
+    }
+
+    #[test]
+    fn the_owner_and_the_selector_decide_whether_it_counts() {
+        use crate::core::model::label_selector::LabelSelector;
+        let selector = LabelSelector::parse("reload=on").expect("valid");
+        let scope = ObjectScope::new("example.com/ignore".to_owned(), selector);
+        let standing = |metadata: &str| {
+            let json = format!(r#"{{"metadata":{metadata},"data":{{"a":"YQ=="}}}}"#);
+            let (content, _) = decode(ObjectKind::Secret, &json, &scope).expect("decodes");
+            content.standing()
+        };
+        let last_applied = r#""kubectl.kubernetes.io/last-applied-configuration":"{\"data\":{}}""#;
+        assert_eq!(
+            standing(&format!(
+                r#"{{"labels":{{"reload":"on"}},"annotations":{{{last_applied}}}}}"#
+            )),
+            Standing::Tracked
+        );
+        assert_eq!(standing(r#"{"labels":{"reload":"off","x":"y"}}"#), Standing::Unselected);
+        assert_eq!(standing(r#"{"labels":null}"#), Standing::Unselected);
+        assert_eq!(
+            standing(r#"{"labels":{"reload":"on"},"annotations":{"example.com/ignore":"true"}}"#),
+            Standing::Ignored
+        );
+        let other_domain =
+            r#"{"labels":{"reload":"on"},"annotations":{"configsum.dev/ignore":"true"}}"#;
+        assert_eq!(standing(other_domain), Standing::Tracked, "only the scope's domain counts");
+        let not_a_string = r#"{"labels":{"reload":"on"},"annotations":{"other":{"x":1}}}"#;
+        assert_eq!(standing(not_a_string), Standing::Tracked, "unread values are skipped");
     }
 
     #[test]
@@ -168,7 +310,9 @@ mod tests {
             r#"{"data":"s3cr3t"}"#,
             r#"{"data":{"token":"s3cr3t"}} trailing"#,
         ] {
-            let error = decode(ObjectKind::Secret, json).expect_err(json).to_string();
+            let error = decode(ObjectKind::Secret, json, &ObjectScope::default())
+                .expect_err(json)
+                .to_string();
             assert!(!error.contains("s3cr3t"), "{error}");
         }
     }

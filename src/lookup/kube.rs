@@ -18,6 +18,7 @@ use super::api_object::{collection_path, decode, workload_resource};
 use super::{LookupError, ObjectSource};
 use crate::core::field_path::read_at;
 use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::object_scope::ObjectScope;
 use crate::core::{ObjectContent, ObjectRef};
 use crate::registry::{PullCredential, credentials_from_secret};
 
@@ -31,11 +32,13 @@ pub const SERVER_WIDE_LOOKUPS: usize = 16;
 pub struct KubeSource {
     client: Client,
     in_flight: Semaphore,
+    /// Which objects count: each read is judged by it.
+    scope: ObjectScope,
 }
 
 impl KubeSource {
-    pub fn new(client: Client) -> Self {
-        KubeSource { client, in_flight: Semaphore::new(SERVER_WIDE_LOOKUPS) }
+    pub fn new(client: Client, scope: ObjectScope) -> Self {
+        KubeSource { client, in_flight: Semaphore::new(SERVER_WIDE_LOOKUPS), scope }
     }
 }
 
@@ -172,7 +175,9 @@ impl KubeSource {
             .get(&object.name, &GetParams::default())
             .map_err(|_| LookupError::Decode)?;
         match self.client.request_text(request).await {
-            Ok(json) => decode(object.kind, &json).map(Some).map_err(|_| LookupError::Decode),
+            Ok(json) => {
+                decode(object.kind, &json, &self.scope).map(Some).map_err(|_| LookupError::Decode)
+            }
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
             Err(e) => Err(classify(&e)),
         }

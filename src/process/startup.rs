@@ -79,6 +79,7 @@ pub fn settings(annotations: &AnnotationArgs, on_lookup_error: LookupErrorPolicy
         domain: annotations.annotation_domain.clone(),
         on_lookup_error,
         own_namespace: Some(own_namespace()),
+        object_selector: annotations.object_selector.clone(),
     }
 }
 

@@ -53,6 +53,7 @@ pub fn run(mut args: RenderArgs) -> u8 {
     let options = Options {
         settings: Settings {
             domain: args.annotations.annotation_domain.clone(),
+            object_selector: args.annotations.object_selector.clone(),
             ..Settings::default()
         },
         digester: Digester::new(keys),

@@ -66,7 +66,7 @@ enum Part {
 /// `kind: List`'s items are handled like documents, and so are the `items` of
 /// a stream that is one `ResourceList`. Takes the text to let it go once read.
 pub fn render(text: String, options: &Options) -> Result<Rendered, RenderError> {
-    let mut objects = FileSource::default();
+    let mut objects = FileSource::scoped(options.settings.object_scope());
     let mut parts = read(into_documents(text), &mut objects, options)?;
     for (path, text) in &options.objects_from {
         objects.add_first_wins(text, path, &options.namespace)?;

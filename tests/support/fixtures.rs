@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use configsum::core::model::object_scope::Standing;
 use configsum::core::{
     Decision, DigestKeys, Digester, ObjectContent, ObjectKind, ObjectRef, Settings,
 };
@@ -43,6 +44,16 @@ impl Objects {
     pub fn insert(&mut self, namespace: &str, object: ObjectRef, data: &[(&str, &str)]) {
         let entries = data.iter().map(|(k, v)| (k.to_string(), v.as_bytes().to_vec())).collect();
         self.objects.insert((namespace.to_owned(), object), ObjectContent::from_entries(entries));
+    }
+
+    /// The object stands as `standing` (its owner ignores it, or the object selector leaves it
+    /// out), as a reader would have judged it.
+    pub fn standing(mut self, namespace: &str, object: ObjectRef, standing: Standing) -> Self {
+        let key = (namespace.to_owned(), object);
+        if let Some(content) = self.objects.remove(&key) {
+            self.objects.insert(key, content.with_standing(standing));
+        }
+        self
     }
 
     pub fn remove(&mut self, namespace: &str, object: &ObjectRef) {

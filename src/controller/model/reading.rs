@@ -14,6 +14,8 @@ pub enum Verdict {
     Stale,
     /// It has no annotation for the object.
     NoDigest,
+    /// The object's owner ignores it (`<domain>/ignore`): nothing rolls on its account.
+    Ignored,
 }
 
 /// What one read means for one tracking workload.
@@ -33,11 +35,12 @@ pub struct Fresh {
 }
 
 impl Fresh {
-    /// The annotation value it stands for.
-    pub fn annotation(&self) -> &str {
+    /// The annotation value it stands for; `None` for an untracked object (no annotation).
+    pub fn annotation(&self) -> Option<&str> {
         match &self.observation {
-            Observation::Digest(value) => value,
-            _ => ABSENT,
+            Observation::Digest(value) => Some(value),
+            Observation::Untracked(_) => None,
+            Observation::Absent | Observation::Unreadable(_) => Some(ABSENT),
         }
     }
 }

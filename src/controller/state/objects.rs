@@ -21,6 +21,7 @@ use crate::core::ObjectKind;
 
 use crate::controller::model::reading::{Fresh, Judged, Reading, Verdict};
 use crate::controller::model::workload::WorkloadKey;
+use crate::core::model::object_scope::Standing;
 use crate::core::refs::ConsumedKeys;
 use crate::core::{Digester, ObjectContent, ObjectId, ObjectKey, ObjectRef, Observation};
 
@@ -50,13 +51,21 @@ pub fn judge(
     trackers: &[Tracker],
 ) -> Reading {
     let id = ObjectId { namespace: &object.namespace, object: &object.object };
+    let standing = content.map(ObjectContent::standing);
     // Keyed as the workloads' digests are: a fan-out's change id is cut from it and written
     // on workloads, where a plain digest of a Secret would let a guess at its data be checked.
-    let content_digest = content.map(|c| digester.digest(id, c, &ConsumedKeys::All, None));
+    // An object that leaves the object selector is as good as deleted; one its owner ignores
+    // keeps its digest, so that ignoring it and back is no change of content.
+    let content_digest = content
+        .filter(|c| c.standing() != Standing::Unselected)
+        .map(|c| digester.digest(id, c, &ConsumedKeys::All, None));
     let judged = trackers
         .iter()
         .map(|t| {
             let observation = match content {
+                Some(c) if c.standing() != Standing::Tracked => {
+                    Observation::Untracked(c.standing())
+                }
                 Some(c) => {
                     Observation::Digest(digester.digest(id, c, &t.keys, t.existing.as_deref()))
                 }
@@ -64,8 +73,10 @@ pub fn judge(
             };
             let fresh = Fresh { keys: t.keys.clone(), observation };
             let verdict = match &t.existing {
+                _ if standing == Some(Standing::Ignored) => Verdict::Ignored,
+                None if fresh.annotation().is_none() => Verdict::Current,
                 None => Verdict::NoDigest,
-                Some(existing) if existing == fresh.annotation() => Verdict::Current,
+                Some(existing) if Some(existing.as_str()) == fresh.annotation() => Verdict::Current,
                 Some(_) => Verdict::Stale,
             };
             Judged { workload: t.workload.clone(), verdict, fresh }
@@ -87,6 +98,7 @@ pub fn to_roll(
         Verdict::Stale => true,
         Verdict::NoDigest => content_changed,
         Verdict::Current => outdated(j),
+        Verdict::Ignored => false,
     })
 }
 
@@ -393,6 +405,37 @@ mod tests {
         assert_eq!(gone.judged[3].verdict, Verdict::Current, "absent stays absent");
         assert_eq!(gone.judged[0].verdict, Verdict::Stale);
         assert_eq!(gone.judged[0].fresh.observation, Observation::Absent);
+    }
+
+    #[test]
+    fn an_untracked_object_rolls_only_where_it_leaves_the_selector_and_had_a_digest() {
+        let d = Digester::default();
+        let id = ObjectId { namespace: "ns", object: &db().object };
+        let old = content("one");
+        let digest = d.digest(id, &old, &ConsumedKeys::All, None);
+        let trackers = vec![
+            Tracker { workload: workload("had"), keys: ConsumedKeys::All, existing: Some(digest) },
+            Tracker { workload: workload("none"), keys: ConsumedKeys::All, existing: None },
+        ];
+        let judged = |standing: Standing| {
+            let content = content("two").with_standing(standing);
+            let reading = judge(&db(), Some(&content), Some("6".into()), &d, &trackers);
+            let verdicts: Vec<Verdict> = reading.judged.iter().map(|j| j.verdict).collect();
+            (reading, verdicts)
+        };
+        // Out of the selector: as good as deleted, but the digest goes rather than "absent".
+        let (unselected, verdicts) = judged(Standing::Unselected);
+        assert_eq!(verdicts, [Verdict::Stale, Verdict::Current]);
+        assert_eq!(unselected.content_digest, None);
+        assert_eq!(unselected.judged[0].fresh.annotation(), None);
+        let rolled: Vec<_> = to_roll(unselected, true, |_| false).map(|j| j.workload).collect();
+        assert_eq!(rolled, [workload("had")], "nothing to remove from the other");
+        // Its owner ignores it: nothing rolls on its account, whatever changed.
+        let (ignored, verdicts) = judged(Standing::Ignored);
+        assert_eq!(verdicts, [Verdict::Ignored, Verdict::Ignored]);
+        let tracked = judge(&db(), Some(&content("two")), None, &d, &trackers);
+        assert_eq!(ignored.content_digest, tracked.content_digest, "ignoring is no content change");
+        assert_eq!(to_roll(ignored, true, |_| true).count(), 0);
     }
 
     #[test]

@@ -320,7 +320,7 @@ impl State {
             return false;
         };
         let recorded = mutation.targets.iter().find(|t| t.object == *object);
-        recorded.is_some_and(|target| mutation.existing(target) != Some(judged.fresh.annotation()))
+        recorded.is_some_and(|target| mutation.existing(target) != judged.fresh.annotation())
     }
 
     /// A tag resolved: each tracking workload whose recorded digest differs

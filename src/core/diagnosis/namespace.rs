@@ -167,7 +167,8 @@ pub(super) fn current_of(observation: Observation) -> Option<String> {
     match observation {
         Observation::Digest(digest) => Some(digest),
         Observation::Absent => Some(crate::core::model::annotations::ABSENT.to_owned()),
-        Observation::Unreadable(_) => None,
+        // Its line says why instead (`untracked`).
+        Observation::Unreadable(_) | Observation::Untracked(_) => None,
     }
 }
 

@@ -5,16 +5,29 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use super::object_scope::Standing;
+
 /// The data of a ConfigMap or Secret as digest entries: key to bytes, built
 /// by `ObjectInput::content` from the fields its kind declares.
 #[derive(Default)]
 pub struct ObjectContent {
     entries: BTreeMap<String, Vec<u8>>,
+    /// Whether the object counts at all (its owner's `ignore`, `--object-selector`).
+    standing: Standing,
 }
 
 impl ObjectContent {
     pub fn from_entries(entries: BTreeMap<String, Vec<u8>>) -> Self {
-        ObjectContent { entries }
+        ObjectContent { entries, standing: Standing::Tracked }
+    }
+
+    /// The same content, standing as its reader judged it.
+    pub fn with_standing(self, standing: Standing) -> Self {
+        ObjectContent { standing, ..self }
+    }
+
+    pub fn standing(&self) -> Standing {
+        self.standing
     }
 
     /// Every entry, in key order: the order the digest folds them in.
@@ -31,6 +44,9 @@ impl ObjectContent {
 impl fmt::Debug for ObjectContent {
     // Contents may be Secret data: show the keys only.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ObjectContent").field("keys", &self.entries.keys()).finish()
+        f.debug_struct("ObjectContent")
+            .field("keys", &self.entries.keys())
+            .field("standing", &self.standing)
+            .finish()
     }
 }

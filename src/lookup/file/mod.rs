@@ -28,6 +28,7 @@ pub(crate) use self::yaml::scan_reason;
 use self::yaml::{Fields, Node, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
 use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::object_scope::ObjectScope;
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 use crate::registry::{
     DOCKER_CFG_KEY, DOCKER_CONFIG_JSON_KEY, PullCredential, parse_docker_cfg,
@@ -36,6 +37,8 @@ use crate::registry::{
 
 #[derive(Debug, Default)]
 pub struct FileSource {
+    /// Which objects count: each is judged by it as it is read.
+    scope: ObjectScope,
     objects: HashMap<(String, ObjectRef), Arc<ObjectContent>>,
     /// The pod templates of the file's workloads of trackable kinds (workloads that roll
     /// together), as written: no API server has filled in its defaults.
@@ -52,18 +55,24 @@ impl FileSource {
     /// as `kubectl get -o yaml` writes). Objects without a namespace are in
     /// `default`; other kinds are ignored. A later object replaces an earlier one
     /// of the same kind, namespace and name, as applying the stream would.
-    pub fn load(path: &Path) -> Result<Self, FileSourceError> {
+    /// Objects are judged by `scope` (the owner's `ignore`, `--object-selector`).
+    pub fn load(path: &Path, scope: &ObjectScope) -> Result<Self, FileSourceError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| FileSourceError::Read { path: path.to_owned(), source })?;
-        Self::parse(&text, path)
+        Self::parse(&text, path, scope)
     }
 
     /// As [`Self::load`], for text already read; `path` names the file in errors. The pod
     /// templates of its workloads of trackable kinds are kept too, for workloads that track them.
-    pub fn parse(text: &str, path: &Path) -> Result<Self, FileSourceError> {
-        let mut source = Self::parse_with(text, path, false, "default")?;
+    pub fn parse(text: &str, path: &Path, scope: &ObjectScope) -> Result<Self, FileSourceError> {
+        let mut source = Self::parse_with(text, path, false, "default", scope)?;
         source.templates = templates(text, "default");
         Ok(source)
+    }
+
+    /// No objects yet; those added later are judged by `scope`.
+    pub fn scoped(scope: ObjectScope) -> Self {
+        FileSource { scope, ..FileSource::default() }
     }
 
     fn parse_with(
@@ -71,13 +80,14 @@ impl FileSource {
         path: &Path,
         first_wins: bool,
         namespace: &str,
+        scope: &ObjectScope,
     ) -> Result<Self, FileSourceError> {
         let documents: Vec<Spanned<Node>> =
             serde_saphyr::from_multiple_with_options(text, yaml_options())
                 .map_err(|error| yaml_error(path, text, namespace, &error))?;
         let block_at_end = yaml::block_scalar_at_end(text);
-        let reader = Reader { text, path, first_wins, namespace, block_at_end };
-        let mut source = FileSource::default();
+        let reader = Reader { text, path, first_wins, namespace, block_at_end, scope };
+        let mut source = FileSource::scoped(scope.clone());
         for (index, document) in documents.iter().enumerate() {
             let place = Place { document: count(index + 1), item: None, object: String::new() };
             match &document.value {
@@ -127,7 +137,8 @@ impl FileSource {
     ) -> Result<(), object::FieldError<T>> {
         let kind = object::kind(document)?;
         if let Some(object_kind) = ObjectKind::from_api_kind(kind) {
-            self.insert(object::read(document, object_kind, kind, namespace)?, true);
+            let object = object::read(document, object_kind, kind, namespace, &self.scope)?;
+            self.insert(object, true);
         }
         Ok(())
     }
@@ -153,7 +164,7 @@ impl FileSource {
         path: &Path,
         namespace: &str,
     ) -> Result<(), FileSourceError> {
-        for (key, content) in Self::parse_with(text, path, true, namespace)?.objects {
+        for (key, content) in Self::parse_with(text, path, true, namespace, &self.scope)?.objects {
             self.objects.entry(key).or_insert(content);
         }
         Ok(())
@@ -319,6 +330,7 @@ struct Reader<'a> {
     namespace: &'a str,
     /// Where a block scalar that ends the text with no line break starts.
     block_at_end: Option<u64>,
+    scope: &'a ObjectScope,
 }
 
 impl<'r> Reader<'r> {
@@ -335,7 +347,7 @@ impl<'r> Reader<'r> {
             return self.items(&place.named("List".to_owned()), document, into);
         }
         let Some(object_kind) = ObjectKind::from_api_kind(kind) else { return Ok(()) };
-        let object = object::read(document, object_kind, kind, self.namespace)
+        let object = object::read(document, object_kind, kind, self.namespace, self.scope)
             .map_err(|e| self.error(place, e))?;
         into.insert(object, self.first_wins);
         Ok(())
@@ -469,7 +481,8 @@ mod tests {
             ---\napiVersion: v1\nkind: List\nitems:\n- apiVersion: apps/v1\n  kind: StatefulSet\n  \
             metadata: {name: cache}\n  spec: {template: {spec: {containers: []}}}\n\
             ---\napiVersion: batch/v1\nkind: Job\nmetadata: {name: once}\nspec: {template: {spec: {}}}\n";
-        let source = FileSource::parse(text, Path::new("objects.yaml")).expect("parses");
+        let source = FileSource::parse(text, Path::new("objects.yaml"), &ObjectScope::default())
+            .expect("parses");
         let template = source.fetch_template("auth", WorkloadKind::Deployment, "db").await;
         let template = template.expect("read").expect("found");
         assert_eq!(template["spec"]["containers"][0]["image"], "postgres:16");
@@ -496,7 +509,7 @@ mod tests {
     }
 
     fn error(yaml: &str) -> String {
-        match FileSource::parse(yaml, Path::new("objects.yaml")) {
+        match FileSource::parse(yaml, Path::new("objects.yaml"), &ObjectScope::default()) {
             Ok(source) => panic!("parsed into {source:?}"),
             Err(e) => e.to_string(),
         }
@@ -522,7 +535,8 @@ items:
   metadata: {name: ignored}
 ---
 "#;
-        let source = FileSource::parse(yaml, Path::new("t.yaml")).expect("parses");
+        let source =
+            FileSource::parse(yaml, Path::new("t.yaml"), &ObjectScope::default()).expect("parses");
         assert_eq!(source.len(), 2);
         assert_eq!(
             digest(&source, "default", ObjectRef::config_map("c")).as_deref(),
@@ -540,13 +554,19 @@ items:
         let err = FileSource::parse(
             "kind: Secret\nmetadata: {name: s}\ndata: {k: '!!notbase64'}\n",
             Path::new("f"),
+            &ObjectScope::default(),
         )
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
         assert!(err.contains("(Secret default/s): data.k") && !err.contains("notbase64"), "{err}");
-        assert!(FileSource::parse("a: [unclosed", Path::new("f")).is_err());
-        assert!(FileSource::load(Path::new("/nonexistent/objects.yaml")).is_err());
+        assert!(
+            FileSource::parse("a: [unclosed", Path::new("f"), &ObjectScope::default()).is_err()
+        );
+        assert!(
+            FileSource::load(Path::new("/nonexistent/objects.yaml"), &ObjectScope::default())
+                .is_err()
+        );
     }
 
     /// A marker in every bad value: no error may show it.
@@ -583,7 +603,8 @@ kind: Secret
 metadata: {name: 123}
 stringData: {port: 8080, debug: off, ratio: 0.50}
 "#;
-        let source = FileSource::parse(yaml, Path::new("t.yaml")).expect("parses");
+        let source =
+            FileSource::parse(yaml, Path::new("t.yaml"), &ObjectScope::default()).expect("parses");
         let values = [
             ("hex", "0x1F"),
             ("octal", "0o17"),
@@ -631,7 +652,8 @@ metadata: {name: s, namespace: ~}
 data: {password: }
 stringData: {user: null}
 "#;
-        let source = FileSource::parse(yaml, Path::new("t.yaml")).expect("parses");
+        let source =
+            FileSource::parse(yaml, Path::new("t.yaml"), &ObjectScope::default()).expect("parses");
         let c = ObjectRef::config_map("c");
         let empty =
             [("tilde", ""), ("spelled", ""), ("nothing", ""), ("quoted", "~"), ("bytes", "")];
@@ -646,7 +668,8 @@ stringData: {user: null}
         // Line breaks are skipped; unused bits of the last character are ignored (`aGl=`).
         let yaml = "kind: Secret\nmetadata: {name: s}\ndata:\n  block: |\n    aHVu\n    dGVyMg==\n  \
                     loose: aGl=\n---\nkind: ConfigMap\nmetadata: {name: c}\nbinaryData: {b: AAE=}\n";
-        let source = FileSource::parse(yaml, Path::new("t.yaml")).expect("parses");
+        let source =
+            FileSource::parse(yaml, Path::new("t.yaml"), &ObjectScope::default()).expect("parses");
         let s = ObjectRef::secret("s");
         let expected = [("block", "hunter2"), ("loose", "hi")];
         assert_eq!(digest(&source, "default", s.clone()), digest_of("default", s, &expected));
@@ -663,7 +686,8 @@ stringData: {user: null}
             let lines = if value == "foo bar" { "foo\n    bar" } else { value };
             let yaml =
                 format!("kind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  k: {block}\n    {lines}");
-            let source = FileSource::parse(&yaml, Path::new("t.yaml")).expect("parses");
+            let source = FileSource::parse(&yaml, Path::new("t.yaml"), &ObjectScope::default())
+                .expect("parses");
             let expected = if value == "foo\n  " { "foo\n" } else { value };
             let c = ObjectRef::config_map("c");
             assert_eq!(
@@ -678,7 +702,8 @@ stringData: {user: null}
     fn a_later_object_replaces_an_earlier_one() {
         let yaml = "kind: ConfigMap\nmetadata: {name: c}\ndata: {k: first}\n---\n\
                     kind: List\nitems:\n- {kind: ConfigMap, metadata: {name: c}, data: {k: last}}\n";
-        let source = FileSource::parse(yaml, Path::new("t.yaml")).expect("parses");
+        let source =
+            FileSource::parse(yaml, Path::new("t.yaml"), &ObjectScope::default()).expect("parses");
         let c = ObjectRef::config_map("c");
         assert_eq!(
             digest(&source, "default", c.clone()),
@@ -804,7 +829,9 @@ stringData: {user: null}
         for (at, _) in yaml.char_indices() {
             for broken in ["`", "'", "\"", "[", "{", "]", "}", "\t", "*", "!", "&", "%", "@", "|"] {
                 let text = format!("{}{broken}{}", &yaml[..at], &yaml[at..]);
-                if let Err(e) = FileSource::parse(&text, Path::new("objects.yaml")) {
+                if let Err(e) =
+                    FileSource::parse(&text, Path::new("objects.yaml"), &ObjectScope::default())
+                {
                     let e = e.to_string();
                     assert!(!e.contains(MARKER), "{e}\nfor:\n{text}");
                     errors += 1;

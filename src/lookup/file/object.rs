@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::core::inputs::Encoding;
+use crate::core::model::object_scope::{ObjectScope, Standing};
 use crate::core::{ObjectContent, ObjectKind, ObjectRef};
 
 pub const NOT_A_STRING: &str = "is not a string";
@@ -55,13 +56,14 @@ pub fn kind<'n, T: Tree<'n>>(document: T) -> Result<&'n str, FieldError<T>> {
     Ok(text_of("", document, "kind", "kind")?.unwrap_or_default())
 }
 
-/// The ConfigMap or Secret `document` (of kind `kind`, spelled `kind_text`);
-/// one that names no namespace is in `namespace`.
+/// The ConfigMap or Secret `document` (of kind `kind`, spelled `kind_text`), judged by
+/// `scope`; one that names no namespace is in `namespace`.
 pub fn read<'n, T: Tree<'n>>(
     document: T,
     kind: ObjectKind,
     kind_text: &str,
     namespace: &str,
+    scope: &ObjectScope,
 ) -> Result<Object, FieldError<T>> {
     let metadata = mapping_of(kind_text, document, "metadata", "metadata")?;
     let name = match metadata {
@@ -83,11 +85,42 @@ pub fn read<'n, T: Tree<'n>>(
     for data in kind.input().data {
         add_entries(&object, document, data.field, data.encoding, &mut entries)?;
     }
+    let standing = match metadata {
+        Some(metadata) => standing(&object, metadata, scope)?,
+        None => scope.standing(None, |_| None),
+    };
     Ok(Object {
         namespace: namespace.to_owned(),
         reference: ObjectRef { kind, name: name.to_owned() },
-        content: ObjectContent::from_entries(entries),
+        content: ObjectContent::from_entries(entries).with_standing(standing),
     })
+}
+
+/// How the object stands by `scope`: its `<domain>/ignore` annotation and the labels the
+/// object selector reads (only those are read, so only their shape is checked).
+fn standing<'n, T: Tree<'n>>(
+    object: &str,
+    metadata: T,
+    scope: &ObjectScope,
+) -> Result<Standing, FieldError<T>> {
+    let ignore = match mapping_of(object, metadata, "annotations", "metadata.annotations")? {
+        Some(annotations) => {
+            let field = format!("metadata.annotations.{}", scope.ignore_key());
+            text_of(object, annotations, scope.ignore_key(), &field)?
+        }
+        None => None,
+    };
+    let mut labels = Vec::new();
+    if let Some(map) = mapping_of(object, metadata, "labels", "metadata.labels")?
+        && let Shape::Map(entries) = map.shape()
+    {
+        for (key, value) in entries.filter(|(key, _)| scope.reads_label(key)) {
+            let field = || format!("metadata.labels.{}", key.escape_debug());
+            labels.push((key, text(object, value, field)?.unwrap_or_default()));
+        }
+    }
+    let label = |key: &str| labels.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
+    Ok(scope.standing(ignore, label))
 }
 
 /// Adds every value of the string map `document[key]` (`data`, `binaryData`, `stringData`).

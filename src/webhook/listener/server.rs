@@ -68,12 +68,15 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let webhook = Webhook { digester, registry, tls, metrics, metrics_registry };
     match &args.objects_from {
         Some(path) => {
-            let source = FileSource::load(path)?;
+            let scope = process::settings(&args.annotations, args.on_lookup_error.into());
+            let source = FileSource::load(path, &scope.object_scope())?;
             info!(objects = source.len(), file = %path.display(), "serving ConfigMaps and Secrets from a file");
             webhook.run(args, source).await
         }
         None => {
-            let source = KubeSource::new(process::api_client(None).await?);
+            let client = process::api_client(None).await?;
+            let scope = process::settings(&args.annotations, args.on_lookup_error.into());
+            let source = KubeSource::new(client, scope.object_scope());
             webhook.run(args, source).await
         }
     }
