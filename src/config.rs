@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::core::model::annotations::DEFAULT_DOMAIN;
+use crate::core::model::annotations::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE_SELECTOR};
 use crate::core::model::label_selector::LabelSelector;
 use crate::core::{AnnotationDomain, LookupErrorPolicy};
 use crate::registry::RegistryConfig;
@@ -203,6 +203,10 @@ pub struct ControllerArgs {
     /// (1s to 24h).
     #[arg(long, env = "CONFIGSUM_WAVE_TIMEOUT", default_value = "10m", value_parser = parse_flap_period)]
     pub wave_timeout: Duration,
+    /// The namespaces whose workloads the controller rolls, by their labels (the API server's
+    /// label selector syntax); the chart puts the same selector in the webhook configuration.
+    #[arg(long, env = "CONFIGSUM_NAMESPACE_SELECTOR", default_value = DEFAULT_NAMESPACE_SELECTOR, value_parser = parse_selector)]
+    pub namespace_selector: LabelSelector,
     /// When the controller may roll a workload that neither it nor its namespace says
     /// (`<days> <HH:MM>-<HH:MM> <IANA zone>`, several joined by `;`); none: any time.
     #[arg(long, env = "CONFIGSUM_ROLL_WINDOW", value_parser = parse_roll_window)]

@@ -245,6 +245,86 @@ fn rolling_values_reach_the_controller() {
     }
 }
 
+/// Whether the API server's structured selector (matchLabels, matchExpressions) selects
+/// `labels`: Kubernetes' rules, written out here independently of the code under test.
+fn structured_selects(selector: &Value, labels: &BTreeMap<&str, &str>) -> bool {
+    let match_labels = selector["matchLabels"].as_object().into_iter().flatten();
+    let by_labels =
+        match_labels.into_iter().all(|(k, v)| labels.get(k.as_str()) == v.as_str().as_ref());
+    let expressions = selector["matchExpressions"].as_array().into_iter().flatten();
+    by_labels
+        && expressions.into_iter().all(|e| {
+            let key = e["key"].as_str().expect("key");
+            let values: Vec<&str> =
+                e["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let value = labels.get(key);
+            match e["operator"].as_str().expect("operator") {
+                "In" => value.is_some_and(|v| values.contains(v)),
+                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                other => panic!("operator {other}"),
+            }
+        })
+}
+
+#[test]
+fn one_namespace_selector_for_the_webhook_and_the_controller() {
+    use configsum::core::model::label_selector::LabelSelector;
+    let values = "namespaceSelector:\n  matchLabels: {team: payments}\n  matchExpressions:\n    \
+        - {key: env, operator: NotIn, values: [dev, test]}\n    - {key: managed, operator: Exists}\n    \
+        - {key: legacy, operator: DoesNotExist}\nobjectSelector: reload in (on, yes)\n";
+    let dir = std::env::temp_dir().join(format!("configsum-chart-ns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("values.yaml");
+    std::fs::write(&file, values).expect("values");
+    let file = file.display().to_string();
+    for helm in Helm::ALL {
+        let objects = by_identity(helm.render(NAMESPACE, &["-f", &file]));
+        let webhook = &objects
+            [&("MutatingWebhookConfiguration".to_owned(), String::new(), "configsum".to_owned())];
+        let structured = &webhook["webhooks"][0]["namespaceSelector"];
+        let args = controller_args(helm, &["-f", &file]);
+        let flag = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--namespace-selector="))
+            .unwrap_or_else(|| panic!("{helm:?}: no --namespace-selector in {args:?}"));
+        let parsed = LabelSelector::parse(flag).unwrap_or_else(|e| panic!("{flag}: {e}"));
+        let namespaces: [&[(&str, &str)]; 6] = [
+            &[("team", "payments"), ("managed", "yes")],
+            &[("team", "payments"), ("managed", "yes"), ("env", "prod")],
+            &[("team", "payments"), ("managed", "yes"), ("env", "dev")],
+            &[("team", "payments")],
+            &[("team", "search"), ("managed", "yes")],
+            &[("team", "payments"), ("managed", "yes"), ("legacy", "1")],
+        ];
+        let mut selected = 0;
+        for pairs in namespaces {
+            let mut labels: BTreeMap<&str, &str> = pairs.iter().copied().collect();
+            labels.insert("kubernetes.io/metadata.name", "app");
+            let controller = parsed.matches(|k| labels.get(k).copied());
+            assert_eq!(controller, structured_selects(structured, &labels), "{helm:?}: {pairs:?}");
+            selected += usize::from(controller);
+        }
+        assert_eq!(selected, 2, "{helm:?}: {flag}");
+        // The object selector, one argument, in both.
+        let deployment = |name: &str| {
+            let key = ("Deployment".to_owned(), NAMESPACE.to_owned(), name.to_owned());
+            objects[&key]["spec"]["template"]["spec"]["containers"][0]["args"].clone()
+        };
+        for name in ["configsum-webhook", "configsum-controller"] {
+            let args = deployment(name);
+            let flag = Value::from("--object-selector=reload in (on, yes)");
+            assert!(args.as_array().expect("args").contains(&flag), "{helm:?} {name}: {args}");
+        }
+        // configsum's own namespace is always left out of the webhook's.
+        let mut own: BTreeMap<&str, &str> = namespaces[0].iter().copied().collect();
+        own.insert("kubernetes.io/metadata.name", NAMESPACE);
+        assert!(!structured_selects(structured, &own), "{helm:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn chart_version_follows_the_crate() {
     let text = std::fs::read_to_string(format!("{CHART}/Chart.yaml")).expect("Chart.yaml");

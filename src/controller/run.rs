@@ -105,7 +105,8 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let bucket = TokenBucket::new(args.rate, args.burst, Instant::now());
     tokio::spawn(worker::run(reconciler, bucket, work_rx, tx.clone()));
 
-    let mut watches = Watches::start(client.clone(), tx.clone(), CALL_TIMEOUT).await?;
+    let mut watches =
+        Watches::start(client.clone(), tx.clone(), CALL_TIMEOUT, &args.namespace_selector).await?;
     let not_served = watches.not_served.clone();
     let every = args.discovery_interval;
     tokio::spawn(watches::discover(client, not_served, every, CALL_TIMEOUT, tx.clone()));

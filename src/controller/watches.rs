@@ -23,9 +23,9 @@ use super::model::backoff::WatchBackoff;
 use super::model::message::{Message, ObjectVersion};
 use super::model::workload::WatchedWorkload;
 use crate::core::ObjectKind;
-use crate::core::model::annotations::NAMESPACE_LABEL;
 use crate::core::model::kinds::Controller;
 use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::label_selector::LabelSelector;
 use crate::lookup::api_object::object_resource;
 use crate::lookup::api_object::workload_resource;
 use crate::process::StartupError;
@@ -58,13 +58,15 @@ pub struct Watches {
 impl Watches {
     /// Starts the namespace and object watches; workload watches start with
     /// [`Watches::restart_workloads`], once the namespaces are known.
+    /// `namespace_selector` (`--namespace-selector`) picks the namespaces in scope.
     pub async fn start(
         client: Client,
         tx: mpsc::Sender<Message>,
         timeout: Duration,
+        namespace_selector: &LabelSelector,
     ) -> Result<Self, StartupError> {
         let config = || watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
-        let selector = format!("{NAMESPACE_LABEL}=true");
+        let selector = namespace_selector.to_string();
         let namespaces: Api<WatchedMeta> =
             Api::all_with(client.clone(), &ApiResource::erase::<Namespace>(&()));
         forward(watcher::watcher(namespaces, config().labels(&selector)), tx.clone(), |e| {

@@ -16,6 +16,9 @@ pub enum Verdict {
     OptedOut,
     /// Owned by a controller, which writes its template (a Deployment's ReplicaSet).
     ControllerOwned,
+    /// An input that does not count: its owner's `<domain>/ignore: "true"`, or outside
+    /// `--object-selector`. It gets no digest, and nothing rolls on its account.
+    Untracked,
     /// A kind whose pods never restart for new configuration: Jobs, Pods, `rolls: false`.
     NotRolling,
     /// The flap guard holds it.
@@ -33,12 +36,13 @@ pub enum Verdict {
 
 impl Verdict {
     /// Every verdict, in the order a gauge lists them.
-    pub const ALL: [Verdict; 11] = [
+    pub const ALL: [Verdict; 12] = [
         Verdict::Current,
         Verdict::Stale,
         Verdict::FirstObservation,
         Verdict::OptedOut,
         Verdict::ControllerOwned,
+        Verdict::Untracked,
         Verdict::NotRolling,
         Verdict::Held,
         Verdict::Paused,
@@ -54,6 +58,7 @@ impl Verdict {
             Verdict::FirstObservation => "first-observation",
             Verdict::OptedOut => "opted-out",
             Verdict::ControllerOwned => "controller-owned",
+            Verdict::Untracked => "untracked",
             Verdict::NotRolling => "not-rolling",
             Verdict::Held => "held",
             Verdict::Paused => "paused",
@@ -116,6 +121,7 @@ mod tests {
                 "first-observation",
                 "opted-out",
                 "controller-owned",
+                "untracked",
                 "not-rolling",
                 "held",
                 "paused",

@@ -92,9 +92,37 @@ Arguments the webhook and the controller share, after the ones the base
 passes: the annotation domain and the registry flags. Each is passed only when
 set, so the defaults render the base's arguments exactly.
 */}}
+{{/*
+namespaceSelector in the API server's string syntax, for the controller's --namespace-selector:
+the same selector the webhook configuration carries.
+*/}}
+{{- define "configsum.namespaceSelector" -}}
+{{- $terms := list -}}
+{{- range $key, $value := .Values.namespaceSelector.matchLabels -}}
+{{- $terms = append $terms (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- range .Values.namespaceSelector.matchExpressions -}}
+{{- if eq .operator "In" -}}
+{{- $terms = append $terms (printf "%s in (%s)" .key (join "," .values)) -}}
+{{- else if eq .operator "NotIn" -}}
+{{- $terms = append $terms (printf "%s notin (%s)" .key (join "," .values)) -}}
+{{- else if eq .operator "Exists" -}}
+{{- $terms = append $terms .key -}}
+{{- else if eq .operator "DoesNotExist" -}}
+{{- $terms = append $terms (printf "!%s" .key) -}}
+{{- else -}}
+{{- fail (printf "namespaceSelector: operator %q is not In, NotIn, Exists or DoesNotExist" .operator) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $terms -}}
+{{- end -}}
+
 {{- define "configsum.sharedArgs" -}}
 {{- with .Values.annotationDomain }}
 - --annotation-domain={{ . }}
+{{- end }}
+{{- with .Values.objectSelector }}
+- {{ printf "--object-selector=%s" . | quote }}
 {{- end }}
 {{- range .Values.registry.insecureRegistries }}
 - --insecure-registry={{ . }}

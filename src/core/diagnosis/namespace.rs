@@ -9,8 +9,10 @@ use super::halts::Halts;
 use super::holds::Holds;
 use crate::core::digest::Digester;
 use crate::core::model::kinds::{Controller, WorkloadKind};
+use crate::core::model::object_content::ObjectContent;
 use crate::core::model::object_ref::ObjectKind;
 use crate::core::model::object_ref::ObjectRef;
+use crate::core::model::object_scope::Standing;
 use crate::core::mutate::{Found, Mutation, Observation, Plan, Settings, Skip};
 use crate::core::refs::ConsumedKeys;
 use crate::core::review::{Request, plan_review};
@@ -145,7 +147,8 @@ pub(super) fn planned(
 }
 
 /// One input's verdict for a workload: why it will not roll comes first (skipped, a kind that
-/// never rolls, held by the flap guard), then what is recorded against what is current.
+/// never rolls, an input that does not count, held by the flap guard), then what is recorded
+/// against what is current.
 pub(super) fn verdict(
     skipped: Option<Verdict>,
     kind: WorkloadKind,
@@ -153,9 +156,22 @@ pub(super) fn verdict(
     recorded: Option<&str>,
     current: Option<&str>,
 ) -> Verdict {
+    input_verdict(skipped, kind, Standing::Tracked, held, recorded, current)
+}
+
+/// [`verdict`], for a ConfigMap or Secret that stands as `standing`.
+pub(super) fn input_verdict(
+    skipped: Option<Verdict>,
+    kind: WorkloadKind,
+    standing: Standing,
+    held: bool,
+    recorded: Option<&str>,
+    current: Option<&str>,
+) -> Verdict {
     match skipped {
         Some(verdict) => verdict,
         None if kind.declaration().controller == Controller::Never => Verdict::NotRolling,
+        None if standing != Standing::Tracked => Verdict::Untracked,
         None if held => Verdict::Held,
         None => Verdict::of_input(recorded, current),
     }
@@ -170,6 +186,11 @@ pub(super) fn current_of(observation: Observation) -> Option<String> {
         // Its line says why instead (`untracked`).
         Observation::Unreadable(_) | Observation::Untracked(_) => None,
     }
+}
+
+/// How the object a lookup found stands (an absent or unreadable one counts).
+pub(super) fn standing_of(found: &Found<'_>) -> Standing {
+    found.as_ref().ok().and_then(|content| content.map(ObjectContent::standing)).unwrap_or_default()
 }
 
 /// `workload`'s current digest of `object` (its own keys of it), as [`current_of`] prints

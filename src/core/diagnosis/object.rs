@@ -6,7 +6,8 @@ use serde::Serialize;
 
 use super::gates::{Line, Why, judge};
 use super::namespace::{
-    NamespaceView, ReadWorkload, current_for_object, current_of, keys_of, planned, verdict,
+    NamespaceView, ReadWorkload, current_for_object, current_of, input_verdict, keys_of, planned,
+    standing_of,
 };
 use crate::core::digest::Digester;
 use crate::core::model::object_ref::ObjectRef;
@@ -66,7 +67,9 @@ pub fn trackers(
             .and_then(|digester| current_of(mutation.observe(target, digester, found.clone())));
         let name = workload.name();
         let held = view.holds.holds(workload.kind, &name, &source);
-        let base = verdict(skipped, workload.kind, held, recorded.as_deref(), current.as_deref());
+        let standing = standing_of(&found);
+        let (recorded_now, current_now) = (recorded.as_deref(), current.as_deref());
+        let base = input_verdict(skipped, workload.kind, standing, held, recorded_now, current_now);
         let line = Line { source: &source, alias: None, recorded: recorded.as_deref() };
         let failing_current =
             |failing: &ReadWorkload<'_>| current_for_object(view, failing, object, found.clone());
@@ -94,6 +97,7 @@ mod tests {
     use crate::core::digest::{DigestKeys, ObjectId};
     use crate::core::model::kinds::WorkloadKind;
     use crate::core::model::object_content::ObjectContent;
+    use crate::core::model::object_scope::Standing;
     use crate::core::mutate::Settings;
     use crate::core::refs::ConsumedKeys;
     use crate::core::verdict::Verdict;
@@ -209,6 +213,23 @@ mod tests {
         let gone = trackers(&view, &secret, None, Ok(None));
         assert_eq!(gone[0].current.as_deref(), Some("absent"));
         assert_eq!(gone[0].verdict, Verdict::Stale);
+
+        // Its owner ignores it: untracked, except where the webhook skips the workload anyway.
+        let ignored = content("new").with_standing(Standing::Ignored);
+        let untracked = trackers(&view, &secret, None, Ok(Some(&ignored)));
+        let verdicts: Vec<(&str, Verdict)> =
+            untracked.iter().map(|t| (t.name.as_str(), t.verdict)).collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("current", Verdict::Untracked),
+                ("fresh", Verdict::Untracked),
+                ("opted-out", Verdict::OptedOut),
+                ("stale", Verdict::Untracked),
+                ("user-only", Verdict::Untracked),
+            ]
+        );
+        assert_eq!(untracked[0].current, None, "no digest is current for it");
     }
 
     #[test]

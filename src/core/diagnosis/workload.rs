@@ -7,13 +7,15 @@ use serde_json::Value;
 
 use super::gates::{Line, Why, judge};
 use super::namespace::{
-    NamespaceView, ReadWorkload, current_for_object, current_of, keys_of, planned, verdict,
+    NamespaceView, ReadWorkload, current_for_object, current_of, input_verdict, keys_of, planned,
+    standing_of, verdict,
 };
 use super::rollout::{Rollout, rollout};
 use crate::core::digest::Digester;
 use crate::core::field_path::read_at;
 use crate::core::inputs::image::observation::ImageObservation;
 use crate::core::model::object_ref::ObjectRef;
+use crate::core::model::object_scope::Standing;
 use crate::core::mutate::{Found, Mutation};
 use crate::core::verdict::Verdict;
 
@@ -77,10 +79,12 @@ pub fn explain_workload<'o>(
     let line_verdict =
         |held_as: &str,
          line: Line<'_>,
+         standing: Standing,
          current: Option<&str>,
          failing_current: &dyn Fn(&ReadWorkload<'_>) -> Option<String>| {
             let held = view.holds.holds(workload.kind, &name, held_as);
-            let base = verdict(skipped, workload.kind, held, line.recorded, current);
+            let kind = workload.kind;
+            let base = input_verdict(skipped, kind, standing, held, line.recorded, current);
             judge(view, workload, base, &line, failing_current)
         };
     let plain = Digester::default();
@@ -91,12 +95,14 @@ pub fn explain_workload<'o>(
         let current = view.digester_for(target.object.kind, &plain).and_then(|digester| {
             current_of(mutation.observe(target, digester, objects(&target.object)))
         });
+        let standing = standing_of(&objects(&target.object));
         let line = Line { source: &source, alias: None, recorded: recorded.as_deref() };
         // Each workload has its own digest of the object: of the keys its pods read.
         let failing_current = |failing: &ReadWorkload<'_>| {
             current_for_object(view, failing, &target.object, objects(&target.object))
         };
-        let (verdict, why) = line_verdict(&source, line, current.as_deref(), &failing_current);
+        let (verdict, why) =
+            line_verdict(&source, line, standing, current.as_deref(), &failing_current);
         inputs.push(InputLine {
             verdict,
             why,
@@ -123,7 +129,8 @@ pub fn explain_workload<'o>(
         let line =
             Line { source: &asked, alias: Some(&source), recorded: image.recorded.as_deref() };
         let failing_current = |_: &ReadWorkload<'_>| current.clone();
-        let (verdict, why) = line_verdict(&source, line, current.as_deref(), &failing_current);
+        let (verdict, why) =
+            line_verdict(&source, line, Standing::Tracked, current.as_deref(), &failing_current);
         inputs.push(InputLine {
             input,
             keys: None,
@@ -147,7 +154,8 @@ pub fn explain_workload<'o>(
         let line = Line { source: &source, alias: None, recorded: recorded.as_deref() };
         // A template's digest is the same for every workload that tracks it.
         let failing_current = |_: &ReadWorkload<'_>| current.clone();
-        let (verdict, why) = line_verdict(&source, line, current.as_deref(), &failing_current);
+        let (verdict, why) =
+            line_verdict(&source, line, Standing::Tracked, current.as_deref(), &failing_current);
         inputs.push(InputLine {
             verdict,
             why,

@@ -21,6 +21,9 @@ pub const DEFAULT_DOMAIN: &str = "configsum.dev";
 /// with `--annotation-domain`: the webhook configuration selects on it.
 pub const NAMESPACE_LABEL: &str = "configsum.dev/enabled";
 
+/// The controller's default `--namespace-selector`: the opt-in label.
+pub const DEFAULT_NAMESPACE_SELECTOR: &str = "configsum.dev/enabled=true";
+
 /// Longest name used as is in a key; longer names are shortened and hashed.
 const MAX_NAME_PART: usize = 63;
 const SHORTENED_PREFIX: usize = 52;
@@ -227,6 +230,7 @@ mod tests {
         assert_eq!(domain.paused(), "example.com/paused");
         assert_eq!(domain.waves(), "example.com/waves");
         assert_eq!(domain.ignore(), "example.com/ignore");
+        assert_eq!(DEFAULT_NAMESPACE_SELECTOR, format!("{NAMESPACE_LABEL}=true"));
         assert!(domain.owns("secret.example.com/x"));
         assert!(!domain.owns("secret.configsum.dev/x"));
         assert!(!domain.owns("example.com/track"));
