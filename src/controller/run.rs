@@ -56,6 +56,11 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     fixed_mmap_threshold();
+    // A mistake in the notify file stops the start, before anything is asked of the API server.
+    let targets = match &args.notify_config {
+        Some(path) => notify::config::load(path)?,
+        None => Vec::new(),
+    };
     let digester = process::digester(&args.keys)?;
     let client = process::api_client(Some(READ_TIMEOUT)).await?;
     // The Lease's namespace only; the namespace configsum protects is its own
@@ -69,11 +74,6 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()))
         .unwrap_or_else(|| format!("configsum-controller-{}", std::process::id()));
 
-    // A mistake in the notify file stops the start, before anything is watched.
-    let targets = match &args.notify_config {
-        Some(path) => notify::config::load(path)?,
-        None => Vec::new(),
-    };
     let mut metrics_registry = MetricsRegistry::new();
     let controller_metrics = ControllerMetrics::register(&mut metrics_registry);
     let notifications = controller_metrics.notifications.clone();
