@@ -273,12 +273,23 @@ fn the_notify_secret_is_mounted_and_passed_to_the_controller() {
         assert_eq!(mount["readOnly"], true);
         // Nothing of the chart's own carries the file: no ConfigMap, no Secret it renders.
         for (kind, _, name) in objects.keys() {
-            assert!(!(kind == "ConfigMap" || kind == "Secret") || !name.contains("notify"), "{name}");
+            assert!(
+                !(kind == "ConfigMap" || kind == "Secret") || !name.contains("notify"),
+                "{name}"
+            );
         }
 
-        let key = ["--set", "controller.notify.secretName=hooks", "--set", "controller.notify.key=t.yaml"];
+        let key = [
+            "--set",
+            "controller.notify.secretName=hooks",
+            "--set",
+            "controller.notify.key=t.yaml",
+        ];
         let args = controller_args(helm, &key);
-        assert!(args.iter().any(|a| a == "--notify-config=/etc/configsum/notify/t.yaml"), "{args:?}");
+        assert!(
+            args.iter().any(|a| a == "--notify-config=/etc/configsum/notify/t.yaml"),
+            "{args:?}"
+        );
     }
 }
 
