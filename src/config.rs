@@ -217,6 +217,10 @@ pub struct ControllerArgs {
     pub annotations: AnnotationArgs,
     #[command(flatten)]
     pub log: LogArgs,
+    /// A YAML file of webhook targets told of rolls, holds, halts... (docs/controller.md,
+    /// "Notifications"); a credential: mount it from a Secret.
+    #[arg(long, env = "CONFIGSUM_NOTIFY_CONFIG")]
+    pub notify_config: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -16,6 +16,7 @@ pub mod digest_key;
 pub mod explain;
 pub mod lookup;
 pub mod metrics_registry;
+pub mod notify;
 pub mod process;
 pub mod registry;
 pub mod render;

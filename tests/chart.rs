@@ -119,6 +119,10 @@ fn the_schema_and_the_templates_refuse_bad_values() {
         (vec!["--set", "controller.maxWave=0"], "maxWave"),
         (vec!["--set", "controller.maxWave=many"], "maxWave"),
         (vec!["--set", "controller.waveTimeout=forever"], "waveTimeout"),
+        (vec!["--set", "controller.notify.secretName=Not_A_Name"], "secretName"),
+        (vec!["--set", "controller.notify.key=a/b"], "key"),
+        // A URL is no value of the chart: it belongs in the Secret.
+        (vec!["--set", "controller.notify.url=https://hooks.example/x"], "url"),
         (vec!["--set", "annotationDomain=Not_A_Domain"], "annotationDomain"),
         (vec!["--set", "logFormat=xml"], "logFormat"),
         (vec!["--set", "tls.mode=vault"], "mode"),
@@ -323,6 +327,50 @@ fn one_namespace_selector_for_the_webhook_and_the_controller() {
         assert!(!structured_selects(structured, &own), "{helm:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_notify_secret_is_mounted_and_passed_to_the_controller() {
+    for helm in Helm::ALL {
+        let args = controller_args(helm, &[]);
+        assert!(!args.iter().any(|a| a.starts_with("--notify-config")), "{helm:?}: {args:?}");
+
+        let set = ["--set", "controller.notify.secretName=team-hooks"];
+        let objects = by_identity(helm.render(NAMESPACE, &set));
+        let deployment = &objects
+            [&("Deployment".to_owned(), NAMESPACE.to_owned(), "configsum-controller".to_owned())];
+        let pod = &deployment["spec"]["template"]["spec"];
+        let args = controller_args(helm, &set);
+        let flag = "--notify-config=/etc/configsum/notify/notify.yaml";
+        assert!(args.iter().any(|a| a == flag), "{helm:?}: {args:?}");
+        let volumes = pod["volumes"].as_array().expect("volumes");
+        let volume = volumes.iter().find(|v| v["name"] == "notify").expect("the notify volume");
+        assert_eq!(volume["secret"]["secretName"], "team-hooks");
+        assert_eq!(volume["secret"]["items"][0]["key"], "notify.yaml");
+        let mounts = pod["containers"][0]["volumeMounts"].as_array().expect("mounts");
+        let mount = mounts.iter().find(|m| m["name"] == "notify").expect("the notify mount");
+        assert_eq!(mount["mountPath"], "/etc/configsum/notify");
+        assert_eq!(mount["readOnly"], true);
+        // Nothing of the chart's own carries the file: no ConfigMap, no Secret it renders.
+        for (kind, _, name) in objects.keys() {
+            assert!(
+                !(kind == "ConfigMap" || kind == "Secret") || !name.contains("notify"),
+                "{name}"
+            );
+        }
+
+        let key = [
+            "--set",
+            "controller.notify.secretName=hooks",
+            "--set",
+            "controller.notify.key=t.yaml",
+        ];
+        let args = controller_args(helm, &key);
+        assert!(
+            args.iter().any(|a| a == "--notify-config=/etc/configsum/notify/t.yaml"),
+            "{args:?}"
+        );
+    }
 }
 
 #[test]

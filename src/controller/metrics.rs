@@ -13,6 +13,7 @@ use tokio::time::Instant;
 use super::model::work::{Due, ReconcileResult, Reconciled};
 use crate::core::verdict::Verdict;
 use crate::lookup::LookupMetrics;
+use crate::notify::NotificationMetrics;
 use crate::process::MetricsRegistry;
 use crate::registry::RegistryMetrics;
 
@@ -49,6 +50,8 @@ pub struct ControllerMetrics {
     pub lookups: LookupMetrics,
     /// The image poller's resolutions, handed to its registry client.
     pub registries: RegistryMetrics,
+    /// Notices per `--notify-config` target and outcome.
+    pub notifications: NotificationMetrics,
 }
 
 impl ControllerMetrics {
@@ -128,6 +131,7 @@ impl ControllerMetrics {
             watched_objects,
             lookups: LookupMetrics::register(registry),
             registries: RegistryMetrics::register(registry),
+            notifications: NotificationMetrics::register(registry),
         }
     }
 
@@ -194,6 +198,7 @@ mod tests {
         let took = std::time::Duration::from_millis(2);
         metrics.lookups.observe(took, Some("timeout"));
         metrics.registries.observe("ghcr.io", "digest", took);
+        metrics.notifications.count("chat", crate::notify::metrics::Outcome::Dropped);
         let text = registry.encode();
         for needle in [
             r#"configsum_controller_patches_total{outcome="patched"} 1"#,
@@ -212,6 +217,7 @@ mod tests {
             r#"configsum_lookup_errors_total{reason="timeout"} 1"#,
             r#"configsum_registry_requests_total{registry="ghcr.io",outcome="digest"} 1"#,
             "configsum_registry_duration_seconds_count 1",
+            r#"configsum_controller_notifications_total{target="chat",outcome="dropped"} 1"#,
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

@@ -5,7 +5,7 @@
 //! webhook, which computes the same values and adds nothing. Every call is
 //! bounded in time, and nothing is patched outside this replica's leadership.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -16,7 +16,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::api::{ControllerApi, PatchError, Reads};
-use super::model::event;
 use super::model::leadership::Leadership;
 use super::model::trigger::{Source, Trigger, WaveMark, id_of};
 use super::model::wave_record::{Id, WaveEntry};
@@ -24,10 +23,12 @@ use super::model::work::{
     CALL_TIMEOUT, CONFLICT_RETRIES, ReconcileError, ReconcileResult, Reconciled, Work,
 };
 use super::model::workload::Snapshot;
+use super::model::{event, notice};
 use super::state::pacing::TokenBucket;
 use crate::core::inputs::image::ImageObservation;
 use crate::core::{Digester, Mutation, ObjectRef, Observation, Settings};
 use crate::lookup::{Inputs, LookupMetrics, observe, observe_some};
+use crate::notify::{NoticeKind, Notifier};
 
 pub struct Reconciler<A> {
     pub api: Arc<A>,
@@ -37,6 +38,8 @@ pub struct Reconciler<A> {
     pub leadership: watch::Receiver<Leadership>,
     /// `--dry-run`: record what would roll, patch nothing.
     pub dry_run: bool,
+    /// `--notify-config`'s targets, told of each roll (or would-be roll) beside its Event.
+    pub notifier: Notifier,
 }
 
 impl<A: ControllerApi> Reconciler<A> {
@@ -59,6 +62,11 @@ impl<A: ControllerApi> Reconciler<A> {
             GivenInputs { reconciler: self, work, deadline: Instant::now() + CALL_TIMEOUT };
         let observed = observe(mutation, &inputs).await;
         let halt_ids = halt_ids(mutation, &observed.objects, &work.waves);
+        let digests = if self.notifier.is_empty() {
+            BTreeMap::new()
+        } else {
+            new_digests(mutation, &observed.objects)
+        };
         let decision = mutation.clone().decide(observed, &self.settings);
         // Retried with backoff; named as the controller says it, not in
         // the webhook's denial, which names a flag the controller lacks.
@@ -82,6 +90,8 @@ impl<A: ControllerApi> Reconciler<A> {
             let event = event::would_roll(key, snapshot.uid.clone(), &named, &work.waves);
             let message = event.message.clone().unwrap_or_default();
             tracing::info!(workload = %key, %message, "dry run: would roll");
+            let kind = NoticeKind::WouldRoll;
+            self.notifier.notify(notice::roll(kind, key, &named, &digests, message));
             self.api.record(event, CALL_TIMEOUT).await;
             return Ok(Reconciled::DryRun);
         }
@@ -107,6 +117,9 @@ impl<A: ControllerApi> Reconciler<A> {
             Err(_) => Err(ReconcileError::Timeout),
             Ok(Ok(())) => {
                 let event = event::rolled(key, snapshot.uid.clone(), &named);
+                let reason = event.message.clone().unwrap_or_default();
+                let kind = NoticeKind::Rolled;
+                self.notifier.notify(notice::roll(kind, key, &named, &digests, reason));
                 self.api.record(event, CALL_TIMEOUT).await;
                 let from = snapshot.resource_version.clone();
                 Ok(Reconciled::Patched { from, generation: snapshot.rollout.generation })
@@ -140,6 +153,17 @@ fn halt_ids(
             let at = mutation.targets.iter().position(|t| t.object == key.object)?;
             let Some(Observation::Digest(digest)) = objects.get(at) else { return None };
             Some(id_of(digest)).filter(|id| *id != mark.change.id)
+        })
+        .collect()
+}
+
+/// The new digest of each object the reconciliation read, for its notice.
+fn new_digests(mutation: &Mutation, objects: &[Observation]) -> BTreeMap<ObjectRef, String> {
+    let observed = mutation.targets.iter().zip(objects);
+    observed
+        .filter_map(|(target, observation)| match observation {
+            Observation::Digest(digest) => Some((target.object.clone(), digest.clone())),
+            _ => None,
         })
         .collect()
 }
@@ -344,6 +368,7 @@ mod tests {
             lookups: LookupMetrics::default(),
             leadership,
             dry_run: false,
+            notifier: Notifier::default(),
         };
         (reconciler, leadership_tx)
     }

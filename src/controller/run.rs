@@ -29,6 +29,7 @@ use super::worker;
 use crate::config::{ControllerArgs, FanOutMode};
 use crate::core::LookupErrorPolicy;
 use crate::lookup::KubeSource;
+use crate::notify::{self, DeliveryLimits, Notifier};
 use crate::process::{self, MetricsRegistry, Running, StartupError, own_namespace};
 use crate::registry::RegistryConfig;
 
@@ -55,6 +56,11 @@ const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     fixed_mmap_threshold();
+    // A mistake in the notify file stops the start, before anything is asked of the API server.
+    let targets = match &args.notify_config {
+        Some(path) => notify::config::load(path)?,
+        None => Vec::new(),
+    };
     let digester = process::digester(&args.keys)?;
     let client = process::api_client(Some(READ_TIMEOUT)).await?;
     // The Lease's namespace only; the namespace configsum protects is its own
@@ -70,6 +76,11 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
 
     let mut metrics_registry = MetricsRegistry::new();
     let controller_metrics = ControllerMetrics::register(&mut metrics_registry);
+    let notifications = controller_metrics.notifications.clone();
+    let notifier = Notifier::start(targets, DeliveryLimits::default(), notifications)?;
+    if !notifier.is_empty() {
+        info!(notify = ?notifier, "notifying webhook targets");
+    }
     // Each poll asks afresh: the reuse that shares a burst of reviews'
     // resolutions would only delay what a poll sees.
     let registry_config = RegistryConfig { reuse_for: Duration::ZERO, ..args.registries.config() };
@@ -100,6 +111,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         lookups: controller_metrics.lookups.clone(),
         leadership: leadership.clone(),
         dry_run: args.dry_run,
+        notifier: notifier.clone(),
     });
     let (work_tx, work_rx) = mpsc::unbounded_channel();
     let bucket = TokenBucket::new(args.rate, args.burst, Instant::now());
@@ -187,6 +199,13 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         for event in effects.events {
             let api = api.clone();
             tokio::spawn(async move { api.record(event, CALL_TIMEOUT).await });
+        }
+        // The state hands out notices only while leading; the clock is asked again, as the
+        // worker asks it before each patch.
+        if !effects.notices.is_empty() && leadership.borrow().is_leading(Instant::now()) {
+            for notice in effects.notices {
+                notifier.notify(notice);
+            }
         }
         if let Some(round) = effects.poll {
             // A round still running keeps this one from queueing behind it.

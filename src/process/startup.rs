@@ -29,13 +29,15 @@ pub enum StartupError {
     /// A declaration of `--custom-kinds` the API server contradicts (a cluster-scoped resource).
     #[error("--custom-kinds: {0}")]
     CustomKind(String),
+    #[error(transparent)]
+    Notify(#[from] crate::notify::NotifyConfigError),
 }
 
 impl StartupError {
     /// The process's exit code: 2 for a mistake in the configuration, as for a bad flag.
     pub fn exit_code(&self) -> u8 {
         match self {
-            StartupError::CustomKind(_) => 2,
+            StartupError::CustomKind(_) | StartupError::Notify(_) => 2,
             _ => 1,
         }
     }

@@ -51,6 +51,7 @@ pub mod reference;
 mod token;
 
 pub use client::{ClientError, DEFAULT_TIMEOUT, MAX_REUSE, RegistryClient, RegistryConfig};
+pub use connect::tls_config;
 pub use credentials::{
     CredentialError, CredentialId, DOCKER_CFG_KEY, DOCKER_CONFIG_JSON_KEY, PullCredential,
     RegistryKey, Secret, credentials_from_secret, parse_docker_cfg, parse_docker_config_json,

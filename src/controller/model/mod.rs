@@ -50,6 +50,7 @@ pub mod backoff;
 pub mod event;
 pub mod leadership;
 pub mod message;
+pub mod notice;
 pub mod polled_image;
 pub mod reading;
 pub mod trigger;

@@ -11,6 +11,7 @@ use super::objects::ReadRequest;
 use crate::controller::model::polled_image::PolledImage;
 use crate::controller::model::work::{Due, Work};
 use crate::controller::model::workload::WorkloadKey;
+use crate::notify::Notice;
 
 /// Content reads in flight at once (they also share the lookup cap).
 const READS_IN_FLIGHT: usize = 16;
@@ -24,6 +25,8 @@ pub struct Effects {
     pub poll: Option<Vec<PolledImage>>,
     /// Events to record (the gates').
     pub events: Vec<Event>,
+    /// Notices for `--notify-config`'s targets (the gates'), while leading.
+    pub notices: Vec<Notice>,
     /// Tracked workloads whose pod template must be read.
     pub template_reads: Vec<WorkloadKey>,
     /// How waves ended (the waves' metrics).
@@ -66,6 +69,11 @@ impl State {
                     self.record_on(event, involved);
                 }
             }
+            for notice in self.gates[at].notices() {
+                if self.queue.term().is_some() {
+                    self.notices.push(notice);
+                }
+            }
         }
         let work = self.work_due(now);
         let poll = self.images.poll_due(now, self.leadership.is_leading(now));
@@ -75,9 +83,10 @@ impl State {
             reads.push(ReadRequest { object, trackers });
         }
         let events = std::mem::take(&mut self.events);
+        let notices = std::mem::take(&mut self.notices);
         let template_reads = self.together.take_reads(now);
         let wave_outcomes = self.gates.iter_mut().flat_map(|g| g.take_wave_outcomes()).collect();
-        Effects { reads, work, poll, events, template_reads, wave_outcomes }
+        Effects { reads, work, poll, events, notices, template_reads, wave_outcomes }
     }
 
     /// The queue's due work, each with what its reconciliation needs. Work on a snapshot

@@ -11,10 +11,11 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::gate::{Gate, Gating, Released};
-use crate::controller::model::event;
 use crate::controller::model::trigger::{SourceChange, Trigger};
 use crate::controller::model::workload::WorkloadKey;
+use crate::controller::model::{event, notice};
 use crate::core::verdict::Verdict;
+use crate::notify::{Notice, NoticeKind};
 
 /// `--flap-limit` and `--flap-period`; a limit of 0 turns the guard off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +58,8 @@ pub struct FlapGuard {
     rolls: HashMap<Pair, VecDeque<Instant>>,
     /// Held pairs.
     held: HashMap<Pair, Held>,
+    /// Notices of holds begun and released, for the next tick.
+    notices: Vec<Notice>,
 }
 
 impl FlapGuard {
@@ -170,19 +173,23 @@ impl Gate for FlapGuard {
         _change: Option<&SourceChange>,
         now: Instant,
     ) -> Gating {
+        let source = trigger.source();
+        // Its Event is said again each period while it holds; its notice once.
+        let begins = !self.held.contains_key(&(workload.clone(), source.clone()));
         match FlapGuard::admit(self, workload, trigger, now) {
             Admission::Roll => Gating::Pass,
             Admission::Hold { announce: false } => Gating::Hold { event: None },
             Admission::Hold { announce: true } => {
                 let FlapLimits { limit, period } = self.limits;
-                let source = trigger.source();
                 warn!(workload = %workload, %source, limit, period = ?period,
                     "flap guard: stopped rolling it until the source is quiet");
-                Gating::Hold {
-                    event: Some(Box::new(event::flap_guard(
-                        workload, None, &source, limit, period,
-                    ))),
+                let event = event::flap_guard(workload, None, &source, limit, period);
+                if begins {
+                    let reason = event.message.clone().unwrap_or_default();
+                    let said = notice::about(NoticeKind::Held, workload, Some(&source), reason);
+                    self.notices.push(said);
                 }
+                Gating::Hold { event: Some(Box::new(event)) }
             }
         }
     }
@@ -199,14 +206,24 @@ impl Gate for FlapGuard {
 
     fn release(&mut self, now: Instant) -> Vec<Released> {
         let period = self.limits.period;
-        FlapGuard::release(self, now)
-            .into_iter()
-            .map(|(workload, source)| {
-                info!(workload = %workload, %source, "quiet for a flap period: rolling it again");
-                let event = event::flap_guard_released(&workload, None, &source, period);
-                Released { workload, trigger: Trigger::Quiet(source), event: Some(event) }
-            })
-            .collect()
+        let mut released = Vec::new();
+        for (workload, source) in FlapGuard::release(self, now) {
+            info!(workload = %workload, %source, "quiet for a flap period: rolling it again");
+            let event = event::flap_guard_released(&workload, None, &source, period);
+            let reason = event.message.clone().unwrap_or_default();
+            let kind = NoticeKind::Released;
+            self.notices.push(notice::about(kind, &workload, Some(&source), reason));
+            released.push(Released {
+                workload,
+                trigger: Trigger::Quiet(source),
+                event: Some(event),
+            });
+        }
+        released
+    }
+
+    fn notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
     }
 
     fn next_release(&self) -> Option<Instant> {

@@ -13,6 +13,7 @@ use crate::controller::model::trigger::WaveMark;
 use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
 use crate::core::verdict::Verdict;
+use crate::notify::Notice;
 
 /// What a gate does with a trigger.
 #[derive(Debug)]
@@ -120,6 +121,12 @@ pub trait Gate: std::fmt::Debug + Send {
 
     /// Events it has to say, each about a workload or an object.
     fn events(&mut self) -> Vec<(Involved, Event)> {
+        Vec::new()
+    }
+
+    /// Notices it has to give (`--notify-config`), built beside its Events; handed out only
+    /// while leading.
+    fn notices(&mut self) -> Vec<Notice> {
         Vec::new()
     }
 

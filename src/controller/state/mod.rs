@@ -133,6 +133,8 @@ pub struct State {
     gates: Vec<Box<dyn Gate>>,
     /// Events to hand out at the next tick.
     events: Vec<Event>,
+    /// Notices to hand out at the next tick.
+    notices: Vec<crate::notify::Notice>,
 }
 
 impl State {
@@ -154,6 +156,7 @@ impl State {
             queue: WorkQueue::new(options.window, options.min_interval),
             gates: options.gates,
             events: Vec::new(),
+            notices: Vec::new(),
         }
     }
 

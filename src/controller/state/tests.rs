@@ -23,6 +23,7 @@ use crate::controller::state::waves::{HALT_REPEAT, WaveLimits, Waves};
 use crate::core::model::annotations::AnnotationDomain;
 use crate::core::refs::ConsumedKeys;
 use crate::core::{DigestKeys, Digester, ObjectContent, ObjectId, ObjectRef, Observation};
+use crate::notify::NoticeKind;
 
 const WINDOW: Duration = Duration::from_secs(2);
 const HOUR: Duration = Duration::from_secs(3600);
@@ -54,6 +55,7 @@ struct Harness {
     reads: Vec<ObjectKey>,
     work: Vec<Work>,
     events: Vec<k8s_openapi::api::core::v1::Event>,
+    notices: Vec<crate::notify::Notice>,
     outcomes: Vec<gate::WaveOutcome>,
     /// The pod templates template reads find, and the reads made.
     templates: HashMap<WorkloadKey, serde_json::Value>,
@@ -91,6 +93,7 @@ impl Harness {
             reads: Vec::new(),
             work: Vec::new(),
             events: Vec::new(),
+            notices: Vec::new(),
             outcomes: Vec::new(),
             templates: HashMap::new(),
             template_reads: Vec::new(),
@@ -149,6 +152,7 @@ impl Harness {
             let effects = self.state.tick(self.now);
             self.work.extend(effects.work);
             self.events.extend(effects.events);
+            self.notices.extend(effects.notices);
             self.outcomes.extend(effects.wave_outcomes);
             if effects.reads.is_empty() && effects.template_reads.is_empty() {
                 return;
@@ -607,11 +611,28 @@ fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
     assert!(message.contains("secret/db") && message.contains("2 rolls within 1m"), "{message}");
     assert_eq!(h.state.held_workloads(), 1);
     assert_eq!(h.state.verdicts(), [(Verdict::Held, 1)]);
+    // Its notice, built beside the Event: the workload, the Secret, the Event's words.
+    assert_eq!(h.notices.len(), 1);
+    let held = &h.notices[0];
+    assert_eq!(held.kind, NoticeKind::Held);
+    assert_eq!(
+        (held.workload.resource.as_str(), held.workload.name.as_str()),
+        ("deployments", "web")
+    );
+    assert_eq!((held.sources[0].kind.as_str(), held.sources[0].name.as_str()), ("Secret", "db"));
+    assert_eq!(Some(held.reason.as_str()), h.events[0].message.as_deref());
     // Still flapping: still held, no second Event.
     h.wait(Duration::from_secs(30));
     h.secret_changed("five", "14");
     h.wait(WINDOW);
     assert!(h.work.is_empty() && h.events.len() == 1);
+    // Said again each period while it holds, the Event is; the notice only once.
+    h.wait(period - Duration::from_secs(10));
+    h.secret_changed("six", "15");
+    h.wait(WINDOW);
+    assert!(h.work.is_empty() && h.events.len() == 2, "{:?}", h.events);
+    assert_eq!(h.notices.len(), 1);
+    h.events.remove(1);
     // Quiet for a whole period after the last change: one roll, to the state of the moment.
     h.wait(period - WINDOW - Duration::from_secs(1));
     assert!(h.work.is_empty(), "not quiet for a period yet");
@@ -619,6 +640,8 @@ fn a_secret_that_flaps_is_held_with_an_event_and_rolls_once_when_quiet() {
     assert_eq!(h.state.held_workloads(), 0, "released");
     assert_eq!(h.events.len(), 2, "the release is an Event too");
     assert_eq!(h.events[1].reason.as_deref(), Some("FlapGuardReleased"));
+    let kinds: Vec<NoticeKind> = h.notices.iter().map(|n| n.kind).collect();
+    assert_eq!(kinds, [NoticeKind::Held, NoticeKind::Released]);
     h.wait(WINDOW);
     assert_eq!(h.work.len(), 1, "after its window, as any roll");
     let triggers: Vec<String> = h.work[0].due.triggers.iter().map(ToString::to_string).collect();
@@ -868,6 +891,11 @@ fn an_operator_resumes_a_halted_change_by_the_id_its_events_name() {
         "named by the failing workload's digest: {said:?}"
     );
     assert_eq!(h.state.halted_changes(), 1);
+    let halted: Vec<_> = h.notices.iter().filter(|n| n.kind == NoticeKind::Halted).collect();
+    assert_eq!(halted.len(), 1, "one notice for the two Events");
+    assert_eq!(halted[0].workload.name, "app-0");
+    assert_eq!(halted[0].digest.as_deref(), Some("aaaaaaaaaaaa"));
+    assert_eq!(halted[0].sources[0].name, "db");
     // While it lasts, the halt is said again before the API server's Event TTL forgets it.
     let due = h.state.next_due().expect("a wake-up for the repeat");
     assert!(due > h.now + HALT_REPEAT - WINDOW * 2, "no busy wake-up while halted");
@@ -875,6 +903,7 @@ fn an_operator_resumes_a_halted_change_by_the_id_its_events_name() {
     let halts = h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted"));
     assert_eq!(halts.count(), 4, "said again on both objects");
     assert!(h.work.is_empty());
+    assert_eq!(h.notices.len(), 1, "notified once: {:?}", h.notices);
 
     // The change's own id, or any other, resumes nothing.
     source_changed(&mut h, "two", "12", &[("configsum.dev/resume", &change)]);
@@ -884,6 +913,11 @@ fn an_operator_resumes_a_halted_change_by_the_id_its_events_name() {
     h.wait(WINDOW);
     assert_eq!(rolled(&mut h), ["app-1", "app-2"], "the next wave, at its size; app-0 not again");
     assert_eq!(h.state.halted_changes(), 0);
+    let resumed: Vec<_> = h.notices.iter().filter(|n| n.kind == NoticeKind::Resumed).collect();
+    assert_eq!(resumed.len(), 1, "{:?}", h.notices);
+    assert_eq!(resumed[0].workload.name, "app-0");
+    assert_eq!(resumed[0].digest.as_deref(), Some("aaaaaaaaaaaa"));
+    assert!(resumed[0].reason.contains("configsum.dev/resume"), "{}", resumed[0].reason);
     let halts = h.events.iter().filter(|e| e.reason.as_deref() == Some("RolloutHalted"));
     assert_eq!(halts.count(), 4, "no new halt for the excused workload");
 }
@@ -1165,6 +1199,9 @@ fn outside_its_window_a_workload_waits_and_rolls_at_the_opening() {
         })
         .collect();
     assert!(reasons.contains(&("app-0", "RollWaiting")), "{reasons:?}");
+    let waits: Vec<&str> = h.notices.iter().map(|n| n.workload.name.as_str()).collect();
+    assert_eq!(waits, ["app-0"], "a window that does not parse is no wait");
+    assert_eq!(h.notices[0].kind, NoticeKind::WaitingWindow);
     assert!(reasons.contains(&("app-1", "InvalidRollWindow")), "{reasons:?}");
     let waiting = h.events.iter().find(|e| e.reason.as_deref() == Some("RollWaiting"));
     let message = waiting.and_then(|e| e.message.as_deref()).unwrap_or_default();

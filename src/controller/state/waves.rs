@@ -17,13 +17,14 @@ use tracing::{info, warn};
 
 use super::fan_out::{FanOut, Halt, HaltCause, Health, Member, Step};
 use super::gate::{Gate, Gating, Involved, RecordedRoll, Released, SourceSays, WaveOutcome};
-use crate::controller::model::event;
 use crate::controller::model::trigger::WaveMark;
 use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
+use crate::controller::model::{event, notice};
 use crate::core::diagnosis::halts;
 use crate::core::model::annotations::AnnotationDomain;
 use crate::core::verdict::Verdict;
+use crate::notify::{Notice, NoticeKind};
 
 /// `--max-wave`, `--wave-timeout` and `--dry-run`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +91,8 @@ pub struct Waves {
     wall: Option<(Instant, SystemTime)>,
     /// Events to record.
     events: Vec<(Involved, Event)>,
+    /// Notices of halts and resumes, for the next tick.
+    notices: Vec<Notice>,
     /// How waves ended since the metrics last asked.
     outcomes: Vec<WaveOutcome>,
     /// Sources that say `<domain>/fan-out: "all"`: their changes skip waves.
@@ -181,8 +184,9 @@ impl Waves {
     }
 
     /// One step of `rolling`'s fan-out; a halt an operator resumed (`<domain>/resume` on the
-    /// source names its id) excuses the failing workload and steps again.
-    fn step(&self, rolling: &mut Rolling, now: Instant) -> (Step, Option<String>) {
+    /// source names its id) excuses the failing workload and steps again — here too when a
+    /// new leader finds the resume already written — with a `resumed` notice.
+    fn step(&mut self, rolling: &mut Rolling, now: Instant) -> (Step, Option<String>) {
         loop {
             let step = rolling.fan_out.step(|w| self.health(w), now, self.limits.timeout);
             let Some(halt) = &step.halt else { return (step, None) };
@@ -190,8 +194,16 @@ impl Waves {
             if self.resumes.get(&rolling.change.source) != Some(&id) {
                 return (step, Some(id));
             }
-            info!(workload = %halt.failing, source = %rolling.change.source, change = %id,
+            let source = &rolling.change.source;
+            info!(workload = %halt.failing, source = %source, change = %id,
                 "an operator resumed the halted change");
+            let reason = format!(
+                "{} names the halted change {id} of {}: its waves go on",
+                self.resume_key,
+                source.record_name()
+            );
+            let kind = NoticeKind::Resumed;
+            self.notices.push(notice::of_change(kind, &halt.failing, source, &id, reason));
             rolling.fan_out.excuse(&halt.failing);
         }
     }
@@ -358,11 +370,11 @@ impl Gate for Waves {
                             };
                             let took = now.saturating_duration_since(rolling.wave_opened);
                             self.outcomes.push(WaveOutcome { outcome, took });
-                            self.announce(&rolling.change, halt, &id);
+                            self.announce(&rolling.change, halt, &id, true);
                             rolling.announced = Some((halt.failing.clone(), id, now));
                         }
                         Some(at) if now.saturating_duration_since(at) >= HALT_REPEAT => {
-                            self.announce(&rolling.change, halt, &id);
+                            self.announce(&rolling.change, halt, &id, false);
                             rolling.announced = Some((halt.failing.clone(), id, now));
                         }
                         Some(_) => {}
@@ -435,6 +447,10 @@ impl Gate for Waves {
         std::mem::take(&mut self.events)
     }
 
+    fn notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
+    }
+
     fn take_wave_outcomes(&mut self) -> Vec<WaveOutcome> {
         std::mem::take(&mut self.outcomes)
     }
@@ -461,8 +477,9 @@ impl Gate for Waves {
 
 impl Waves {
     /// The `RolloutHalted` Events: on the failing workload, and on the source where it is an
-    /// object (a ConfigMap, a Secret, a tracked workload; an image tag has none).
-    fn announce(&mut self, change: &SourceChange, halt: &Halt, id: &str) {
+    /// object (a ConfigMap, a Secret, a tracked workload; an image tag has none); the first
+    /// time (`first`), its `halted` notice too.
+    fn announce(&mut self, change: &SourceChange, halt: &Halt, id: &str, first: bool) {
         let cause = match &halt.cause {
             HaltCause::Failed(reason) => {
                 let reason = crate::core::model::warnings::shorten_middle(reason, 128);
@@ -489,6 +506,11 @@ impl Waves {
             }
             Source::Workload(key) => on.push(Involved::Workload(key.clone())),
             Source::Image(_) => {}
+        }
+        if first {
+            let reason = said.message(&cause, resume_key);
+            let kind = NoticeKind::Halted;
+            self.notices.push(notice::of_change(kind, &halt.failing, &change.source, id, reason));
         }
         for involved in on {
             let event = event::rollout_halted(&involved, &said, &cause, resume_key);

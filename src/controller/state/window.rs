@@ -13,11 +13,12 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::gate::{Gate, Gating, Involved, Released};
-use crate::controller::model::event;
 use crate::controller::model::trigger::{SourceChange, Trigger};
 use crate::controller::model::workload::{RolloutFacts, WorkloadKey};
+use crate::controller::model::{event, notice};
 use crate::core::roll_window::{RollWindows, effective};
 use crate::core::verdict::Verdict;
+use crate::notify::{Notice, NoticeKind};
 
 /// A workload waiting for its window, with what made it due.
 #[derive(Debug)]
@@ -39,6 +40,8 @@ pub struct Windows {
     /// An instant of the caller's clock and the wall-clock time at it.
     anchor: Option<(Instant, SystemTime)>,
     events: Vec<(Involved, Event)>,
+    /// Notices of waits begun, for the next tick.
+    notices: Vec<Notice>,
 }
 
 impl Windows {
@@ -120,6 +123,10 @@ impl Gate for Windows {
                     "outside its maintenance window: waiting");
                 let window = self.window_text(workload).unwrap_or_default().to_owned();
                 let event = event::roll_waiting(workload, None, &window, at);
+                let reason = event.message.clone().unwrap_or_default();
+                let source = trigger.source();
+                let kind = NoticeKind::WaitingWindow;
+                self.notices.push(notice::about(kind, workload, Some(&source), reason));
                 self.events.push((Involved::Workload(workload.clone()), event));
                 Some(opens)
             }
@@ -193,6 +200,10 @@ impl Gate for Windows {
 
     fn events(&mut self) -> Vec<(Involved, Event)> {
         std::mem::take(&mut self.events)
+    }
+
+    fn notices(&mut self) -> Vec<Notice> {
+        std::mem::take(&mut self.notices)
     }
 
     fn forget(&mut self, workload: &WorkloadKey) {
