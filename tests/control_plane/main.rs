@@ -28,6 +28,7 @@ mod differential;
 mod explain;
 mod gitops;
 mod install;
+mod object_say;
 mod relist;
 mod render;
 mod undo;
