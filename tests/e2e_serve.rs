@@ -281,6 +281,33 @@ async fn refuses_to_start_without_a_usable_digest_key() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not fit the certificate"));
 }
 
+/// An `--objects-from` file with a language tag: serve refuses to start, naming the file, the
+/// document, the object and the line; a later careless loader of the file is not its concern.
+#[test]
+fn refuses_to_start_on_a_tag_outside_yaml_s_core_schema() {
+    let setup = Setup::new("tags", "ec-sec1");
+    let tagged = format!(
+        "{OBJECTS}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: evil, namespace: team-a}}\n\
+         data:\n  run: !!python/object/apply:os.system [\"id\"]\n"
+    );
+    std::fs::write(setup.dir.path("tagged.yaml"), tagged).expect("tagged objects");
+    let (cert, key, objects) =
+        (setup.path("tls.crt"), setup.path("tls.key"), setup.path("tagged.yaml"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_configsum"))
+        .args(["serve", "--tls-cert", &cert, "--tls-key", &key, "--objects-from", &objects])
+        .args(["--allow-plain-secret-digests", "--listen", "127.0.0.1:0"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .output()
+        .expect("run configsum");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let expected = format!(
+        "{objects}: document 3 (ConfigMap team-a/evil): tag outside YAML's core schema at line 20, \
+         column 8"
+    );
+    assert!(stderr.contains(&expected), "{expected} in:\n{stderr}");
+}
+
 #[tokio::test]
 async fn every_flag_can_come_from_the_environment() {
     let setup = Setup::new("env", "ec-sec1");

@@ -338,3 +338,27 @@ fn explain_says_when_a_stale_workload_is_paused_or_outside_its_window() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A stream with a language tag is refused as explain reads it, by file or on stdin: exit 2,
+/// the file, the document, the object and the line named, nothing on stdout.
+#[test]
+fn explain_refuses_a_tag_outside_yaml_s_core_schema() {
+    let dir = std::env::temp_dir().join(format!("configsum-explain-tags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let workload = deployment("web", json!({}), env_key("password"));
+    let stream = format!(
+        "{workload}\n---\napiVersion: v1\nkind: Secret\nmetadata: {{name: db, namespace: shop}}\n\
+         stringData:\n  password: !!python/object/apply:os.system [\"id\"]\n"
+    );
+    let path = dir.join("chart.yaml");
+    std::fs::write(&path, &stream).expect("stream");
+    let file = path.display().to_string();
+    let refused =
+        "document 2 (Secret shop/db): tag outside YAML's core schema at line 7, column 13";
+    for (shown, args_file, stdin) in [(file.as_str(), file.as_str(), ""), ("stdin", "-", &stream)] {
+        let run = configsum(&["explain", "secret/db", "-n", "shop", "-f", args_file], stdin);
+        assert_eq!((run.code, run.stdout.as_str()), (Some(2), ""), "{}", run.stderr);
+        assert_eq!(run.stderr, format!("configsum explain: {shown}: {refused}\n"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -569,6 +569,75 @@ fn errors_name_the_document_the_object_and_the_line_and_never_a_value() {
     }
 }
 
+/// A chart's output with a language tag: refused, never written back for a later YAML loader to
+/// run. In a document rendered as it is read, in a workload whose text is kept until the
+/// objects after it are known, and in an `--objects-from` file; a tag-like string is a string.
+#[test]
+fn tags_outside_yaml_s_core_schema_are_refused_with_nothing_written() {
+    const PYTHON: &str = "!!python/object/apply:os.system";
+    let dir = setup("render-tags");
+    let objects_file = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\ndata:\n  k: {PYTHON} [\"id\"]\n"
+    );
+    std::fs::write(dir.path("objects.yaml"), objects_file).expect("objects");
+    let objects = dir.path("objects.yaml").display().to_string();
+    let config_map = "---\n# Source: app/templates/configmap.yaml\napiVersion: v1\nkind: ConfigMap\n\
+                      metadata: {name: app-config, namespace: shop}\ndata: {log-level: debug}\n";
+    let web = |command: &str| {
+        format!(
+            "---\n# Source: app/templates/deployment.yaml\napiVersion: apps/v1\nkind: Deployment\n\
+             metadata: {{name: web, namespace: shop}}\nspec:\n  selector: {{matchLabels: {{app: web}}}}\n  \
+             template:\n    metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      \
+             - name: app\n        image: web:1.4\n        command: {command}\n        envFrom:\n        \
+             - configMapRef: {{name: app-config}}\n"
+        )
+    };
+    let refused = "Deployment shop/web: tag outside YAML's core schema";
+    let cases = [
+        // The objects first: the workload is rendered as it is read.
+        (
+            vec![],
+            format!("{config_map}{}", web(&format!("{PYTHON} [\"id\"]"))),
+            format!("document 2: {refused} at line 20, column 18"),
+        ),
+        // The workload first, reading a ConfigMap after it: refused at its first reading, before
+        // its text is kept to be rendered at the end.
+        (
+            vec![],
+            format!("{}{config_map}", web(&format!("{PYTHON}\n        - id"))),
+            format!("document 1: {refused} at line 14, column 18"),
+        ),
+        (
+            vec![],
+            format!("{config_map}{}", web("!custom [sh]")),
+            format!("document 2: {refused} at line 20, column 18"),
+        ),
+        (
+            vec!["--objects-from", objects.as_str()],
+            web("[sh]"),
+            format!(
+                "{objects}: document 1 (ConfigMap default/c): tag outside YAML's core schema at line 5, column 6"
+            ),
+        ),
+    ];
+    for (args, input, expected) in cases {
+        let mut args = args;
+        args.push("--allow-plain-secret-digests");
+        let run = render(&args, &input);
+        assert_eq!((run.code, run.stdout.as_str()), (Some(1), ""), "{}", run.stderr);
+        assert_eq!(run.stderr, format!("configsum render: {expected}\n"));
+        assert!(!run.stderr.contains("python") && !run.stderr.contains("custom"), "{}", run.stderr);
+    }
+    // Only text that looks like a tag: strings, written back as strings.
+    let input = format!("{config_map}{}", web(&format!("[\"{PYTHON}\", '!custom']")));
+    let run = render(&["--allow-plain-secret-digests"], &input);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let command =
+        &documents(&run.stdout)[1]["spec"]["template"]["spec"]["containers"][0]["command"];
+    assert_eq!(command, &json!([PYTHON, "!custom"]));
+    assert!(!run.stdout.contains(&format!("{PYTHON} ")) && !run.stdout.contains("!custom "));
+}
+
 /// Workloads that roll together and image-env are admission's: render has no API server to
 /// read a tracked workload's template from (defaults and all) and no registry. Their
 /// annotations and variables are left as they are, and stderr says so for the workloads.

@@ -23,7 +23,10 @@ use crate::registry::PullCredential;
 pub use file::{
     FileSource, FileSourceError, WorkloadDocument, namespace_annotations, workload_documents,
 };
-pub(crate) use file::{describe_before, each_document, object, scan_reason, split_documents};
+pub(crate) use file::{
+    RefusedTag, check_tag, describe_before, each_document, object, scan_reason, split_documents,
+    tag_of_event,
+};
 pub use images::resolve_all;
 pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with};
 pub use metrics::LookupMetrics;

@@ -83,15 +83,13 @@ pub fn parse_document(
         // The object, from the document's lines before the error.
         let object = crate::lookup::describe_before(chunk, e.line);
         let object = if object.is_empty() { object } else { format!("{object}: ") };
-        RenderError::Input {
-            document: number,
-            reason: format!(
-                "{object}not valid YAML at line {}, column {}: {}",
-                first_line + e.line - 1,
-                e.column,
-                e.reason
-            ),
-        }
+        let (line, column) = (first_line + e.line - 1, e.column);
+        let reason = if e.refused_tag {
+            format!("{object}{} at line {line}, column {column}", e.reason)
+        } else {
+            format!("{object}not valid YAML at line {line}, column {column}: {}", e.reason)
+        };
+        RenderError::Input { document: number, reason }
     })?;
     match node {
         // An empty document (or one that is only a null) stays one.

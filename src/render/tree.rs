@@ -3,8 +3,9 @@
 //! written back exactly as spelled, so whatever a YAML 1.1 or 1.2 reader made
 //! of it (a number, boolean, null, timestamp or string) it makes again; a
 //! quoted or block scalar is a string to every reader and is written so that
-//! it still is, byte for byte ([`super::scalar`]); an explicit tag (`!!int
-//! "12"`, `!!str 12`, `!!binary`) is written back with its value. Aliases are
+//! it still is, byte for byte ([`super::scalar`]); an explicit tag of YAML's
+//! core schema (`!!int "12"`, `!!str 12`) is written back with its value, and
+//! any other tag is refused ([`crate::lookup::check_tag`]). Aliases are
 //! expanded and merge keys (`<<`) merged, as kubectl reads them. Comments,
 //! quoting styles, anchors and flow style do not survive; the data does.
 
@@ -15,6 +16,7 @@ use serde_json::Value;
 use serde_saphyr::granit_parser::{Event, Marker, Options, Parser, ScalarStyle, Span, Tag};
 
 use super::scalar::{self, MAX_SIMPLE_KEY, pad};
+use crate::lookup::{RefusedTag, check_tag, tag_of_event};
 
 /// One node of a document.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,7 +26,8 @@ pub enum Node {
     Plain(String),
     /// A string: quoted or a block scalar in the input, or written by render.
     Str(String),
-    /// A node with an explicit tag, as written (`!!int`, `!foo`, `!<tag:x>`).
+    /// A node with an explicit tag of the core schema, or `!`, as written
+    /// (`!!int`, `!`, `!<tag:yaml.org,2002:str>`).
     Tagged(Box<(String, Node)>),
     List(Vec<Node>),
     Map(Vec<(Node, Node)>),
@@ -43,11 +46,19 @@ pub struct ParseError {
     pub line: usize,
     pub column: usize,
     pub reason: String,
+    /// Valid YAML, refused for a tag outside the core schema.
+    pub refused_tag: bool,
 }
 
 impl ParseError {
     fn at(marker: &Marker, reason: impl Into<String>) -> Self {
-        ParseError { line: marker.line(), column: marker.col() + 1, reason: reason.into() }
+        let (line, column) = (marker.line(), marker.col() + 1);
+        ParseError { line, column, reason: reason.into(), refused_tag: false }
+    }
+
+    fn tag(refused: RefusedTag) -> Self {
+        let RefusedTag { line, column, .. } = refused;
+        ParseError { line, column, reason: refused.problem().to_owned(), refused_tag: true }
     }
 }
 
@@ -63,6 +74,11 @@ pub fn parse(text: &str) -> Result<Node, ParseError> {
     while let Some(event) = parser.next_event() {
         let (event, span) =
             event.map_err(|e| ParseError::at(e.marker(), crate::lookup::scan_reason(&e)))?;
+        // Every node of every document passes here, the workloads read twice too: no
+        // tag outside YAML's core schema is kept, so none is written back.
+        if let Some(tag) = tag_of_event(&event) {
+            check_tag(tag, &span.start, text).map_err(ParseError::tag)?;
+        }
         match event {
             Event::DocumentStart(..) => {
                 builder.documents += 1;
@@ -399,32 +415,13 @@ fn is_string_tag(tag: &str) -> bool {
     tag == "!!str" || tag == "!"
 }
 
-/// How a tag is written back: `!!suffix` for the YAML types, `!suffix` for
-/// local tags, and `!<uri>` otherwise (a `%TAG` handle is not written back).
+/// How a tag is written back: `!!type`, however the input spelled it
+/// (`!<tag:yaml.org,2002:str>`, a `%TAG` handle), or the non-specific `!`.
+/// No other tag gets this far ([`check_tag`]); were one to, it would be `!`.
 fn tag_spelling(tag: &Tag) -> String {
-    const CORE: &str = "tag:yaml.org,2002:";
-    let (handle, suffix) = (tag.handle(), tag.suffix());
-    let shorthand = |s: &str| {
-        s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-#;/?:@&=+$_.~*'()".contains(&b))
-    };
-    if handle.is_empty() && suffix == "!" {
-        // The non-specific tag: the value is a string.
-        "!".to_owned()
-    } else if handle == CORE && !suffix.is_empty() && shorthand(suffix) {
-        format!("!!{suffix}")
-    } else if handle == "!" && shorthand(suffix) {
-        format!("!{suffix}")
-    } else {
-        let mut out = String::from("!<");
-        for b in handle.bytes().chain(suffix.bytes()) {
-            if b.is_ascii_alphanumeric() || b"-#;/?:@&=+$,_.!~*'()[]".contains(&b) {
-                out.push(char::from(b));
-            } else {
-                let _ = write!(out, "%{b:02X}");
-            }
-        }
-        out.push('>');
-        out
+    match tag.core_suffix() {
+        Some(core) => format!("!!{core}"),
+        None => "!".to_owned(),
     }
 }
 
@@ -892,10 +889,10 @@ empty-list: []
     }
 
     #[test]
-    fn explicit_tags_are_written_back() {
+    fn core_schema_tags_are_written_back() {
         let text = "a: !!int \"12\"\nb: !!str 12\nc: !!bool \"true\"\nd: !!float '1'\n\
-                    e: !!binary aGk=\nf: ! 12\ng: !custom {x: 1}\nh: !!map {k: v}\n\
-                    i: !<tag:example.com,2000:x> y\n";
+                    e: !!null ''\nf: ! 12\nh: !!map {k: v}\ni: !<tag:yaml.org,2002:str> y\n\
+                    j: !!seq [x]\n";
         let node = parse(text).expect("parses");
         let written = round_trip(&node);
         for line in [
@@ -903,11 +900,11 @@ empty-list: []
             "b: !!str 12\n",
             "c: !!bool \"true\"\n",
             "d: !!float \"1\"\n",
-            "e: !!binary aGk=\n",
+            "e: !!null \"\"\n",
             "f: ! 12\n",
-            "g: !custom\n  x: 1\n",
             "h: !!map\n  k: v\n",
-            "i: !<tag:example.com,2000:x> y\n",
+            "i: !!str y\n",
+            "j: !!seq\n  - x\n",
         ] {
             assert!(written.contains(line), "{line:?} in:\n{written}");
         }
@@ -917,6 +914,28 @@ empty-list: []
         assert_eq!(json["c"], true);
         assert_eq!(json["f"], "12");
         assert_eq!(node.get("h").and_then(|h| h.get("k")).and_then(Node::as_str), Some("v"));
+    }
+
+    #[test]
+    fn tags_outside_the_core_schema_are_refused_where_they_are() {
+        for (text, line, column) in [
+            ("a: b\nc: !!python/object/apply:os.system [id]\n", 2, 4),
+            ("a: !!binary aGk=\n", 1, 4),
+            ("a:\n  b: !custom\n    x: 1\n", 2, 6),
+            ("a: [!<tag:example.com,2000:x> y]\n", 1, 5),
+            // An anchored node's tag is refused once, before any alias copies it.
+            ("a: &x !!set {k: ~}\nb: *x\n", 1, 7),
+        ] {
+            let error = parse(text).map(|_| ()).expect_err(text);
+            let expected = "tag outside YAML's core schema".to_owned();
+            assert_eq!(
+                (error.reason, error.line, error.column),
+                (expected, line, column),
+                "{text}"
+            );
+            assert!(error.refused_tag);
+        }
+        assert!(!parse("a: 'open\n").map(|_| ()).expect_err("not YAML").refused_tag);
     }
 
     #[test]

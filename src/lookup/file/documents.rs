@@ -73,10 +73,13 @@ impl<'a> Iterator for Documents<'a> {
     }
 }
 
+/// Whether `text` holds more than comments, blank lines and directives: the
+/// `%YAML` and `%TAG` lines before a `---` belong to the document it opens,
+/// not to one of their own (no content starts a line with `%`).
 fn has_content(text: &str) -> bool {
     text.lines().any(|l| {
-        let l = l.trim();
-        !l.is_empty() && !l.starts_with('#')
+        let trimmed = l.trim();
+        !trimmed.is_empty() && !trimmed.starts_with('#') && !l.starts_with('%')
     })
 }
 
@@ -194,6 +197,9 @@ mod tests {
         assert_eq!(split("--- {a: 1}\n"), vec![(1, "{a: 1}\n")]);
         assert_eq!(split("a: 1\n...\n"), vec![(1, "a: 1\n")]);
         assert_eq!(split("a: |\n  ---\n  x\n"), vec![(1, "a: |\n  ---\n  x\n")]);
+        // Directives are no document of their own.
+        assert_eq!(split("%TAG !e! tag:x,2000:\n---\na: 1\n"), vec![(3, "a: 1\n")]);
+        assert_eq!(split("a: 1\n...\n%YAML 1.2\n---\nb: 2\n"), vec![(1, "a: 1\n"), (5, "b: 2\n")]);
     }
 
     #[test]

@@ -15,6 +15,10 @@ pub enum FileSourceError {
     /// broken document cannot be parsed; a duplicate key is named.
     #[error("{path}: {}not valid YAML{}: {reason}", label(*document, None, object), at(*line, *column))]
     Yaml { path: PathBuf, document: u32, object: String, line: u64, column: u64, reason: String },
+    /// A tag outside YAML's core schema (`!!python/…`, `!!binary`, `!custom`):
+    /// no Kubernetes object carries one. Not named: a stray `!` makes a value a tag.
+    #[error("{path}: {}tag outside YAML's core schema at line {line}, column {column}", label(*document, None, object))]
+    Tag { path: PathBuf, document: u32, object: String, line: u64, column: u64 },
     #[error("{path}: {}not a mapping (line {line}, column {column})", label(*document, None, ""))]
     NotAnObject { path: PathBuf, document: u32, line: u64, column: u64 },
     /// `object` is `Kind namespace/name`, or `Kind` while the name is unknown,

@@ -17,6 +17,7 @@ use serde_saphyr::Spanned;
 mod documents;
 mod error;
 pub(crate) mod object;
+mod tags;
 mod yaml;
 
 pub(crate) use self::documents::{
@@ -24,8 +25,9 @@ pub(crate) use self::documents::{
 };
 pub use self::error::FileSourceError;
 use self::object::Shape;
+pub(crate) use self::tags::{RefusedTag, check as check_tag, of_event as tag_of_event};
 pub(crate) use self::yaml::scan_reason;
-use self::yaml::{Fields, Node, yaml_error, yaml_options};
+use self::yaml::{Fields, Node, tag_error, yaml_error, yaml_options};
 use super::{LookupError, ObjectSource};
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::model::object_scope::ObjectScope;
@@ -82,6 +84,10 @@ impl FileSource {
         namespace: &str,
         scope: &ObjectScope,
     ) -> Result<Self, FileSourceError> {
+        // Before the reader, which would take a language tag for a string.
+        if let Some(refused) = tags::scan(text) {
+            return Err(tag_error(path, text, namespace, &refused));
+        }
         let documents: Vec<Spanned<Node>> =
             serde_saphyr::from_multiple_with_options(text, yaml_options())
                 .map_err(|error| yaml_error(path, text, namespace, &error))?;
@@ -473,6 +479,34 @@ mod tests {
     use super::*;
     use crate::core::digest::{Digester, ObjectId};
     use crate::core::refs::ConsumedKeys;
+
+    #[test]
+    fn tags_outside_the_core_schema_are_refused_naming_the_document_and_line() {
+        let refused = |text: &str| {
+            FileSource::parse(text, Path::new("objects.yaml"))
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let tagged = "kind: ConfigMap\nmetadata: {name: a}\n---\nkind: Secret\n\
+                      metadata: {name: s, namespace: x}\nstringData:\n  k: !!binary aGk=\n";
+        assert_eq!(
+            refused(tagged),
+            Err(
+                "objects.yaml: document 2 (Secret x/s): tag outside YAML's core schema at line 7, \
+                 column 6"
+                    .to_owned()
+            )
+        );
+        // A directive that makes `!!str` another tag; one that keeps it the core schema's.
+        let aliased = "%TAG !! tag:example.com,2000:\n---\nkind: ConfigMap\nmetadata: {name: a}\n\
+                       data: {k: !!str v}\n";
+        let expected = "objects.yaml: document 1 (ConfigMap default/a): tag outside YAML's core \
+                        schema at line 5, column 11";
+        assert_eq!(refused(aliased), Err(expected.to_owned()));
+        let core = "%TAG !e! tag:yaml.org,2002:\n---\nkind: ConfigMap\nmetadata: {name: a}\n\
+                    data: {k: !e!str 12, q: \"!custom\"}\n";
+        assert_eq!(refused(core), Ok(()));
+    }
 
     #[tokio::test]
     async fn the_templates_of_trackable_workloads_are_kept_for_their_trackers() {

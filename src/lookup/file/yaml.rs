@@ -11,6 +11,7 @@ use serde_saphyr::granit_parser::{ErrorKind, Event, Parser, ScalarStyle, ScanErr
 
 use super::documents;
 use super::error::FileSourceError;
+use super::tags::RefusedTag;
 
 /// A YAML node as parsed, before we know which object it belongs to: the kind
 /// may come after `data`, and only the kind says whether `data` holds strings.
@@ -110,16 +111,7 @@ pub fn yaml_error(
     error: &serde_saphyr::Error,
 ) -> FileSourceError {
     let (line, column) = error.location().map_or((0, 0), |at| (at.line(), at.column()));
-    let found = usize::try_from(line).ok().and_then(|line| documents::object_at(text, line));
-    let (document, object) = match found {
-        Some((document, mut object)) => {
-            if object.name.is_some() && object.namespace.is_none() {
-                object.namespace = Some(namespace.to_owned());
-            }
-            (u32::try_from(document).unwrap_or(u32::MAX), object.describe())
-        }
-        None => (0, String::new()),
-    };
+    let (document, object) = locate(text, line, namespace);
     FileSourceError::Yaml {
         path: path.to_owned(),
         document,
@@ -127,6 +119,39 @@ pub fn yaml_error(
         line,
         column,
         reason: yaml_reason(error),
+    }
+}
+
+/// A tag outside YAML's core schema in `text`, with the document it is in and
+/// the object that document describes, as for a syntax error.
+pub fn tag_error(
+    path: &Path,
+    text: &str,
+    namespace: &str,
+    refused: &RefusedTag,
+) -> FileSourceError {
+    let (line, column) = (count(refused.line), count(refused.column));
+    let (document, object) = locate(text, line, namespace);
+    FileSourceError::Tag { path: path.to_owned(), document, object, line, column }
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// The document (1-based; 0 when unknown) holding `line` of `text`, and the
+/// object it describes as far as its lines before `line` tell; objects that
+/// name no namespace are in `namespace`.
+fn locate(text: &str, line: u64, namespace: &str) -> (u32, String) {
+    let found = usize::try_from(line).ok().and_then(|line| documents::object_at(text, line));
+    match found {
+        Some((document, mut object)) => {
+            if object.name.is_some() && object.namespace.is_none() {
+                object.namespace = Some(namespace.to_owned());
+            }
+            (u32::try_from(document).unwrap_or(u32::MAX), object.describe())
+        }
+        None => (0, String::new()),
     }
 }
 
