@@ -483,7 +483,7 @@ mod tests {
     #[test]
     fn tags_outside_the_core_schema_are_refused_naming_the_document_and_line() {
         let refused = |text: &str| {
-            FileSource::parse(text, Path::new("objects.yaml"))
+            FileSource::parse(text, Path::new("objects.yaml"), &ObjectScope::default())
                 .map(|_| ())
                 .map_err(|e| e.to_string())
         };
