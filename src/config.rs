@@ -216,6 +216,8 @@ pub struct ControllerArgs {
     #[command(flatten)]
     pub annotations: AnnotationArgs,
     #[command(flatten)]
+    pub scope: NamespacesArgs,
+    #[command(flatten)]
     pub log: LogArgs,
     /// A YAML file of webhook targets told of rolls, holds, halts... (docs/controller.md,
     /// "Notifications"); a credential: mount it from a Secret.
@@ -262,6 +264,8 @@ pub struct ServeArgs {
     pub keys: DigestKeyArgs,
     #[command(flatten)]
     pub annotations: AnnotationArgs,
+    #[command(flatten)]
+    pub scope: NamespacesArgs,
     /// Upper bound on all lookups of one review together.
     #[arg(long, env = "CONFIGSUM_LOOKUP_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration)]
     pub lookup_timeout: Duration,
@@ -303,6 +307,37 @@ pub struct AnnotationArgs {
     /// existing one is removed (default: every object).
     #[arg(long, env = "CONFIGSUM_OBJECT_SELECTOR", default_value = "", value_parser = parse_selector)]
     pub object_selector: LabelSelector,
+}
+
+/// Where configsum works: `--namespaces`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NamespacesArgs {
+    /// The only namespaces read and served, comma-separated (default: every namespace). With
+    /// it, configsum needs Roles in these namespaces only (the chart's `rbac.scope:
+    /// namespaced`); the controller also needs to list and watch namespaces.
+    #[arg(long, env = "CONFIGSUM_NAMESPACES", value_delimiter = ',', value_parser = parse_namespace)]
+    pub namespaces: Vec<String>,
+}
+
+impl NamespacesArgs {
+    /// Sorted, each once.
+    pub fn sorted(&self) -> Vec<String> {
+        let mut namespaces = self.namespaces.clone();
+        namespaces.sort();
+        namespaces.dedup();
+        namespaces
+    }
+}
+
+/// A namespace name: a DNS label of at most 63 characters.
+fn parse_namespace(text: &str) -> Result<String, String> {
+    let name = text.trim();
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !name.starts_with('-')
+        && !name.ends_with('-');
+    if valid { Ok(name.to_owned()) } else { Err(format!("{name:?} is not a namespace name")) }
 }
 
 fn parse_selector(text: &str) -> Result<LabelSelector, String> {

@@ -157,6 +157,29 @@ fn nothing_in_kube_system_or_configsums_own_namespace_is_mutated_or_looked_up() 
 }
 
 #[test]
+fn outside_namespaces_nothing_is_mutated_or_looked_up() {
+    let mut objects = objects();
+    for ns in ["team-b", "team-c"] {
+        objects = objects.secret(ns, "db", &[("password", "other-tenant")]);
+        objects = objects.config_map(ns, "app-config", &[("log-level", "debug")]);
+    }
+    // Every lookup outside team-a fails the test: none may be made.
+    for ns in ["team-b", "team-c"] {
+        objects = objects.unreadable(ns, ObjectRef::secret("db"), "looked up outside --namespaces");
+    }
+    let settings = Settings { namespaces: vec![NS.into(), "team-c".into()], ..Settings::default() };
+    let in_b = workload("Deployment", "team-b", spec());
+    let mut admit = Admit::new("Deployment", "CREATE", &in_b);
+    admit.settings = settings.clone();
+    let decision = admit.run(&objects);
+    assert!(decision.patch.is_empty() && decision.warnings.is_empty(), "{decision:?}");
+    let in_a = workload("Deployment", NS, spec());
+    let mut admit = Admit::new("Deployment", "CREATE", &in_a);
+    admit.settings = settings;
+    assert!(!admit.run(&objects).patch.is_empty(), "a listed namespace is served");
+}
+
+#[test]
 fn controller_owned_objects_are_never_mutated() {
     let owner = |controller: bool| {
         json!([{"apiVersion": "apps/v1", "kind": "Deployment", "name": "d",

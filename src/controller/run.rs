@@ -99,7 +99,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let election = tokio::spawn(elector.run(leadership_tx, running.stopping()));
 
     // Internally, an unreadable object means "retry", never "keep".
-    let settings = process::settings(&args.annotations, LookupErrorPolicy::Deny);
+    let settings = process::settings(&args.annotations, &args.scope, LookupErrorPolicy::Deny);
     let source = Arc::new(KubeSource::new(client.clone(), settings.object_scope()));
     let api = Arc::new(KubeApi { client: client.clone(), source: source.clone() });
     // Small: a full channel holds the watches back rather than buffering a list.
@@ -117,8 +117,14 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let bucket = TokenBucket::new(args.rate, args.burst, Instant::now());
     tokio::spawn(worker::run(reconciler, bucket, work_rx, tx.clone()));
 
-    let mut watches =
-        Watches::start(client.clone(), tx.clone(), CALL_TIMEOUT, &args.namespace_selector).await?;
+    let mut watches = Watches::start(
+        client.clone(),
+        tx.clone(),
+        CALL_TIMEOUT,
+        &args.namespace_selector,
+        &settings.namespaces,
+    )
+    .await?;
     let not_served = watches.not_served.clone();
     let every = args.discovery_interval;
     tokio::spawn(watches::discover(client, not_served, every, CALL_TIMEOUT, tx.clone()));

@@ -22,6 +22,7 @@ use tracing::warn;
 use super::model::backoff::WatchBackoff;
 use super::model::message::{Message, ObjectVersion};
 use super::model::workload::WatchedWorkload;
+use crate::controller::model::message::Partition;
 use crate::core::ObjectKind;
 use crate::core::model::kinds::Controller;
 use crate::core::model::kinds::WorkloadKind;
@@ -53,18 +54,39 @@ pub struct Watches {
     workload_tasks: Vec<JoinHandle<()>>,
     /// Counts the (re)starts of the workload watches.
     pub epoch: u64,
+    /// What each kind's watches list: every namespace, or each of `--namespaces`.
+    partitions: Vec<Partition>,
+}
+
+/// `kind`'s API in `partition`: one namespace's, or every namespace's.
+fn api_in<K>(client: &Client, partition: &Partition, resource: &ApiResource) -> Api<K>
+where
+    K: kube::Resource<DynamicType = ApiResource, Scope = kube::core::DynamicResourceScope>,
+{
+    match partition {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
 }
 
 impl Watches {
     /// Starts the namespace and object watches; workload watches start with
     /// [`Watches::restart_workloads`], once the namespaces are known.
-    /// `namespace_selector` (`--namespace-selector`) picks the namespaces in scope.
+    /// `namespace_selector` (`--namespace-selector`) picks the namespaces in scope;
+    /// `namespaces` (`--namespaces`, sorted), when not empty, confines every watch of objects
+    /// and workloads to those, one watch per namespace (the namespace watch stays one).
     pub async fn start(
         client: Client,
         tx: mpsc::Sender<Message>,
         timeout: Duration,
         namespace_selector: &LabelSelector,
+        namespaces: &[String],
     ) -> Result<Self, StartupError> {
+        let partitions: Vec<Partition> = if namespaces.is_empty() {
+            vec![None]
+        } else {
+            namespaces.iter().map(|ns| Some(std::sync::Arc::from(ns.as_str()))).collect()
+        };
         let config = || watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
         let selector = namespace_selector.to_string();
         let namespaces: Api<WatchedMeta> =
@@ -73,11 +95,14 @@ impl Watches {
             Message::Namespace(meta_event(e))
         });
         for kind in ObjectKind::all() {
-            let objects: Api<WatchedMeta> = Api::all_with(client.clone(), &object_resource(kind));
-            let config = config().page_size(METADATA_PAGE_SIZE);
-            forward(watcher::watcher(objects, config), tx.clone(), move |e| {
-                Message::Object(kind, meta_event(e))
-            });
+            for partition in &partitions {
+                let objects: Api<WatchedMeta> = api_in(&client, partition, &object_resource(kind));
+                let config = config().page_size(METADATA_PAGE_SIZE);
+                let partition = partition.clone();
+                forward(watcher::watcher(objects, config), tx.clone(), move |e| {
+                    Message::Object(kind, partition.clone(), meta_event(e))
+                });
+            }
         }
         // The kinds the controller rolls, as declared; a CRD's (Argo
         // Rollouts, a declared custom kind) where it is served: looked up now,
@@ -94,7 +119,8 @@ impl Watches {
                 Controller::Never => {}
             }
         }
-        Ok(Watches { client, tx, kinds, not_served, workload_tasks: Vec::new(), epoch: 0 })
+        let workload_tasks = Vec::new();
+        Ok(Watches { client, tx, kinds, not_served, workload_tasks, epoch: 0, partitions })
     }
 
     /// Watches `kind` too, from now on: in the current epoch if the workload
@@ -105,20 +131,25 @@ impl Watches {
         }
         self.kinds.push(kind);
         (self.epoch > 0).then(|| {
-            self.workload_tasks.push(self.start_workload_watch(kind, self.epoch));
+            let tasks = self.start_workload_watches(kind, self.epoch);
+            self.workload_tasks.extend(tasks);
             self.epoch
         })
     }
 
-    fn start_workload_watch(&self, kind: WorkloadKind, epoch: u64) -> JoinHandle<()> {
-        let api: Api<WatchedWorkload> =
-            Api::all_with(self.client.clone(), &workload_resource(kind));
-        let config = watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
-        forward(watcher::watcher(api, config), self.tx.clone(), move |event| Message::Workload {
-            kind,
-            epoch,
-            event: Box::new(event),
-        })
+    /// `kind`'s workload watches, one per partition.
+    fn start_workload_watches(&self, kind: WorkloadKind, epoch: u64) -> Vec<JoinHandle<()>> {
+        let resource = workload_resource(kind);
+        let config = || watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
+        let watch = |partition: &Partition| {
+            let api: Api<WatchedWorkload> = api_in(&self.client, partition, &resource);
+            let partition = partition.clone();
+            forward(watcher::watcher(api, config()), self.tx.clone(), move |event| {
+                let partition = partition.clone();
+                Message::Workload { kind, partition, epoch, event: Box::new(event) }
+            })
+        };
+        self.partitions.iter().map(watch).collect()
     }
 
     /// (Re)starts every workload watch: each lists everything again, so a
@@ -130,8 +161,8 @@ impl Watches {
         self.epoch += 1;
         let epoch = self.epoch;
         for kind in self.kinds.clone() {
-            let task = self.start_workload_watch(kind, epoch);
-            self.workload_tasks.push(task);
+            let tasks = self.start_workload_watches(kind, epoch);
+            self.workload_tasks.extend(tasks);
         }
         epoch
     }

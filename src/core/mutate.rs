@@ -45,6 +45,8 @@ pub struct Settings {
     pub own_namespace: Option<String>,
     /// `--object-selector`: the ConfigMaps and Secrets that count.
     pub object_selector: LabelSelector,
+    /// `--namespaces`: the only namespaces served, sorted (empty: every namespace).
+    pub namespaces: Vec<String>,
 }
 
 /// configsum's namespace when `POD_NAMESPACE` does not say otherwise.
@@ -57,6 +59,12 @@ impl Settings {
     pub fn is_protected(&self, namespace: &str) -> bool {
         namespace == "kube-system"
             || namespace == self.own_namespace.as_deref().unwrap_or(DEFAULT_OWN_NAMESPACE)
+    }
+
+    /// Whether `--namespaces` lets configsum read and mutate in `namespace`.
+    pub fn serves(&self, namespace: &str) -> bool {
+        self.namespaces.is_empty()
+            || self.namespaces.binary_search_by(|n| n.as_str().cmp(namespace)).is_ok()
     }
 
     /// Which ConfigMaps and Secrets count (the owner's `<domain>/ignore`, the object
@@ -76,6 +84,8 @@ pub enum Skip {
     Disabled,
     WorkloadRef,
     ProtectedNamespace,
+    /// Outside `--namespaces`: nothing there is read.
+    OutsideNamespaces,
 }
 
 impl Skip {
@@ -88,6 +98,7 @@ impl Skip {
             Skip::Disabled => "disabled by annotation",
             Skip::WorkloadRef => "rollout uses workloadRef",
             Skip::ProtectedNamespace => "configsum's own namespace or kube-system",
+            Skip::OutsideNamespaces => "outside --namespaces",
         }
     }
 }
@@ -201,6 +212,9 @@ pub fn plan(
     };
     if workload.namespace.as_deref().is_some_and(|ns| settings.is_protected(ns)) {
         return Plan::Skip(Skip::ProtectedNamespace);
+    }
+    if workload.namespace.as_deref().is_some_and(|ns| !settings.serves(ns)) {
+        return Plan::Skip(Skip::OutsideNamespaces);
     }
     let meta = &workload.metadata;
     if meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)) {

@@ -9,7 +9,7 @@ use kube::Client;
 
 use super::admin::BindError;
 use super::digest_keys::{KeyFileError, load_digest_keys};
-use crate::config::{AnnotationArgs, DigestKeyArgs};
+use crate::config::{AnnotationArgs, DigestKeyArgs, NamespacesArgs};
 use crate::core::{DEFAULT_OWN_NAMESPACE, Digester, LookupErrorPolicy, Settings};
 use crate::lookup::kube_client_with;
 use crate::registry::{ClientError, RegistryClient, RegistryConfig, RegistryMetrics};
@@ -76,12 +76,17 @@ pub fn own_namespace() -> String {
 /// an unreadable object means, and [`own_namespace`], which neither command
 /// mutates or reads from, whatever else it is told (the controller's
 /// `--lease-namespace` says only where its Lease is).
-pub fn settings(annotations: &AnnotationArgs, on_lookup_error: LookupErrorPolicy) -> Settings {
+pub fn settings(
+    annotations: &AnnotationArgs,
+    scope: &NamespacesArgs,
+    on_lookup_error: LookupErrorPolicy,
+) -> Settings {
     Settings {
         domain: annotations.annotation_domain.clone(),
         on_lookup_error,
         own_namespace: Some(own_namespace()),
         object_selector: annotations.object_selector.clone(),
+        namespaces: scope.sorted(),
     }
 }
 

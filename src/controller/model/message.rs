@@ -53,15 +53,24 @@ impl ObjectVersion {
     }
 }
 
+/// The namespace one watch lists, where `--namespaces` confines the controller to some: one
+/// watch per kind and namespace, each with its own lists. `None`: a watch of every namespace.
+pub type Partition = Option<std::sync::Arc<str>>;
+
 /// Everything the event loop reacts to.
 pub enum Message {
     /// From the watch of opted-in namespaces.
     Namespace(Event<ObjectVersion>),
     /// From the workload watches started in `epoch` (those of older epochs
     /// were stopped; what they sent late is ignored).
-    Workload { kind: WorkloadKind, epoch: u64, event: Box<Event<WatchedWorkload>> },
+    Workload {
+        kind: WorkloadKind,
+        partition: Partition,
+        epoch: u64,
+        event: Box<Event<WatchedWorkload>>,
+    },
     /// From the watch of a tracked kind of object (metadata only).
-    Object(ObjectKind, Event<ObjectVersion>),
+    Object(ObjectKind, Partition, Event<ObjectVersion>),
     /// A read of a tracked object finished (its data digested and dropped).
     Read(Box<(ObjectKey, Result<Reading, String>)>),
     /// The worker finished a reconciliation.
@@ -85,7 +94,7 @@ impl Message {
             Message::Workload { kind, event, .. } if matches!(**event, Event::InitDone) => {
                 Some(kind.declaration().resource)
             }
-            Message::Object(kind, Event::InitDone) => Some(kind.input().resource),
+            Message::Object(kind, _, Event::InitDone) => Some(kind.input().resource),
             _ => None,
         }
     }
@@ -97,13 +106,14 @@ mod tests {
 
     #[test]
     fn a_list_completes_with_init_done_and_names_the_resource() {
-        let object = |event| Message::Object(ObjectKind::Secret, event);
+        let object = |event| Message::Object(ObjectKind::Secret, None, event);
         assert_eq!(object(Event::InitDone).completes_list(), Some("secrets"));
         assert_eq!(object(Event::Init).completes_list(), None);
         assert_eq!(object(Event::Delete(version())).completes_list(), None);
         assert_eq!(Message::Namespace(Event::InitDone).completes_list(), Some("namespaces"));
         let workload = |event| Message::Workload {
             kind: WorkloadKind::StatefulSet,
+            partition: None,
             epoch: 1,
             event: Box::new(event),
         };

@@ -55,7 +55,7 @@ use self::rolling_together::RollingTogether;
 use self::scope::NamespaceScope;
 use self::workloads::WorkloadIndex;
 use crate::controller::model::leadership::Leadership;
-use crate::controller::model::message::{Message, ObjectVersion};
+use crate::controller::model::message::{Message, ObjectVersion, Partition};
 use crate::controller::model::trigger::Source;
 use crate::controller::model::workload::WorkloadKey;
 use crate::core::inputs::workload_template::template_digest;
@@ -94,17 +94,41 @@ enum Phase {
 struct WatchHandles {
     namespaces: Watch<String>,
     /// `None` until the workload watches start: their epoch, and one handle
-    /// per kind watched in it.
-    workloads: Option<(u64, HashMap<WorkloadKind, Watch<WorkloadKey>>)>,
-    objects: HashMap<ObjectKind, Watch<ObjectKey>>,
+    /// per kind (and namespace, under `--namespaces`) watched in it.
+    workloads: Option<(u64, HashMap<(WorkloadKind, Partition), Watch<WorkloadKey>>)>,
+    objects: HashMap<(ObjectKind, Partition), Watch<ObjectKey>>,
+    /// What each kind's watches list: every namespace (`[None]`), or each of `--namespaces`.
+    partitions: Vec<Partition>,
 }
 
 impl WatchHandles {
+    fn new(namespaces: &[String]) -> Self {
+        let partitions = if namespaces.is_empty() {
+            vec![None]
+        } else {
+            namespaces.iter().map(|ns| Some(std::sync::Arc::from(ns.as_str()))).collect()
+        };
+        WatchHandles { partitions, ..WatchHandles::default() }
+    }
+
     /// Every watch has listed everything once.
     fn synced(&self) -> bool {
+        let objects_synced = ObjectKind::all().all(|kind| {
+            self.partitions.iter().all(|partition| {
+                self.objects.get(&(kind, partition.clone())).is_some_and(Watch::synced)
+            })
+        });
         self.namespaces.synced()
             && self.workloads.as_ref().is_some_and(|(_, kinds)| kinds.values().all(Watch::synced))
-            && ObjectKind::all().all(|kind| self.objects.get(&kind).is_some_and(Watch::synced))
+            && objects_synced
+    }
+
+    /// A handle for each partition of `kind`'s workload watch.
+    fn workload_handles(
+        &self,
+        kind: WorkloadKind,
+    ) -> impl Iterator<Item = ((WorkloadKind, Partition), Watch<WorkloadKey>)> + '_ {
+        self.partitions.iter().map(move |p| ((kind, p.clone()), Watch::within(p.clone())))
     }
 }
 
@@ -141,13 +165,14 @@ impl State {
     pub fn new(options: Options) -> Self {
         State {
             phase: Phase::Listing,
-            watches: WatchHandles::default(),
+            watches: WatchHandles::new(&options.settings.namespaces),
             leadership: Leadership::default(),
             discovery: Discovery::default(),
             scope: NamespaceScope::new(
                 options.own_namespace,
                 options.settings.domain.roll_window(),
-            ),
+            )
+            .serving(options.settings.namespaces.clone()),
             workloads: WorkloadIndex::new(options.settings),
             references: ReferenceIndex::default(),
             objects: TrackedObjects::default(),
@@ -170,7 +195,7 @@ impl State {
 
     /// The workload watches of `kinds` started in `epoch`.
     pub fn workload_watches_started(&mut self, epoch: u64, kinds: &[WorkloadKind]) {
-        let handles = kinds.iter().map(|kind| (*kind, Watch::default())).collect();
+        let handles = kinds.iter().flat_map(|kind| self.watches.workload_handles(*kind)).collect();
         self.watches.workloads = Some((epoch, handles));
         self.scope.workload_watches_started();
     }
@@ -188,9 +213,12 @@ impl State {
     /// The watch of `kind` joined the workload watches of `epoch`: its handle
     /// starts unsynced, and its workloads are planned as they are listed.
     pub fn kind_watch_started(&mut self, epoch: u64, kind: WorkloadKind) {
+        let new: Vec<_> = self.watches.workload_handles(kind).collect();
         if let Some((current, handles)) = &mut self.watches.workloads {
             if *current == epoch {
-                handles.entry(kind).or_default();
+                for (key, watch) in new {
+                    handles.entry(key).or_insert(watch);
+                }
             }
         }
     }
@@ -218,20 +246,25 @@ impl State {
                     }
                 }
             }
-            Message::Workload { kind, epoch, event } => {
+            Message::Workload { kind, partition, epoch, event } => {
                 let Some((current, handles)) = &mut self.watches.workloads else { return };
-                if let Some(watch) = handles.get_mut(&kind).filter(|_| *current == epoch) {
+                let handle = handles.get_mut(&(kind, partition));
+                if let Some(watch) = handle.filter(|_| *current == epoch) {
                     let mut index = self.workloads.watch_of(kind, &self.scope, &self.together);
                     watch.handle(&mut index, *event);
                 }
                 self.workloads_changed();
             }
-            Message::Object(kind, event) => {
+            Message::Object(kind, partition, event) => {
                 use kube::runtime::watcher::Event as Watched;
                 if let Watched::Apply(version) | Watched::InitApply(version) = &event {
                     self.source_observed(kind, version);
                 }
-                let watch = self.watches.objects.entry(kind).or_default();
+                let watch = self
+                    .watches
+                    .objects
+                    .entry((kind, partition.clone()))
+                    .or_insert_with(|| Watch::within(partition));
                 watch.handle(&mut self.objects.watch_of(kind, reading), event);
             }
             Message::Read(read) => {

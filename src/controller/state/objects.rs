@@ -331,6 +331,10 @@ impl WatchIndex<ObjectVersion> for ObjectWatch<'_> {
         let gone = |key: &&ObjectKey| key.object.kind == self.kind && !listed.contains(*key);
         self.objects.existing().filter(gone).cloned().collect()
     }
+
+    fn namespace_of(key: &ObjectKey) -> Option<&str> {
+        Some(&key.namespace)
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ use std::hash::Hash;
 
 use kube::runtime::watcher::Event;
 
+use crate::controller::model::message::Partition;
+
 /// What one watch's objects do to an index.
 pub trait WatchIndex<T> {
     type Key: Clone + Eq + Hash;
@@ -32,6 +34,12 @@ pub trait WatchIndex<T> {
     /// copying every key held, which at a relist of a large cluster was a
     /// second copy of the index beside `listed`.
     fn unlisted(&self, listed: &HashSet<Self::Key>) -> Vec<Self::Key>;
+
+    /// The namespace of a key, where the index's watches may list one namespace each
+    /// (`--namespaces`): a relist of one namespace finds deleted only what is in it.
+    fn namespace_of(_key: &Self::Key) -> Option<&str> {
+        None
+    }
 }
 
 /// The relist bookkeeping of one watch, and whether it has listed once.
@@ -40,15 +48,22 @@ pub struct Watch<K> {
     /// Keys listed so far by the (re)list under way, if one is.
     listing: Option<HashSet<K>>,
     synced: bool,
+    /// The one namespace this watch lists (`None`: every namespace).
+    within: Partition,
 }
 
 impl<K> Default for Watch<K> {
     fn default() -> Self {
-        Watch { listing: None, synced: false }
+        Watch { listing: None, synced: false, within: None }
     }
 }
 
 impl<K: Clone + Eq + Hash> Watch<K> {
+    /// A watch of one namespace's objects (`Some`), or of every namespace's.
+    pub fn within(within: Partition) -> Self {
+        Watch { within, ..Watch::default() }
+    }
+
     /// Applies one watcher event to `index`.
     pub fn handle<T, I: WatchIndex<T, Key = K>>(&mut self, index: &mut I, event: Event<T>) {
         match event {
@@ -68,7 +83,11 @@ impl<K: Clone + Eq + Hash> Watch<K> {
             Event::InitDone => {
                 // An end without a beginning lists nothing and so removes nothing.
                 if let Some(listed) = self.listing.take() {
-                    for key in index.unlisted(&listed) {
+                    let within = self.within.as_deref();
+                    let in_partition = |key: &K| {
+                        within.is_none_or(|ns| I::namespace_of(key).is_none_or(|of| of == ns))
+                    };
+                    for key in index.unlisted(&listed).into_iter().filter(in_partition) {
                         index.delete(key);
                     }
                 }

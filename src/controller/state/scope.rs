@@ -23,6 +23,8 @@ pub struct NamespaceScope {
     windows: HashMap<String, String>,
     /// Namespaces whose window changed since the router last took them.
     window_changes: Vec<(String, Option<String>)>,
+    /// `--namespaces`, sorted: a namespace must be listed there too (empty: any).
+    served: Vec<String>,
 }
 
 impl NamespaceScope {
@@ -37,7 +39,13 @@ impl NamespaceScope {
             roll_window_key,
             windows: HashMap::new(),
             window_changes: Vec::new(),
+            served: Vec::new(),
         }
+    }
+
+    /// Only these namespaces (`--namespaces`, sorted) can be in scope, whatever their labels.
+    pub fn serving(self, served: Vec<String>) -> Self {
+        NamespaceScope { served, ..self }
     }
 
     /// The namespaces whose maintenance window changed since the last call, with the new one.
@@ -82,7 +90,9 @@ impl WatchIndex<ObjectVersion> for NamespaceScope {
 
     fn key(&self, namespace: &ObjectVersion) -> Option<String> {
         let name = namespace.name.as_deref()?;
-        (name != self.own_namespace && name != "kube-system").then(|| name.to_owned())
+        let served = self.served.is_empty()
+            || self.served.binary_search_by(|n| n.as_str().cmp(name)).is_ok();
+        (served && name != self.own_namespace && name != "kube-system").then(|| name.to_owned())
     }
 
     fn apply(&mut self, namespace: ObjectVersion) {

@@ -73,8 +73,12 @@ impl Harness {
     }
 
     fn with_gates(gates: Vec<Box<dyn Gate>>) -> Self {
+        Harness::with_gates_and(gates, Settings::default())
+    }
+
+    fn with_gates_and(gates: Vec<Box<dyn Gate>>, settings: Settings) -> Self {
         let options = Options {
-            settings: Settings::default(),
+            settings,
             own_namespace: "configsum".into(),
             window: WINDOW,
             min_interval: Duration::ZERO,
@@ -213,7 +217,9 @@ impl Harness {
                 self.templates.insert(key, template);
             }
         }
-        let mut send = |event| self.send(Message::Workload { kind, epoch, event: Box::new(event) });
+        let mut send = |event| {
+            self.send(Message::Workload { kind, partition: None, epoch, event: Box::new(event) })
+        };
         send(Event::Init);
         for workload in workloads {
             send(Event::InitApply(workload));
@@ -222,7 +228,7 @@ impl Harness {
     }
 
     fn list_objects(&mut self, kind: ObjectKind) {
-        self.send(Message::Object(kind, Event::Init));
+        self.send(Message::Object(kind, None, Event::Init));
         let listed: Vec<ObjectVersion> = self
             .store
             .iter()
@@ -230,9 +236,9 @@ impl Harness {
             .map(|(key, (_, rv))| version(Some(&key.namespace), &key.object.name, rv))
             .collect();
         for object in listed {
-            self.send(Message::Object(kind, Event::InitApply(object)));
+            self.send(Message::Object(kind, None, Event::InitApply(object)));
         }
-        self.send(Message::Object(kind, Event::InitDone));
+        self.send(Message::Object(kind, None, Event::InitDone));
     }
 
     /// Lists everything: `web` current with the Secret.
@@ -256,7 +262,7 @@ impl Harness {
     fn secret_changed(&mut self, password: &str, resource_version: &str) {
         self.put_secret(password, resource_version);
         let event = Event::Apply(version(Some("ns"), "db", resource_version));
-        self.send(Message::Object(ObjectKind::Secret, event));
+        self.send(Message::Object(ObjectKind::Secret, None, event));
     }
 
     /// The digest a read handed on for web's next reconciliation.
@@ -293,7 +299,11 @@ fn a_secret_change_is_read_once_and_rolls_its_workload_when_the_window_closes() 
     assert_eq!(h.reads.len(), 2, "the baseline, then one read for the change");
     assert_eq!(h.fresh(), Some(Observation::Digest(h.digest_of("two"))), "handed on");
     // The same version again (a resync): nothing to read.
-    h.send(Message::Object(ObjectKind::Secret, Event::Apply(version(Some("ns"), "db", "11"))));
+    h.send(Message::Object(
+        ObjectKind::Secret,
+        None,
+        Event::Apply(version(Some("ns"), "db", "11")),
+    ));
     assert_eq!(h.reads.len(), 2);
     h.wait(WINDOW - Duration::from_millis(1));
     assert!(h.work.is_empty(), "the window is still open");
@@ -316,7 +326,7 @@ fn watched(h: &mut Harness, password: &str, resource_version: &str) {
 /// A Deployment as the watch of epoch 1 delivers it.
 fn apply(h: &mut Harness, workload: WatchedWorkload) {
     let event = Box::new(Event::Apply(workload));
-    h.send(Message::Workload { kind: WorkloadKind::Deployment, epoch: 1, event });
+    h.send(Message::Workload { kind: WorkloadKind::Deployment, partition: None, epoch: 1, event });
 }
 
 fn patched_from(h: &mut Harness, work: Work, resource_version: &str) {
@@ -392,7 +402,12 @@ fn a_namespace_opted_in_later_restarts_the_workload_watches_and_old_epochs_are_i
     h.start_workload_watches();
     let late = h.deployment("other", "one", "6");
     let kind = WorkloadKind::Deployment;
-    h.send(Message::Workload { kind, epoch: 1, event: Box::new(Event::Apply(late)) });
+    h.send(Message::Workload {
+        kind,
+        partition: None,
+        epoch: 1,
+        event: Box::new(Event::Apply(late)),
+    });
     assert_eq!(h.state.workloads(), 1, "an event of the stopped watches");
     let (web, other) = (h.deployment("ns", "one", "5"), h.deployment("other", "one", "6"));
     h.list_workloads(2, vec![web, other]);
@@ -525,7 +540,12 @@ fn a_tracked_template_change_rolls_its_trackers_once_and_never_a_first_observati
         "spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": "now"}},
             "spec": {"containers": [{"name": "c", "image": "postgres:16"}]}}}});
     let event = Event::Apply(serde_json::from_value(value).expect("a watched Deployment"));
-    h.send(Message::Workload { kind: WorkloadKind::Deployment, epoch: 1, event: Box::new(event) });
+    h.send(Message::Workload {
+        kind: WorkloadKind::Deployment,
+        partition: None,
+        epoch: 1,
+        event: Box::new(event),
+    });
     h.wait(WINDOW);
     let due: Vec<WorkloadKey> = h.work.iter().map(|w| w.due.key.clone()).collect();
     assert_eq!(due, [key("keycloak")], "fresh records no digest: a first observation");
@@ -842,7 +862,7 @@ fn source_changed(h: &mut Harness, password: &str, rv: &str, annotations: &[(&st
     h.put_secret(password, rv);
     let mut object = version(Some("ns"), "db", rv);
     object.annotations = annotations.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
-    h.send(Message::Object(ObjectKind::Secret, Event::Apply(object)));
+    h.send(Message::Object(ObjectKind::Secret, None, Event::Apply(object)));
 }
 
 /// `app-{i}` as the watch delivers it after its roll in `wave` of `change` (its record naming
@@ -1288,4 +1308,58 @@ fn a_source_that_says_fan_out_all_skips_waves() {
     source_changed(&mut h, "three", "12", &[("configsum.dev/fan-out", "everyone")]);
     h.wait(WINDOW);
     assert_eq!(rolled(&mut h), ["app-0"], "wave 1");
+}
+
+/// Under `--namespaces`, each namespace's watch lists on its own: the state is ready once
+/// every namespace of every kind has listed, a namespace outside the list is never in scope,
+/// and a relist of one namespace finds deleted only what is in it.
+#[test]
+fn under_namespaces_each_namespace_lists_apart_and_its_relist_deletes_only_its_own() {
+    let settings =
+        Settings { namespaces: vec!["ns".into(), "other".into()], ..Settings::default() };
+    let mut h = Harness::with_gates_and(Vec::new(), settings);
+    h.put_secret("one", "10");
+    h.list_namespaces(&["ns", "other", "third"]);
+    assert!(h.state.scope.contains("ns") && h.state.scope.contains("other"));
+    assert!(!h.state.scope.contains("third"), "opted in, but not in --namespaces");
+    h.start_workload_watches();
+    let within = |namespace: &str| -> Partition { Some(std::sync::Arc::from(namespace)) };
+    let web_in_ns = h.deployment("ns", "one", "5");
+    for (namespace, workloads) in [("ns", vec![web_in_ns]), ("other", Vec::new())] {
+        let partition = within(namespace);
+        let mut send = |event| {
+            let (kind, epoch, partition) = (WorkloadKind::Deployment, 1, partition.clone());
+            h.send(Message::Workload { kind, partition, epoch, event: Box::new(event) })
+        };
+        send(Event::Init);
+        for workload in workloads {
+            send(Event::InitApply(workload));
+        }
+        send(Event::InitDone);
+    }
+    let list = |h: &mut Harness, kind: ObjectKind, namespace: &str, objects: Vec<ObjectVersion>| {
+        h.send(Message::Object(kind, within(namespace), Event::Init));
+        for object in objects {
+            h.send(Message::Object(kind, within(namespace), Event::InitApply(object)));
+        }
+        h.send(Message::Object(kind, within(namespace), Event::InitDone));
+    };
+    list(&mut h, ObjectKind::ConfigMap, "ns", Vec::new());
+    list(&mut h, ObjectKind::ConfigMap, "other", Vec::new());
+    list(&mut h, ObjectKind::Secret, "ns", vec![version(Some("ns"), "db", "10")]);
+    assert!(!h.state.ready(), "other's Secrets have not listed yet");
+    list(&mut h, ObjectKind::Secret, "other", Vec::new());
+    assert!(h.state.ready());
+    let (reads, work) = (h.reads.len(), h.work.len());
+
+    // other's Secrets relisted (a 410 Gone there): db, in ns, is not found deleted.
+    list(&mut h, ObjectKind::Secret, "other", Vec::new());
+    assert_eq!((h.reads.len(), h.work.len()), (reads, work), "nothing read, nothing due");
+
+    // ns's relisted without db: db was deleted meanwhile, and web rolls to "absent".
+    h.store.remove(&db());
+    list(&mut h, ObjectKind::Secret, "ns", Vec::new());
+    assert_eq!(h.reads[reads..], [db()], "read once, found gone");
+    h.wait(WINDOW);
+    assert_eq!(h.work.len(), work + 1, "web is due");
 }

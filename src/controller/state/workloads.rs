@@ -197,6 +197,10 @@ impl WatchIndex<WatchedWorkload> for WorkloadWatch<'_> {
         keys.dedup();
         keys
     }
+
+    fn namespace_of(key: &WorkloadKey) -> Option<&str> {
+        Some(&key.namespace)
+    }
 }
 
 #[cfg(test)]

@@ -68,14 +68,16 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let webhook = Webhook { digester, registry, tls, metrics, metrics_registry };
     match &args.objects_from {
         Some(path) => {
-            let scope = process::settings(&args.annotations, args.on_lookup_error.into());
+            let scope =
+                process::settings(&args.annotations, &args.scope, args.on_lookup_error.into());
             let source = FileSource::load(path, &scope.object_scope())?;
             info!(objects = source.len(), file = %path.display(), "serving ConfigMaps and Secrets from a file");
             webhook.run(args, source).await
         }
         None => {
             let client = process::api_client(None).await?;
-            let scope = process::settings(&args.annotations, args.on_lookup_error.into());
+            let scope =
+                process::settings(&args.annotations, &args.scope, args.on_lookup_error.into());
             let source = KubeSource::new(client, scope.object_scope());
             webhook.run(args, source).await
         }
@@ -104,7 +106,8 @@ impl Webhook {
         info!(listen = %local_address(&listener), metrics_listen = %running.admin_address,
             "configsum serve started");
 
-        let settings = process::settings(&args.annotations, args.on_lookup_error.into());
+        let settings =
+            process::settings(&args.annotations, &args.scope, args.on_lookup_error.into());
         let state = AppState::new(
             source,
             self.digester,
