@@ -89,13 +89,16 @@ enum Phase {
     Watching,
 }
 
+/// One handle per kind and partition of the workload watches.
+type WorkloadHandles = HashMap<(WorkloadKind, Partition), Watch<WorkloadKey>>;
+
 /// The handles of the watches; readiness is made of them.
 #[derive(Debug, Default)]
 struct WatchHandles {
     namespaces: Watch<String>,
     /// `None` until the workload watches start: their epoch, and one handle
     /// per kind (and namespace, under `--namespaces`) watched in it.
-    workloads: Option<(u64, HashMap<(WorkloadKind, Partition), Watch<WorkloadKey>>)>,
+    workloads: Option<(u64, WorkloadHandles)>,
     objects: HashMap<(ObjectKind, Partition), Watch<ObjectKey>>,
     /// What each kind's watches list: every namespace (`[None]`), or each of `--namespaces`.
     partitions: Vec<Partition>,
