@@ -374,6 +374,65 @@ fn the_notify_secret_is_mounted_and_passed_to_the_controller() {
 }
 
 #[test]
+fn a_namespaced_install_grants_roles_in_the_listed_namespaces_only() {
+    let set = ["--set", "rbac.scope=namespaced", "--set", "namespaces={team-a,team-b}"];
+    for helm in Helm::ALL {
+        let objects = by_identity(helm.render(NAMESPACE, &set));
+        // No ClusterRole grants anything but namespaces.
+        for ((kind, _, name), object) in &objects {
+            if kind != "ClusterRole" || !name.starts_with("configsum") {
+                continue;
+            }
+            let resources: BTreeSet<&str> = object["rules"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|rule| rule["resources"].as_array().into_iter().flatten())
+                .filter_map(Value::as_str)
+                .collect();
+            assert!(
+                resources.iter().all(|r| *r == "namespaces"),
+                "{helm:?}: ClusterRole {name} grants {resources:?}"
+            );
+        }
+        for ns in ["team-a", "team-b"] {
+            for name in ["configsum-webhook", "configsum-controller"] {
+                let role = &objects[&("Role".to_owned(), ns.to_owned(), name.to_owned())];
+                let grants_secrets = role["rules"].as_array().into_iter().flatten().any(|rule| {
+                    rule["resources"].as_array().into_iter().flatten().any(|r| r == "secrets")
+                });
+                assert!(grants_secrets, "{helm:?}: Role {ns}/{name}");
+                let binding = &objects[&("RoleBinding".to_owned(), ns.to_owned(), name.to_owned())];
+                assert_eq!(binding["subjects"][0]["namespace"], NAMESPACE, "{helm:?}");
+            }
+        }
+        let deployment = |name: &str| {
+            let key = ("Deployment".to_owned(), NAMESPACE.to_owned(), name.to_owned());
+            objects[&key]["spec"]["template"]["spec"]["containers"][0]["args"].clone()
+        };
+        for name in ["configsum-webhook", "configsum-controller"] {
+            let args = deployment(name);
+            let flag = Value::from("--namespaces=team-a,team-b");
+            assert!(args.as_array().expect("args").contains(&flag), "{helm:?} {name}: {args}");
+        }
+        let webhook = &objects
+            [&("MutatingWebhookConfiguration".to_owned(), String::new(), "configsum".to_owned())];
+        let expressions = &webhook["webhooks"][0]["namespaceSelector"]["matchExpressions"];
+        let names = expressions
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["key"] == "kubernetes.io/metadata.name" && e["operator"] == "In")
+            .unwrap_or_else(|| panic!("{helm:?}: no name In expression in {expressions}"));
+        assert_eq!(names["values"], serde_json::json!(["team-a", "team-b"]));
+        // Namespaced without namespaces is refused, naming what is missing.
+        let refused = helm.template(NAMESPACE, &["--set", "rbac.scope=namespaced"]);
+        let error = refused.expect_err("namespaced needs namespaces");
+        assert!(error.contains("rbac.scope=namespaced needs namespaces"), "{helm:?}: {error}");
+    }
+}
+
+#[test]
 fn chart_version_follows_the_crate() {
     let text = std::fs::read_to_string(format!("{CHART}/Chart.yaml")).expect("Chart.yaml");
     let chart: Value = serde_saphyr::from_str(&text).expect("Chart.yaml YAML");

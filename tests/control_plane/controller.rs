@@ -46,7 +46,19 @@ impl Controller {
         identity: &str,
         extra: &[&str],
     ) -> Controller {
-        let kubeconfig = cp.kubeconfig_as(SYSTEM, service_account);
+        Controller::start_in(cp, dir, SYSTEM, service_account, identity, extra).await
+    }
+
+    /// As `service_account` of `namespace`, which is also its own and its Lease's.
+    pub async fn start_in(
+        cp: &ControlPlane,
+        dir: &TempDir,
+        namespace: &str,
+        service_account: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> Controller {
+        let kubeconfig = cp.kubeconfig_as(namespace, service_account);
         let kubeconfig = kubeconfig.display().to_string();
         let key = dir.path("digest.key").display().to_string();
         let mut args = vec![
@@ -58,7 +70,7 @@ impl Controller {
             "--window",
             "500ms",
             "--lease-namespace",
-            SYSTEM,
+            namespace,
             "--identity",
             identity,
             "--log-format",
@@ -68,7 +80,7 @@ impl Controller {
             args.extend(["--lease-duration", "3s"]);
         }
         args.extend_from_slice(extra);
-        let env = [("KUBECONFIG", kubeconfig.as_str()), ("POD_NAMESPACE", SYSTEM)];
+        let env = [("KUBECONFIG", kubeconfig.as_str()), ("POD_NAMESPACE", namespace)];
         let (child, logs, line) = spawn(&args, &env, "configsum controller started").await;
         cp.adopt(child.id().expect("running"), &format!("configsum-controller-{identity}"));
         let metrics = line["metrics_listen"].as_str().expect("metrics_listen").to_owned();

@@ -102,7 +102,18 @@ pub async fn start_serve_with(
     service_account: &str,
     extra: &[&str],
 ) -> Server {
-    let kubeconfig = cp.kubeconfig_as(SYSTEM, service_account).display().to_string();
+    start_serve_in(cp, dir, SYSTEM, service_account, extra).await
+}
+
+/// The same as `service_account` of `namespace`, which is also its own (`POD_NAMESPACE`).
+pub async fn start_serve_in(
+    cp: &ControlPlane,
+    dir: &TempDir,
+    namespace: &str,
+    service_account: &str,
+    extra: &[&str],
+) -> Server {
+    let kubeconfig = cp.kubeconfig_as(namespace, service_account).display().to_string();
     let (cert, key, digest_key) = (
         dir.path("tls.crt").display().to_string(),
         dir.path("tls.key").display().to_string(),
@@ -110,7 +121,7 @@ pub async fn start_serve_with(
     );
     let mut args = vec!["--tls-cert", &cert, "--tls-key", &key, "--digest-key-file", &digest_key];
     args.extend_from_slice(extra);
-    let env = [("KUBECONFIG", kubeconfig.as_str()), ("POD_NAMESPACE", SYSTEM)];
+    let env = [("KUBECONFIG", kubeconfig.as_str()), ("POD_NAMESPACE", namespace)];
     let server = Server::start(&args, &env, &dir.path("ca.crt")).await;
     cp.adopt(server.child.id().expect("running"), &format!("configsum-serve-{service_account}"));
     server

@@ -31,5 +31,6 @@ mod install;
 mod object_say;
 mod relist;
 mod render;
+mod scoped_install;
 mod undo;
 mod webhook;

@@ -185,3 +185,81 @@ configsum-webhook-tls
 {{ required "tls.existingSecret is required with tls.mode=secret" .Values.tls.existingSecret }}
 {{- end -}}
 {{- end }}
+
+{{/*
+The webhook's rules: a ClusterRole's with rbac.scope cluster, a Role's in each of `namespaces`
+with rbac.scope namespaced.
+*/}}
+{{- define "configsum.webhookRules" -}}
+# serviceaccounts: their imagePullSecrets, for images behind floating tags.
+- apiGroups: [""]
+  resources: ["configmaps", "secrets", "serviceaccounts"]
+  verbs: ["get"]
+# Workloads that roll together: the pod template of a workload another one tracks.
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets", "replicasets"]
+  verbs: ["get"]
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts"]
+  verbs: ["get"]
+{{- range .Values.customKinds }}
+{{- if and .template (not (eq .rolls false)) }}
+- apiGroups: [{{ include "configsum.kindGroup" . | quote }}]
+  resources: [{{ .resource | quote }}]
+  verbs: ["get"]
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The controller's rules on objects and workloads (namespaces aside): a ClusterRole's with
+rbac.scope cluster, a Role's in each of `namespaces` with rbac.scope namespaced.
+*/}}
+{{- define "configsum.controllerRules" -}}
+# Workloads come from the watch.
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets", "replicasets"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts"]
+  verbs: ["list", "watch", "patch"]
+# Workloads that roll together: a tracked workload's pod template, read once when the
+# watch delivered it before anything tracked it.
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets", "replicasets"]
+  verbs: ["get"]
+- apiGroups: ["argoproj.io"]
+  resources: ["rollouts"]
+  verbs: ["get"]
+{{- range .Values.customKinds }}
+{{- if and .template (not (eq .rolls false)) }}
+- apiGroups: [{{ include "configsum.kindGroup" . | quote }}]
+  resources: [{{ .resource | quote }}]
+  verbs: ["get"]
+{{- end }}
+{{- end }}
+{{- range .Values.customKinds }}
+{{- if not (eq .rolls false) }}
+- apiGroups: [{{ include "configsum.kindGroup" . | quote }}]
+  resources: [{{ .resource | quote }}]
+  verbs: ["list", "watch", "patch"]
+{{- end }}
+{{- end }}
+- apiGroups: [""]
+  resources: ["configmaps", "secrets"]
+  verbs: ["get", "list", "watch"]
+# The image pull secrets of tracked images' ServiceAccounts.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end -}}
+
+{{/* `--namespaces`, for the webhook and the controller, when the list is set. */}}
+{{- define "configsum.namespacesArg" -}}
+{{- if .Values.namespaces }}
+- --namespaces={{ join "," .Values.namespaces }}
+{{- end }}
+{{- end -}}
