@@ -57,9 +57,7 @@ fn a_namespaced_install_reads_nothing_outside_its_namespaces() {
         let install = installation().await;
         let cp = install.cp;
         let label = "configsum-test/scoped";
-        for ns in [RELEASE_NS] {
-            cp.apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"));
-        }
+        cp.apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {RELEASE_NS}\n"));
         for ns in LISTED.iter().chain([&OUTSIDE]) {
             cp.apply(&format!(
                 "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n  labels: {{{label}: \"true\"}}\n"
