@@ -7,6 +7,7 @@ mod images;
 mod kube;
 mod metrics;
 mod observe;
+pub mod provider_classes;
 mod workloads;
 
 use std::future::Future;
@@ -64,6 +65,18 @@ pub trait ObjectSource: Send + Sync + 'static {
         name: &str,
     ) -> impl Future<Output = Result<Option<serde_json::Value>, LookupError>> + Send {
         let _ = (namespace, kind, name);
+        async { Err(LookupError::Unsupported) }
+    }
+
+    /// One page (at most `limit`, from the `continue` token `next`) of `namespace`'s
+    /// SecretProviderClassPodStatuses, read fresh (`lookup::provider_classes`).
+    fn list_provider_class_statuses(
+        &self,
+        namespace: &str,
+        limit: u32,
+        next: Option<&str>,
+    ) -> impl Future<Output = Result<provider_classes::StatusPage, LookupError>> + Send {
+        let _ = (namespace, limit, next);
         async { Err(LookupError::Unsupported) }
     }
 
