@@ -21,6 +21,8 @@ pub const GROUP: &str = "secrets-store.csi.x-k8s.io";
 pub const VERSION: &str = "v1";
 pub const KIND: &str = "SecretProviderClassPodStatus";
 pub const RESOURCE: &str = "secretproviderclasspodstatuses";
+/// The kind of the class a status names (how notices name a rotated class).
+pub const CLASS_KIND: &str = "SecretProviderClass";
 
 /// Objects kept of one status; the driver reports one per object its class names.
 pub const MAX_OBJECTS: usize = 256;
