@@ -191,7 +191,7 @@ enum Served {
 /// no answer counts as not served, and is asked again).
 async fn served(client: &Client, kind: WorkloadKind, timeout: Duration) -> Served {
     let (_, _, resource) = kind.resource();
-    match resource_served(client, &kind.api_version(), resource, timeout).await {
+    match resource_served(client, kind.api_version(), resource, timeout).await {
         None => Served::No,
         Some(true) => Served::Namespaced,
         Some(false) => Served::ClusterScoped,

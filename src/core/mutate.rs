@@ -125,8 +125,9 @@ pub struct Mutation {
     pub targets: Vec<Target>,
     /// The workloads of the namespace whose pod templates' digests this one carries.
     pub workloads: Vec<WorkloadTarget>,
-    /// The SecretProviderClasses its CSI volumes name, whose rotations it tracks.
-    pub classes: Vec<ClassTarget>,
+    /// The SecretProviderClasses its CSI volumes name, whose rotations it tracks ([`Self::classes`];
+    /// one pointer, as most plans the controller keeps mount none).
+    classes: Option<Box<ClassTargets>>,
     location: AnnotationsLocation,
     /// The template's annotations as sent in `request.object`. Sorted pairs
     /// rather than a map: the controller keeps one plan per watched workload,
@@ -134,7 +135,7 @@ pub struct Mutation {
     current: SortedPairs,
     /// Owned annotations of `request.object`, else of `request.oldObject`.
     existing: SortedPairs,
-    kept_keys: BTreeSet<String>,
+    kept_keys: Box<[String]>,
     warnings: Warnings,
     /// `<domain>/images` and `<domain>/image-policy`, if the workload tracks
     /// images (boxed: most plans the controller keeps track none).
@@ -152,6 +153,10 @@ pub struct ClassTarget {
     pub name: String,
     pub key: String,
 }
+
+/// A plan's classes, boxed behind one pointer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ClassTargets(Vec<ClassTarget>);
 
 /// What the shell observed for a plan: one [`Observation`] per target (in `targets` order) and
 /// one [`ImageObservation`] per tracked image (in [`ImagePlan::targets`] order; missing ones
@@ -274,6 +279,7 @@ pub fn plan(
     };
 
     let classes = class_targets(class_names, domain, &mut warnings);
+    let classes = (!classes.is_empty()).then(|| Box::new(ClassTargets(classes)));
 
     let location = AnnotationsLocation {
         path: kind.annotations_path(),
@@ -299,7 +305,7 @@ pub fn plan(
         location,
         current: SortedPairs::from(current),
         existing: SortedPairs::from(existing),
-        kept_keys: selection.kept_keys,
+        kept_keys: selection.kept_keys.into_iter().collect(),
         warnings,
         image_tracking,
         image_env,
@@ -389,8 +395,13 @@ impl Mutation {
     pub fn records_every_input(&self) -> bool {
         self.targets.iter().all(|t| self.existing.get(&t.key).is_some())
             && self.workloads.iter().all(|w| self.existing.get(&w.key).is_some())
-            && self.classes.iter().all(|c| self.existing.get(&c.key).is_some())
+            && self.classes().iter().all(|c| self.existing.get(&c.key).is_some())
             && self.images.targets().iter().all(|t| t.recorded.is_some())
+    }
+
+    /// The SecretProviderClasses its CSI volumes name, in name order.
+    pub fn classes(&self) -> &[ClassTarget] {
+        self.classes.as_deref().map_or(&[], |c| c.0.as_slice())
     }
 
     /// The existing value of the owned annotation `key`, if any.
@@ -498,6 +509,7 @@ impl Mutation {
             desired.insert(target.key, value);
         }
         let mut changed_classes = Vec::new();
+        let classes = classes.map(|c| c.0).unwrap_or_default();
         class_observations.resize(classes.len(), None);
         for (target, observation) in classes.into_iter().zip(class_observations) {
             let old = existing.get(&target.key);

@@ -299,9 +299,9 @@ mod tests {
             json!({"secretproviderclass.configsum.dev/gone": D}),
         );
         let mutation = planned(&object);
-        let names: Vec<&str> = mutation.classes.iter().map(|c| c.name.as_str()).collect();
+        let names: Vec<&str> = mutation.classes().iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["aws", "vault"], "the other driver's volume and a bad name left out");
-        assert_eq!(mutation.classes[1].key, "secretproviderclass.configsum.dev/vault");
+        assert_eq!(mutation.classes()[1].key, "secretproviderclass.configsum.dev/vault");
         assert!(!mutation.records_every_input());
         let decision = decide_classes(
             mutation,

@@ -128,7 +128,7 @@ impl ObjectSource for KubeSource {
         namespace: &str,
         limit: u32,
         next: Option<&str>,
-    ) -> Result<super::provider_classes::StatusPage, LookupError> {
+    ) -> Result<crate::core::model::provider_class_status::StatusPage, LookupError> {
         let request = super::provider_classes::page_request(namespace, limit, next)?;
         let _permit = self.in_flight.acquire().await.map_err(|_| LookupError::Connection)?;
         let json = self.client.request_text(request).await.map_err(|e| classify(&e))?;

@@ -18,6 +18,7 @@ use futures_util::StreamExt as _;
 use tokio::time::Instant;
 
 use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::provider_class_status::StatusPage;
 use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
 use crate::registry::PullCredential;
 
@@ -75,7 +76,7 @@ pub trait ObjectSource: Send + Sync + 'static {
         namespace: &str,
         limit: u32,
         next: Option<&str>,
-    ) -> impl Future<Output = Result<provider_classes::StatusPage, LookupError>> + Send {
+    ) -> impl Future<Output = Result<StatusPage, LookupError>> + Send {
         let _ = (namespace, limit, next);
         async { Err(LookupError::Unsupported) }
     }

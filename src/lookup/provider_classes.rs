@@ -11,14 +11,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::ApiResource;
-use serde::Deserialize;
 use tokio::time::Instant;
 
 use super::{LookupError, ObjectSource};
 use crate::core::inputs::secret_provider_class::{ClassVersions, fold_into};
-use crate::core::model::provider_class_status::{
-    GROUP, KIND, ProviderClassStatus, RESOURCE, VERSION,
-};
+use crate::core::model::provider_class_status::{GROUP, KIND, RESOURCE, VERSION};
 use crate::core::{Mutation, Observation};
 
 /// Statuses per LIST page: one per pod and mount, a few hundred bytes each.
@@ -26,32 +23,6 @@ pub const PAGE_SIZE: u32 = 100;
 /// Pages read at most; a namespace with more statuses is unreadable here (its annotations
 /// are kept), since a partial list could take an old version for the latest.
 pub const MAX_PAGES: usize = 20;
-
-/// One page of a namespace's statuses, and the token of the next page, if any.
-#[derive(Debug, Default, Deserialize)]
-pub struct StatusPage {
-    #[serde(default)]
-    pub items: Vec<ProviderClassStatus>,
-    #[serde(default)]
-    metadata: ListMeta,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct ListMeta {
-    #[serde(rename = "continue")]
-    next: Option<String>,
-}
-
-impl StatusPage {
-    /// The `continue` token of the next page, if there is one.
-    pub fn next(&self) -> Option<&str> {
-        self.metadata.next.as_deref().filter(|t| !t.is_empty())
-    }
-
-    pub fn new(items: Vec<ProviderClassStatus>, next: Option<String>) -> Self {
-        StatusPage { items, metadata: ListMeta { next } }
-    }
-}
 
 /// The API resource of the driver's statuses.
 pub fn status_resource() -> ApiResource {
@@ -80,14 +51,14 @@ pub async fn observe_classes<S: ObjectSource>(
     mutation: &Mutation,
     deadline: Instant,
 ) -> Vec<Option<Observation>> {
-    if mutation.classes.is_empty() {
+    if mutation.classes().is_empty() {
         return Vec::new();
     }
     let read = tokio::time::timeout_at(deadline, list_classes(source, mutation));
     let folded = match read.await {
         Ok(Ok(folded)) => folded,
         Ok(Err(NotRead::Lookup(LookupError::Status(403 | 404) | LookupError::Unsupported))) => {
-            return vec![None; mutation.classes.len()];
+            return vec![None; mutation.classes().len()];
         }
         Ok(Err(NotRead::Lookup(error))) => return unreadable(mutation, &error.to_string()),
         Ok(Err(NotRead::TooMany)) => {
@@ -108,11 +79,11 @@ pub fn observations(
         Some(digest) => Observation::Digest(digest),
         None => Observation::Absent,
     };
-    mutation.classes.iter().map(|class| Some(observation(&class.name))).collect()
+    mutation.classes().iter().map(|class| Some(observation(&class.name))).collect()
 }
 
 fn unreadable(mutation: &Mutation, reason: &str) -> Vec<Option<Observation>> {
-    vec![Some(Observation::Unreadable(reason.to_owned())); mutation.classes.len()]
+    vec![Some(Observation::Unreadable(reason.to_owned())); mutation.classes().len()]
 }
 
 /// Why the statuses were not all read.
@@ -127,7 +98,7 @@ async fn list_classes<S: ObjectSource>(
     source: &S,
     mutation: &Mutation,
 ) -> Result<BTreeMap<String, ClassVersions>, NotRead> {
-    let wanted: BTreeSet<&str> = mutation.classes.iter().map(|c| c.name.as_str()).collect();
+    let wanted: BTreeSet<&str> = mutation.classes().iter().map(|c| c.name.as_str()).collect();
     let mut folded: BTreeMap<String, ClassVersions> = BTreeMap::new();
     let mut next: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -143,4 +114,131 @@ async fn list_classes<S: ObjectSource>(
         }
     }
     Err(NotRead::TooMany)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::core::inputs::secret_provider_class::digest;
+    use crate::core::model::kinds::WorkloadKind;
+    use crate::core::model::provider_class_status::{ProviderClassStatus, StatusPage};
+    use crate::core::{ObjectContent, ObjectRef, Plan, Settings, plan};
+
+    /// Pages of statuses, or an answer for every LIST.
+    struct Statuses {
+        pages: Vec<Vec<ProviderClassStatus>>,
+        fail: Option<LookupError>,
+        lists: AtomicUsize,
+    }
+
+    impl ObjectSource for Statuses {
+        async fn fetch(
+            &self,
+            _: &str,
+            _: &ObjectRef,
+        ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
+            Ok(None)
+        }
+
+        async fn list_provider_class_statuses(
+            &self,
+            namespace: &str,
+            limit: u32,
+            next: Option<&str>,
+        ) -> Result<StatusPage, LookupError> {
+            assert_eq!((namespace, limit), ("shop", PAGE_SIZE));
+            self.lists.fetch_add(1, Ordering::SeqCst);
+            if let Some(error) = &self.fail {
+                return Err(error.clone());
+            }
+            let at: usize = next.map_or(0, |n| n.parse().expect("a page token"));
+            let more = (at + 1 < self.pages.len()).then(|| (at + 1).to_string());
+            Ok(StatusPage::new(self.pages[at].clone(), more))
+        }
+    }
+
+    fn source(pages: Vec<Vec<ProviderClassStatus>>, fail: Option<LookupError>) -> Statuses {
+        Statuses { pages, fail, lists: AtomicUsize::new(0) }
+    }
+
+    fn status(class: &str, rv: u64, version: &str) -> ProviderClassStatus {
+        ProviderClassStatus {
+            namespace: Some("shop".into()),
+            name: Some(format!("pod-{rv}")),
+            resource_version: rv,
+            resource_version_text: Some(rv.to_string()),
+            class: Some(class.into()),
+            objects: vec![("secret/db".into(), version.into())],
+        }
+    }
+
+    /// A Pod of shop mounting the classes `classes`.
+    fn mounting(classes: &[&str]) -> Mutation {
+        let volumes: Vec<_> = classes
+            .iter()
+            .map(|c| {
+                serde_json::json!({"name": c, "csi": {"driver": "secrets-store.csi.k8s.io",
+                "volumeAttributes": {"secretProviderClass": c}}})
+            })
+            .collect();
+        let object = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "shop"},
+            "spec": {"containers": [{"name": "c"}], "volumes": volumes}})
+        .to_string();
+        let workload = WorkloadKind::Pod.parse(&object).expect("a Pod");
+        match plan(workload, &Default::default(), &Settings::default()) {
+            Plan::Mutate(mutation) => mutation,
+            other => panic!("expected a mutation, got {other:?}"),
+        }
+    }
+
+    fn deadline() -> Instant {
+        Instant::now() + Duration::from_secs(1)
+    }
+
+    #[tokio::test]
+    async fn every_page_is_folded_and_the_latest_report_wins_across_pages() {
+        // The newest report of vault comes first, on page one; an older one on page two.
+        let pages = vec![
+            vec![status("vault", 30, "2"), status("aws", 5, "9")],
+            vec![status("vault", 10, "1")],
+        ];
+        let source = source(pages, None);
+        let observed = observe_classes(&source, &mounting(&["vault", "gcp"]), deadline()).await;
+        assert_eq!(
+            observed,
+            [Some(Observation::Absent), Some(Observation::Digest(digest([("secret/db", "2")])))],
+            "gcp (first in name order) has no status; vault's version 2 is the latest"
+        );
+        assert_eq!(source.lists.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn forbidden_or_not_served_keeps_silently_and_other_failures_say_so() {
+        let mutation = mounting(&["vault"]);
+        for code in [403, 404] {
+            let source = source(Vec::new(), Some(LookupError::Status(code)));
+            assert_eq!(observe_classes(&source, &mutation, deadline()).await, [None]);
+        }
+        let source = source(Vec::new(), Some(LookupError::Status(503)));
+        let observed = observe_classes(&source, &mutation, deadline()).await;
+        assert_eq!(observed, [Some(Observation::Unreadable("HTTP 503".into()))]);
+        // No class mounted: nothing is listed.
+        let quiet = self::source(Vec::new(), Some(LookupError::Status(503)));
+        assert!(observe_classes(&quiet, &mounting(&[]), deadline()).await.is_empty());
+        assert_eq!(quiet.lists.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test]
+    async fn more_pages_than_the_cap_is_unreadable() {
+        let pages = (0..MAX_PAGES as u64 + 1).map(|i| vec![status("vault", i, "1")]).collect();
+        let source = source(pages, None);
+        let observed = observe_classes(&source, &mounting(&["vault"]), deadline()).await;
+        assert_eq!(observed, [Some(Observation::Unreadable("more than 2000 statuses".into()))]);
+        assert_eq!(source.lists.load(Ordering::SeqCst), MAX_PAGES);
+    }
 }

@@ -94,7 +94,7 @@ impl ProviderClasses {
 
     /// What `mutation` records of `class`, if any.
     pub fn recorded<'a>(mutation: &'a Mutation, class: &ClassKey) -> Option<&'a str> {
-        let target = mutation.classes.iter().find(|c| c.name == class.name)?;
+        let target = mutation.classes().iter().find(|c| c.name == class.name)?;
         mutation.existing_annotation(&target.key)
     }
 
@@ -111,7 +111,7 @@ impl ProviderClasses {
     /// `None` (keep the annotation) for a class no status reports.
     pub fn observations(&self, mutation: &Mutation) -> Vec<Option<Observation>> {
         mutation
-            .classes
+            .classes()
             .iter()
             .map(|target| {
                 let class =
@@ -145,7 +145,7 @@ impl ProviderClasses {
 /// The classes `mutation` mounts, in its namespace.
 pub fn mounted_by(mutation: &Mutation) -> Vec<ClassKey> {
     let class = |name: &str| ClassKey { namespace: mutation.namespace.clone(), name: name.into() };
-    mutation.classes.iter().map(|target| class(&target.name)).collect()
+    mutation.classes().iter().map(|target| class(&target.name)).collect()
 }
 
 impl WatchIndex<ProviderClassStatus> for ProviderClasses {

@@ -125,6 +125,32 @@ impl From<Wire> for ProviderClassStatus {
     }
 }
 
+/// One page of a namespace's statuses, and the token of the next page, if any.
+#[derive(Debug, Default, Deserialize)]
+pub struct StatusPage {
+    #[serde(default)]
+    pub items: Vec<ProviderClassStatus>,
+    #[serde(default)]
+    metadata: ListMeta,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ListMeta {
+    #[serde(rename = "continue")]
+    next: Option<String>,
+}
+
+impl StatusPage {
+    /// The `continue` token of the next page, if there is one.
+    pub fn next(&self) -> Option<&str> {
+        self.metadata.next.as_deref().filter(|t| !t.is_empty())
+    }
+
+    pub fn new(items: Vec<ProviderClassStatus>, next: Option<String>) -> Self {
+        StatusPage { items, metadata: ListMeta { next } }
+    }
+}
+
 /// `text` as is, or `sha256:<hex>` of it when it is too long or holds a control character.
 pub fn bounded_text(text: String) -> String {
     if text.len() <= MAX_TEXT && !text.chars().any(char::is_control) {
