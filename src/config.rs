@@ -171,7 +171,8 @@ pub struct ControllerArgs {
     #[arg(long, env = "CONFIGSUM_IMAGE_POLL_INTERVAL", default_value = "5m", value_parser = parse_poll_interval)]
     pub image_poll_interval: Duration,
     /// How often the API server's discovery is asked whether a workload CRD not served yet
-    /// (Argo Rollouts, a declared custom kind) is served now (1s to 1h).
+    /// (Argo Rollouts, a declared custom kind), or the Secrets Store CSI driver's
+    /// SecretProviderClassPodStatus, is served now (1s to 1h).
     #[arg(long, env = "CONFIGSUM_DISCOVERY_INTERVAL", default_value = "30s", value_parser = parse_discovery_interval)]
     pub discovery_interval: Duration,
     /// Resolutions per second, on average, against each registry (greater than 0).

@@ -177,6 +177,20 @@ fn optional_parts_come_and_go_with_their_values() {
             "configsum-controller".into()
         )));
 
+        // csi.enabled: the CSI driver's statuses in both ClusterRoles, and only then.
+        let statuses = |objects: &Objects, role: &str| -> Vec<Value> {
+            let key = ("ClusterRole".to_owned(), String::new(), role.to_owned());
+            let rules = objects[&key]["rules"].as_array().cloned().unwrap_or_default();
+            let csi = |r: &Value| r["resources"][0] == "secretproviderclasspodstatuses";
+            rules.into_iter().filter(csi).map(|r| r["verbs"].clone()).collect()
+        };
+        let csi = by_identity(helm.render(NAMESPACE, &["--set", "csi.enabled=true"]));
+        let default = by_identity(helm.render(NAMESPACE, &[]));
+        assert_eq!(statuses(&csi, "configsum-webhook"), [serde_json::json!(["list"])]);
+        assert_eq!(statuses(&csi, "configsum-controller"), [serde_json::json!(["list", "watch"])]);
+        assert!(statuses(&default, "configsum-webhook").is_empty());
+        assert!(statuses(&default, "configsum-controller").is_empty());
+
         let no_job = by_identity(helm.render(NAMESPACE, &["--set", "digestKeyJob.enabled=false"]));
         assert_eq!(kinds_named(&no_job, "configsum-digest-key"), Vec::<String>::new());
 

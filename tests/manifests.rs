@@ -23,7 +23,10 @@ use configsum::core::custom_kinds;
 use configsum::core::model::annotations::NAMESPACE_LABEL;
 use configsum::core::model::kinds::{self, KindRow};
 use configsum::core::model::operation::Operation;
-use configsum::core::rbac::{LEASE_VERBS, controller_permissions_among, webhook_permissions_among};
+use configsum::core::rbac::{
+    LEASE_VERBS, controller_permissions_among, csi_controller_permissions, csi_webhook_permissions,
+    webhook_permissions_among,
+};
 use configsum::core::{Digester, Settings};
 use configsum::lookup::{FileSource, lookup_budget};
 use configsum::process::{MetricsRegistry, Readiness, admin_router};
@@ -43,6 +46,8 @@ struct Manifests {
     image: String,
     /// The Secret the webhook serves TLS from when no Certificate makes it (tls.mode=secret).
     user_tls_secret: Option<String>,
+    /// Whether the CSI driver's statuses are granted (the chart's `csi.enabled`).
+    csi: bool,
 }
 
 impl Manifests {
@@ -59,6 +64,7 @@ impl Manifests {
             namespace: render::NAMESPACE.to_owned(),
             image: format!("ghcr.io/configsum/configsum:{}", env!("CARGO_PKG_VERSION")),
             user_tls_secret: None,
+            csi: false,
         });
         &CHART
     }
@@ -73,6 +79,7 @@ impl Manifests {
                 namespace: CUSTOM_NAMESPACE.to_owned(),
                 image: format!("{}:{}", str_of(&image["repository"]), str_of(&image["tag"])),
                 user_tls_secret: Some(str_of(&values["tls"]["existingSecret"]).to_owned()),
+                csi: values["csi"]["enabled"] == Value::Bool(true),
             }
         });
         &CUSTOM
@@ -94,6 +101,7 @@ impl Manifests {
             namespace: str_of(&kustomization["namespace"]).to_owned(),
             image: format!("ghcr.io/configsum/configsum:{}", env!("CARGO_PKG_VERSION")),
             user_tls_secret: None,
+            csi: false,
         }
     }
 
@@ -508,8 +516,10 @@ fn rbac_grants_what_the_code_calls_and_nothing_more(m: &Manifests) {
     let webhook_role = m.one("ClusterRole", "configsum-webhook");
     let table = m.kinds();
     let trackable = kinds::tracked_among(table.iter().map(|row| &row.declaration));
+    let csi_webhook = if m.csi { csi_webhook_permissions() } else { Vec::new() };
     let expected: BTreeSet<_> = webhook_permissions_among(trackable)
         .into_iter()
+        .chain(csi_webhook)
         .flat_map(|(g, r, verbs)| {
             verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))
         })
@@ -526,8 +536,10 @@ fn rbac_grants_what_the_code_calls_and_nothing_more(m: &Manifests) {
     let table = m.kinds();
     let rolled = kinds::rolled_among(table.iter().map(|row| &row.declaration));
     let trackable = kinds::tracked_among(table.iter().map(|row| &row.declaration));
+    let csi_controller = if m.csi { csi_controller_permissions() } else { Vec::new() };
     let expected: BTreeSet<_> = controller_permissions_among(rolled, trackable)
         .into_iter()
+        .chain(csi_controller)
         .flat_map(|(g, r, verbs)| {
             verbs.iter().map(move |v| (g.to_string(), r.to_string(), v.to_string(), None))
         })

@@ -20,6 +20,7 @@ pub mod lease;
 pub mod metrics;
 pub mod model;
 pub mod poller;
+pub mod provider_class_watch;
 pub mod reads;
 pub mod reconcile;
 mod run;

@@ -86,6 +86,7 @@ impl<A: ControllerApi> Reconciler<A> {
         let mut named: BTreeSet<Trigger> = changed.clone();
         named.extend(decision.changed.into_iter().map(Trigger::Object));
         named.extend(decision.changed_workloads.into_iter().map(Trigger::Workload));
+        named.extend(decision.changed_classes.into_iter().map(Trigger::ProviderClass));
         if self.dry_run {
             let event = event::would_roll(key, snapshot.uid.clone(), &named, &work.waves);
             let message = event.message.clone().unwrap_or_default();
@@ -258,6 +259,10 @@ impl<A: ControllerApi> Inputs for GivenInputs<'_, A> {
     async fn workloads(&self, _mutation: &Mutation) -> Vec<Option<Observation>> {
         self.work.workloads.clone()
     }
+
+    async fn classes(&self, _mutation: &Mutation) -> Vec<Option<Observation>> {
+        self.work.classes.clone()
+    }
 }
 
 /// The decision's operations as a JSON Patch that first sets
@@ -400,6 +405,7 @@ mod tests {
             fresh: HashMap::new(),
             images: Vec::new(),
             workloads: Vec::new(),
+            classes: Vec::new(),
             waves: Vec::new(),
         }
     }

@@ -15,6 +15,7 @@ use super::metrics::ControllerMetrics;
 use super::model::message::Message;
 use super::model::work::CALL_TIMEOUT;
 use super::poller::{self, PollRate};
+use super::provider_class_watch;
 use super::reads;
 use super::reconcile::Reconciler;
 use super::state::flap_guard::{FlapGuard, FlapLimits};
@@ -127,6 +128,15 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     .await?;
     let not_served = watches.not_served.clone();
     let every = args.discovery_interval;
+    let partitions = watches.partitions();
+    let statuses = provider_class_watch::watch_when_served(
+        client.clone(),
+        every,
+        CALL_TIMEOUT,
+        partitions,
+        tx.clone(),
+    );
+    tokio::spawn(statuses);
     tokio::spawn(watches::discover(client, not_served, every, CALL_TIMEOUT, tx.clone()));
     let (rounds_tx, rounds) = mpsc::channel(1);
     let rate = PollRate { rate: args.registry_rate, burst: args.registry_burst };

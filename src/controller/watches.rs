@@ -137,6 +137,11 @@ impl Watches {
         })
     }
 
+    /// What each kind's watches list: every namespace, or each of `--namespaces`.
+    pub fn partitions(&self) -> Vec<Partition> {
+        self.partitions.clone()
+    }
+
     /// `kind`'s workload watches, one per partition.
     fn start_workload_watches(&self, kind: WorkloadKind, epoch: u64) -> Vec<JoinHandle<()>> {
         let resource = workload_resource(kind);
@@ -222,17 +227,28 @@ enum Served {
 /// no answer counts as not served, and is asked again).
 async fn served(client: &Client, kind: WorkloadKind, timeout: Duration) -> Served {
     let (_, _, resource) = kind.resource();
-    let api_version = kind.api_version();
-    let resources = client.list_api_group_resources(api_version);
-    let Ok(Ok(list)) = tokio::time::timeout(timeout, resources).await else { return Served::No };
-    match list.resources.iter().find(|r| r.name == resource) {
+    match resource_served(client, kind.api_version(), resource, timeout).await {
         None => Served::No,
-        Some(r) if r.namespaced => Served::Namespaced,
-        Some(_) => Served::ClusterScoped,
+        Some(true) => Served::Namespaced,
+        Some(false) => Served::ClusterScoped,
     }
 }
 
-fn forward<K, S>(
+/// Whether discovery serves `resource` of `api_version` (`Some(namespaced)`), bounded by
+/// `timeout`; no answer counts as not served. For any resource the controller watches only
+/// where served (workload CRDs, the CSI driver's statuses).
+pub(super) async fn resource_served(
+    client: &Client,
+    api_version: &str,
+    resource: &str,
+    timeout: Duration,
+) -> Option<bool> {
+    let resources = client.list_api_group_resources(api_version);
+    let Ok(Ok(list)) = tokio::time::timeout(timeout, resources).await else { return None };
+    list.resources.iter().find(|r| r.name == resource).map(|r| r.namespaced)
+}
+
+pub(super) fn forward<K, S>(
     stream: S,
     tx: mpsc::Sender<Message>,
     wrap: impl Fn(Event<K>) -> Message + Send + 'static,

@@ -29,8 +29,8 @@ pub use model::kinds::WorkloadKind;
 pub use model::object_content::ObjectContent;
 pub use model::object_ref::{ObjectKey, ObjectKind, ObjectRef};
 pub use mutate::{
-    DEFAULT_OWN_NAMESPACE, Decision, Found, LookupErrorPolicy, Mutation, Observation, Observed,
-    Plan, Settings, Skip, plan,
+    ClassTarget, DEFAULT_OWN_NAMESPACE, Decision, Found, LookupErrorPolicy, Mutation, Observation,
+    Observed, Plan, Settings, Skip, plan,
 };
 pub use review::{OldObject, Request, plan_read_review, plan_review, review};
 pub use selection::Target;

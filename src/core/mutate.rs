@@ -12,13 +12,14 @@ use super::inputs::image::containers::PodImages;
 use super::inputs::image::env::{self, ImageEnv};
 use super::inputs::image::observation::ImageObservation;
 use super::inputs::image::tracking::{ImagePlan, ImageTracking};
+use super::inputs::secret_provider_class::{self, MAX_CLASSES};
 use super::inputs::workload_template::template_digest;
 use super::model::annotations::AnnotationDomain;
 use super::model::annotations::{ABSENT, MAX_ANNOTATIONS_BYTES};
 use super::model::kinds::WorkloadKind;
 use super::model::label_selector::LabelSelector;
 use super::model::object_content::ObjectContent;
-use super::model::object_ref::ObjectRef;
+use super::model::object_ref::{ObjectRef, is_dns_subdomain};
 use super::model::object_scope::{ObjectScope, Standing};
 use super::model::warnings::{Subject, Warnings, kept_or_none};
 use super::patch::{AnnotationsLocation, annotations_patch, annotations_size};
@@ -135,6 +136,9 @@ pub struct Mutation {
     pub targets: Vec<Target>,
     /// The workloads of the namespace whose pod templates' digests this one carries.
     pub workloads: Vec<WorkloadTarget>,
+    /// The SecretProviderClasses its CSI volumes name, whose rotations it tracks ([`Self::classes`];
+    /// one pointer, as most plans the controller keeps mount none).
+    classes: Option<Box<ClassTargets>>,
     location: AnnotationsLocation,
     /// The template's annotations as sent in `request.object`. Sorted pairs
     /// rather than a map: the controller keeps one plan per watched workload,
@@ -142,7 +146,7 @@ pub struct Mutation {
     current: SortedPairs,
     /// Owned annotations of `request.object`, else of `request.oldObject`.
     existing: SortedPairs,
-    kept_keys: BTreeSet<String>,
+    kept_keys: Box<[String]>,
     warnings: Warnings,
     /// `<domain>/images` and `<domain>/image-policy`, if the workload tracks
     /// images (boxed: most plans the controller keeps track none).
@@ -152,6 +156,18 @@ pub struct Mutation {
     /// The tracked images, once [`Mutation::read_pod_images`] has read the pod.
     pub images: ImagePlan,
 }
+
+/// A SecretProviderClass a pod template's CSI volume names (a valid name), and its
+/// annotation key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassTarget {
+    pub name: String,
+    pub key: String,
+}
+
+/// A plan's classes, boxed behind one pointer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ClassTargets(Vec<ClassTarget>);
 
 /// What the shell observed for a plan: one [`Observation`] per target (in `targets` order) and
 /// one [`ImageObservation`] per tracked image (in [`ImagePlan::targets`] order; missing ones
@@ -163,6 +179,10 @@ pub struct Observed {
     /// One per tracked workload (in [`Mutation::workloads`] order); `None`, or none at all,
     /// keeps its annotation as it is (render, and the controller's first observation).
     pub workloads: Vec<Option<Observation>>,
+    /// One per tracked SecretProviderClass (in [`Mutation::classes`] order): its digest, or
+    /// `Absent` when no status reports it; `None`, `Absent` or `Unreadable` keep its
+    /// annotation as it is (never a denial).
+    pub classes: Vec<Option<Observation>>,
 }
 
 /// The answer: a patch (possibly empty), warnings, and what changed.
@@ -178,6 +198,9 @@ pub struct Decision {
     pub changed_env: Vec<String>,
     /// Tracked workloads (`deployment/db`) whose existing digest changed value, likewise.
     pub changed_workloads: Vec<String>,
+    /// Tracked SecretProviderClasses (`secretproviderclass/vault`) whose existing digest
+    /// changed value, likewise.
+    pub changed_classes: Vec<String>,
     /// Tracked workloads left as they are because nothing here can read them (render).
     pub unobserved_workloads: Vec<String>,
     /// Objects that could not be read: their annotations were kept, or the
@@ -226,10 +249,12 @@ pub fn plan(
     if annotation(domain.enabled()) == Some("false") {
         return Plan::Skip(Skip::Disabled);
     }
-    let mut refs = match workload.template {
-        Template::Present(template) => references(&template.spec),
+    let (mut refs, class_names) = match workload.template {
+        Template::Present(template) => {
+            (references(&template.spec), secret_provider_class::classes(&template.spec))
+        }
         Template::WorkloadRef => return Plan::Skip(Skip::WorkloadRef),
-        Template::None => References::default(),
+        Template::None => (References::default(), BTreeSet::new()),
     };
     let Some(namespace) = workload.namespace.filter(|n| !n.is_empty()) else {
         return unparsable("it has no namespace");
@@ -267,6 +292,9 @@ pub fn plan(
         None => Box::default(),
     };
 
+    let classes = class_targets(class_names, domain, &mut warnings);
+    let classes = (!classes.is_empty()).then(|| Box::new(ClassTargets(classes)));
+
     let location = AnnotationsLocation {
         path: kind.annotations_path(),
         present: workload.annotations.present,
@@ -287,15 +315,53 @@ pub fn plan(
         namespace,
         targets: selection.targets,
         workloads: selection.workloads,
+        classes,
         location,
         current: SortedPairs::from(current),
         existing: SortedPairs::from(existing),
-        kept_keys: selection.kept_keys,
+        kept_keys: selection.kept_keys.into_iter().collect(),
         warnings,
         image_tracking,
         image_env,
         images: ImagePlan::default(),
     })
+}
+
+/// The classes `names` (from the CSI volumes) as targets: valid names only, at most
+/// [`MAX_CLASSES`], each with its key; the others said once in a warning.
+fn class_targets(
+    names: BTreeSet<String>,
+    domain: &AnnotationDomain,
+    warnings: &mut Warnings,
+) -> Vec<ClassTarget> {
+    let word = secret_provider_class::WORD;
+    let mut targets = Vec::new();
+    let mut beyond = 0;
+    for name in names {
+        if !is_dns_subdomain(&name, 253) {
+            warnings.push_plain(format_args!(
+                "configsum: a CSI volume names the SecretProviderClass {:?}, not a valid name; not tracked",
+                super::model::warnings::shorten_middle(&name, 80)
+            ));
+            continue;
+        }
+        let Some(key) = domain.provider_class_key(&name) else {
+            let subject = Subject::Workload { word, name: &name };
+            warnings.push(subject, "its annotation key would be too long; not tracked");
+            continue;
+        };
+        if targets.len() == MAX_CLASSES {
+            beyond += 1;
+            continue;
+        }
+        targets.push(ClassTarget { name, key });
+    }
+    if beyond > 0 {
+        warnings.push_plain(format_args!(
+            "configsum: {beyond} SecretProviderClasses beyond the first {MAX_CLASSES} were not tracked"
+        ));
+    }
+    targets
 }
 
 impl Mutation {
@@ -343,7 +409,13 @@ impl Mutation {
     pub fn records_every_input(&self) -> bool {
         self.targets.iter().all(|t| self.existing.get(&t.key).is_some())
             && self.workloads.iter().all(|w| self.existing.get(&w.key).is_some())
+            && self.classes().iter().all(|c| self.existing.get(&c.key).is_some())
             && self.images.targets().iter().all(|t| t.recorded.is_some())
+    }
+
+    /// The SecretProviderClasses its CSI volumes name, in name order.
+    pub fn classes(&self) -> &[ClassTarget] {
+        self.classes.as_deref().map_or(&[], |c| c.0.as_slice())
     }
 
     /// The existing value of the owned annotation `key`, if any.
@@ -361,6 +433,7 @@ impl Mutation {
         let Mutation {
             targets,
             workloads,
+            classes,
             location,
             current,
             existing,
@@ -373,6 +446,7 @@ impl Mutation {
             objects: observations,
             images: image_observations,
             workloads: mut workload_observations,
+            classes: mut class_observations,
         } = observed;
         images.observe(image_observations);
         let (current, existing) = (current.into_map(), existing.into_map());
@@ -448,6 +522,34 @@ impl Mutation {
             }
             desired.insert(target.key, value);
         }
+        let mut changed_classes = Vec::new();
+        let classes = classes.map(|c| c.0).unwrap_or_default();
+        class_observations.resize(classes.len(), None);
+        for (target, observation) in classes.into_iter().zip(class_observations) {
+            let old = existing.get(&target.key);
+            let value = match observation {
+                Some(Observation::Digest(digest)) => digest,
+                Some(Observation::Unreadable(reason)) => {
+                    let word = secret_provider_class::WORD;
+                    let subject = Subject::Workload { word, name: &target.name };
+                    let outcome = kept_or_none(old.is_some());
+                    warnings.push(subject, format_args!("could not be read; {outcome} ({reason})"));
+                    match old {
+                        Some(old) => old.clone(),
+                        None => continue,
+                    }
+                }
+                // No status reports it (its pods are gone, or not mounted yet), or not observed.
+                None | Some(Observation::Absent | Observation::Untracked(_)) => match old {
+                    Some(old) => old.clone(),
+                    None => continue,
+                },
+            };
+            if old.is_some_and(|old| *old != value) {
+                changed_classes.push(format!("{}/{}", secret_provider_class::WORD, target.name));
+            }
+            desired.insert(target.key, value);
+        }
         for key in kept_keys {
             if let Some(value) = existing.get(&key) {
                 desired.insert(key, value.clone());
@@ -504,6 +606,7 @@ impl Mutation {
             changed_images: images.changed,
             changed_env: images.changed_env,
             changed_workloads,
+            changed_classes,
             unobserved_workloads: Vec::new(),
             unreadable,
             denied: None,

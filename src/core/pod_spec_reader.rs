@@ -27,6 +27,7 @@ use super::inputs::DECLARED;
 use super::inputs::image::containers::{
     Capped, Container, EnvVar, Indexed, MAX_CONTAINERS_READ, MAX_ENV_READ, Names, PodImages,
 };
+use super::inputs::secret_provider_class;
 use super::model::kinds::WorkloadKind;
 use super::model::pod_spec::{
     self, EnvFromSource, EnvVarSource, PodSpec, References, SparseList, Volume, VolumeProjection,
@@ -513,6 +514,7 @@ impl References for EnvFromSource {
 impl References for Volume {
     fn references_anything(&self) -> bool {
         DECLARED.iter().any(|input| (input.sites.volume)(self).is_some())
+            || secret_provider_class::class_of(self).is_some()
             || self
                 .projected
                 .as_ref()

@@ -5,6 +5,7 @@
 //! table's kinds as arguments, so that a rendered installation's table is checked the same way.
 
 use super::model::object_ref::ObjectKind;
+use super::model::provider_class_status::{GROUP as CSI_GROUP, RESOURCE as CSI_RESOURCE};
 
 /// One RBAC rule's worth: API group, resource, verbs.
 pub type Permission = (&'static str, &'static str, &'static [&'static str]);
@@ -55,4 +56,16 @@ pub fn controller_permissions_among(
     permissions.push(("", "serviceaccounts", GET));
     permissions.push(("", "events", &["create"]));
     permissions
+}
+
+/// The webhook's optional grant (the chart's `csi.enabled`): `list` on the Secrets Store CSI
+/// driver's statuses, one namespace's per review of a workload mounting a SecretProviderClass.
+/// Without it those digests are left as they are.
+pub fn csi_webhook_permissions() -> Vec<Permission> {
+    vec![(CSI_GROUP, CSI_RESOURCE, &["list"])]
+}
+
+/// The controller's optional grant, likewise: it watches the statuses once they are served.
+pub fn csi_controller_permissions() -> Vec<Permission> {
+    vec![(CSI_GROUP, CSI_RESOURCE, &["list", "watch"])]
 }

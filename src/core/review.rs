@@ -158,7 +158,7 @@ pub fn decide_from_memory<'a>(
                 .map(|t| mutation.observe(t, digester, lookup(&mutation.namespace, &t.object)))
                 .collect();
             // No API server here (render, tests): tracked workloads keep their annotations.
-            let observed = Observed { objects, images: Vec::new(), workloads: Vec::new() };
+            let observed = Observed { objects, ..Observed::default() };
             let mut decision = mutation.decide(observed, settings);
             decision.unobserved_workloads = unobserved;
             decision
@@ -269,5 +269,82 @@ mod tests {
             "no longer tracked: removed, as configsum owns the key"
         );
         assert_eq!(decision.changed_workloads, ["deployment/db"]);
+    }
+
+    fn mounting(classes: &[(&str, &str)], recorded: Value) -> String {
+        let volumes: Vec<Value> = classes
+            .iter()
+            .map(|(driver, class)| {
+                json!({"name": class, "csi": {"driver": driver,
+                    "volumeAttributes": {"secretProviderClass": class}}})
+            })
+            .collect();
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "auth"},
+            "spec": {"template": {"metadata": {"annotations": recorded},
+                "spec": {"containers": [{"name": "c", "image": "web:1"}], "volumes": volumes}}}})
+        .to_string()
+    }
+
+    fn decide_classes(mutation: Mutation, classes: Vec<Option<Observation>>) -> Decision {
+        mutation.decide(Observed { classes, ..Observed::default() }, &Settings::default())
+    }
+
+    const CSI: &str = "secrets-store.csi.k8s.io";
+
+    #[test]
+    fn csi_volumes_name_the_classes_whose_digests_the_template_carries() {
+        let object = mounting(
+            &[(CSI, "vault"), (CSI, "aws"), ("ebs.csi.aws.com", "disk"), (CSI, "Bad_Name")],
+            json!({"secretproviderclass.configsum.dev/gone": D}),
+        );
+        let mutation = planned(&object);
+        let names: Vec<&str> = mutation.classes().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["aws", "vault"], "the other driver's volume and a bad name left out");
+        assert_eq!(mutation.classes()[1].key, "secretproviderclass.configsum.dev/vault");
+        assert!(!mutation.records_every_input());
+        let decision = decide_classes(
+            mutation,
+            vec![Some(Observation::Absent), Some(Observation::Digest(D.into()))],
+        );
+        assert_eq!(
+            patched(&object, &decision),
+            json!({"secretproviderclass.configsum.dev/vault": D}),
+            "no status for aws: none written; a class no volume names: removed"
+        );
+        assert!(decision.changed_classes.is_empty(), "a first digest changes nothing");
+        assert_eq!(decision.warnings.len(), 1, "{:?}", decision.warnings);
+        assert!(decision.warnings[0].contains("not a valid name"), "{:?}", decision.warnings);
+    }
+
+    #[test]
+    fn an_unreadable_or_unreported_class_keeps_its_digest_and_a_rotation_is_audited() {
+        let other = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+        let recorded = json!({"secretproviderclass.configsum.dev/aws": D,
+            "secretproviderclass.configsum.dev/gcp": D, "secretproviderclass.configsum.dev/vault": D});
+        let object = mounting(&[(CSI, "aws"), (CSI, "gcp"), (CSI, "vault")], recorded.clone());
+        let mutation = planned(&object);
+        assert!(mutation.records_every_input());
+        let observed = vec![
+            Some(Observation::Absent),
+            Some(Observation::Unreadable("HTTP 503".into())),
+            Some(Observation::Digest(other.into())),
+        ];
+        let deny = crate::core::LookupErrorPolicy::Deny;
+        let settings = Settings { on_lookup_error: deny, ..Settings::default() };
+        let decision =
+            mutation.decide(Observed { classes: observed, ..Observed::default() }, &settings);
+        assert_eq!(decision.denied, None, "a class never denies");
+        let mut expected = recorded;
+        expected["secretproviderclass.configsum.dev/vault"] = json!(other);
+        assert_eq!(patched(&object, &decision), expected);
+        assert_eq!(decision.changed_classes, ["secretproviderclass/vault"]);
+        assert_eq!(
+            decision.warnings,
+            ["secretproviderclass/gcp: could not be read; its annotation was kept (HTTP 503)"]
+        );
+        // Not observed at all (render, or a source without statuses): all kept.
+        let decision = decide_classes(planned(&object), Vec::new());
+        assert!(decision.patch.is_empty());
     }
 }

@@ -121,6 +121,19 @@ impl ObjectSource for KubeSource {
             Err(e) => Err(classify(&e)),
         }
     }
+
+    /// A LIST without resourceVersion (a quorum read, as for objects), one page.
+    async fn list_provider_class_statuses(
+        &self,
+        namespace: &str,
+        limit: u32,
+        next: Option<&str>,
+    ) -> Result<crate::core::model::provider_class_status::StatusPage, LookupError> {
+        let request = super::provider_classes::page_request(namespace, limit, next)?;
+        let _permit = self.in_flight.acquire().await.map_err(|_| LookupError::Connection)?;
+        let json = self.client.request_text(request).await.map_err(|e| classify(&e))?;
+        serde_json::from_str(&json).map_err(|_| LookupError::Decode)
+    }
 }
 
 impl KubeSource {

@@ -7,6 +7,7 @@ mod images;
 mod kube;
 mod metrics;
 mod observe;
+pub mod provider_classes;
 mod workloads;
 
 use std::future::Future;
@@ -17,6 +18,7 @@ use futures_util::StreamExt as _;
 use tokio::time::Instant;
 
 use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::provider_class_status::StatusPage;
 use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
 use crate::registry::PullCredential;
 
@@ -67,6 +69,18 @@ pub trait ObjectSource: Send + Sync + 'static {
         name: &str,
     ) -> impl Future<Output = Result<Option<serde_json::Value>, LookupError>> + Send {
         let _ = (namespace, kind, name);
+        async { Err(LookupError::Unsupported) }
+    }
+
+    /// One page (at most `limit`, from the `continue` token `next`) of `namespace`'s
+    /// SecretProviderClassPodStatuses, read fresh (`lookup::provider_classes`).
+    fn list_provider_class_statuses(
+        &self,
+        namespace: &str,
+        limit: u32,
+        next: Option<&str>,
+    ) -> impl Future<Output = Result<StatusPage, LookupError>> + Send {
+        let _ = (namespace, limit, next);
         async { Err(LookupError::Unsupported) }
     }
 

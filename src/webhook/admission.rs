@@ -455,11 +455,13 @@ pub fn encode_response(uid: &str, decision: &Decision) -> Vec<u8> {
     let mut audit_annotations = BTreeMap::new();
     if !decision.changed.is_empty()
         || !decision.changed_workloads.is_empty()
+        || !decision.changed_classes.is_empty()
         || !decision.changed_images.is_empty()
         || !decision.changed_env.is_empty()
     {
         let objects = decision.changed.iter().map(ToString::to_string);
         let objects = objects.chain(decision.changed_workloads.iter().cloned());
+        let objects = objects.chain(decision.changed_classes.iter().cloned());
         let images = decision.changed_images.iter().map(|c| format!("image/{c}"));
         let env = decision.changed_env.iter().map(|v| format!("image-env/{v}"));
         let changed: Vec<String> = objects.chain(images).chain(env).collect();
@@ -761,6 +763,7 @@ mod tests {
             changed_images: vec!["app".into()],
             changed_env: vec!["api/INGESTOR_IMAGE_DIGEST".into()],
             changed_workloads: vec!["deployment/db".into()],
+            changed_classes: Vec::new(),
             unobserved_workloads: Vec::new(),
             unreadable: Vec::new(),
             denied: None,

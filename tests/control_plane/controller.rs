@@ -205,7 +205,7 @@ pub async fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) 
     }
 }
 
-fn replica_sets_of(install: &Installation, namespace: &str, app: &str) -> usize {
+pub fn replica_sets_of(install: &Installation, namespace: &str, app: &str) -> usize {
     let list = install.cp.get_json(&["replicasets", "-n", namespace, "-l", &format!("app={app}")]);
     list["items"].as_array().map_or(0, Vec::len)
 }
@@ -217,7 +217,7 @@ fn lease_holder(install: &Installation) -> Option<String> {
     lease["spec"]["holderIdentity"].as_str().map(str::to_owned)
 }
 
-fn generation(install: &Installation, namespace: &str, name: &str) -> i64 {
+pub fn generation(install: &Installation, namespace: &str, name: &str) -> i64 {
     let deployment = install.cp.get_json(&["deployment", name, "-n", namespace]);
     deployment["metadata"]["generation"].as_i64().unwrap_or_default()
 }

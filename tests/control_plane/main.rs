@@ -23,6 +23,7 @@ mod registry;
 mod server;
 
 mod controller;
+mod csi;
 mod custom_kinds;
 mod differential;
 mod explain;

@@ -209,6 +209,12 @@ with rbac.scope namespaced.
   verbs: ["get"]
 {{- end }}
 {{- end }}
+{{- if .Values.csi.enabled }}
+# SecretProviderClass rotations: what the CSI driver reports of a namespace's mounts.
+- apiGroups: ["secrets-store.csi.x-k8s.io"]
+  resources: ["secretproviderclasspodstatuses"]
+  verbs: ["list"]
+{{- end }}
 {{- end -}}
 
 {{/*
@@ -248,6 +254,12 @@ rbac.scope cluster, a Role's in each of `namespaces` with rbac.scope namespaced.
 - apiGroups: [""]
   resources: ["configmaps", "secrets"]
   verbs: ["get", "list", "watch"]
+{{- if .Values.csi.enabled }}
+# SecretProviderClass rotations: the CSI driver's statuses, watched once served.
+- apiGroups: ["secrets-store.csi.x-k8s.io"]
+  resources: ["secretproviderclasspodstatuses"]
+  verbs: ["list", "watch"]
+{{- end }}
 # The image pull secrets of tracked images' ServiceAccounts.
 - apiGroups: [""]
   resources: ["serviceaccounts"]

@@ -9,6 +9,7 @@ use super::reading::Reading;
 use super::work::{Due, ReconcileResult};
 use super::workload::{WatchedWorkload, WorkloadKey};
 use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::provider_class_status::{self, ProviderClassStatus};
 use crate::core::{ObjectKey, ObjectKind};
 use crate::registry::Resolution;
 
@@ -83,6 +84,8 @@ pub enum Message {
     Image(Box<(PolledImage, Resolution)>),
     /// A read of a tracked workload's pod template finished (`None`: it does not exist).
     Template(Box<(WorkloadKey, Result<Option<serde_json::Value>, String>)>),
+    /// From the watch of the Secrets Store CSI driver's statuses, once their CRD is served.
+    ProviderClassStatus(Partition, Box<Event<ProviderClassStatus>>),
 }
 
 impl Message {
@@ -95,6 +98,9 @@ impl Message {
                 Some(kind.declaration().resource)
             }
             Message::Object(kind, _, Event::InitDone) => Some(kind.input().resource),
+            Message::ProviderClassStatus(_, event) if matches!(**event, Event::InitDone) => {
+                Some(provider_class_status::RESOURCE)
+            }
             _ => None,
         }
     }

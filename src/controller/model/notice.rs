@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::trigger::{Source, Trigger, id_of};
 use super::workload::WorkloadKey;
+use crate::core::model::annotations::PROVIDER_CLASS_WORD;
 use crate::core::model::kinds::WorkloadKind;
+use crate::core::model::provider_class_status::CLASS_KIND as PROVIDER_CLASS_KIND;
 use crate::core::{ObjectKey, ObjectRef};
 use crate::lookup::api_object::workload_resource;
 use crate::notify::{Named, Notice, NoticeKind, NoticeWorkload};
@@ -42,7 +44,7 @@ pub fn roll(
     notice.digest = changed.iter().find_map(|trigger| match trigger {
         Trigger::Object(object) => digests.get(object).map(|d| id_of(d)),
         Trigger::Image { new, .. } => Some(id_of(new)),
-        Trigger::Workload(_) | Trigger::Quiet(_) => None,
+        Trigger::Workload(_) | Trigger::ProviderClass(_) | Trigger::Quiet(_) => None,
     });
     notice
 }
@@ -72,6 +74,9 @@ pub fn of_change(
             let resource = workload_resource(key.kind);
             named(resource.kind, Some(&key.namespace), &key.name)
         }
+        Source::ProviderClass { namespace, name } => {
+            named(PROVIDER_CLASS_KIND.to_owned(), Some(namespace), name)
+        }
     });
     notice.digest = Some(id.to_owned());
     notice
@@ -83,7 +88,9 @@ fn trigger_source(trigger: &Trigger, namespace: &str) -> Named {
             named(object.kind.as_str().to_owned(), Some(namespace), &object.name)
         }
         Trigger::Image { image: reference, .. } => image(reference),
-        Trigger::Workload(source) | Trigger::Quiet(source) => named_source(source, namespace),
+        Trigger::Workload(source) | Trigger::ProviderClass(source) | Trigger::Quiet(source) => {
+            named_source(source, namespace)
+        }
     }
 }
 
@@ -97,6 +104,9 @@ fn named_source(source: &str, namespace: &str) -> Named {
         return named(object.kind.as_str().to_owned(), Some(namespace), &object.name);
     }
     match source.split_once('/') {
+        Some((PROVIDER_CLASS_WORD, name)) => {
+            named(PROVIDER_CLASS_KIND.to_owned(), Some(namespace), name)
+        }
         Some((word, name)) => {
             let kind = WorkloadKind::trackable_from_word(word)
                 .map_or_else(|| word.to_owned(), |kind| workload_resource(kind).kind);

@@ -7,6 +7,7 @@ pub use crate::core::diagnosis::halts::id_of;
 use crate::core::{ObjectKey, ObjectRef};
 
 use super::workload::WorkloadKey;
+use crate::core::model::annotations::PROVIDER_CLASS_WORD;
 use crate::core::model::warnings::shorten_middle;
 
 /// An image reference is named whole up to this many characters (the
@@ -22,6 +23,9 @@ pub enum Trigger {
     Object(ObjectRef),
     /// A tracked workload's pod template changed (`deployment/db`), or it was deleted.
     Workload(String),
+    /// A tracked SecretProviderClass rotated: the driver reports a new version of one of its
+    /// objects (`secretproviderclass/vault`).
+    ProviderClass(String),
     /// The flap guard held this source (`secret/db`) and it has been quiet for a period:
     /// one roll to the state of the moment.
     Quiet(String),
@@ -45,7 +49,9 @@ impl Trigger {
             Trigger::Image { image, .. } => {
                 format!("image {}", shorten_middle(image, MAX_REFERENCE_CHARS))
             }
-            Trigger::Workload(source) | Trigger::Quiet(source) => source.clone(),
+            Trigger::Workload(source) | Trigger::ProviderClass(source) | Trigger::Quiet(source) => {
+                source.clone()
+            }
         }
     }
 }
@@ -55,6 +61,7 @@ impl fmt::Display for Trigger {
         match self {
             Trigger::Object(object) => write!(f, "{object}"),
             Trigger::Workload(workload) => f.write_str(workload),
+            Trigger::ProviderClass(class) => write!(f, "{class} (rotated)"),
             Trigger::Quiet(source) => write!(f, "{source} (quiet again after the flap guard)"),
             // Named as warnings name a container (docs/behaviour.md, "Warnings").
             Trigger::Image { container, variable, image, old, new } => {
@@ -78,6 +85,11 @@ pub enum Source {
     Object(ObjectKey),
     Image(String),
     Workload(WorkloadKey),
+    /// A SecretProviderClass of a namespace, whose objects the CSI driver reports.
+    ProviderClass {
+        namespace: String,
+        name: String,
+    },
 }
 
 impl Source {
@@ -88,6 +100,7 @@ impl Source {
             Source::Object(key) => key.object.to_string(),
             Source::Image(reference) => format!("image {reference}"),
             Source::Workload(key) => format!("{}/{}", key.kind.word(), key.name),
+            Source::ProviderClass { name, .. } => format!("{PROVIDER_CLASS_WORD}/{name}"),
         }
     }
 
@@ -96,6 +109,7 @@ impl Source {
         match self {
             Source::Object(key) => key.namespace == workload.namespace,
             Source::Workload(key) => key.namespace == workload.namespace,
+            Source::ProviderClass { namespace, .. } => *namespace == workload.namespace,
             Source::Image(_) => true,
         }
     }
@@ -110,6 +124,9 @@ impl fmt::Display for Source {
             }
             Source::Workload(key) => {
                 write!(f, "{}/{} in {}", key.kind.word(), key.name, key.namespace)
+            }
+            Source::ProviderClass { namespace, name } => {
+                write!(f, "{PROVIDER_CLASS_WORD}/{name} in {namespace}")
             }
         }
     }
@@ -151,5 +168,15 @@ mod tests {
         assert_eq!(change("hmac-sha256:fedcba9876543210"), "fedcba987654");
         assert_eq!(change("abc"), "abc");
         assert_eq!(change("sha256:<script>"), "c", "only hex digits, whatever was written");
+    }
+
+    #[test]
+    fn a_rotation_is_named_by_its_class() {
+        let trigger = Trigger::ProviderClass("secretproviderclass/vault".into());
+        assert_eq!(trigger.to_string(), "secretproviderclass/vault (rotated)");
+        assert_eq!(trigger.source(), "secretproviderclass/vault", "what the flap guard counts");
+        let source = Source::ProviderClass { namespace: "shop".into(), name: "vault".into() };
+        assert_eq!(source.record_name(), "secretproviderclass/vault");
+        assert_eq!(source.to_string(), "secretproviderclass/vault in shop");
     }
 }

@@ -47,6 +47,9 @@ pub struct Work {
     pub images: Vec<ImageObservation>,
     /// The template digests of the workloads it tracks, one per tracked workload.
     pub workloads: Vec<Option<Observation>>,
+    /// The digests of the SecretProviderClasses it mounts, one per class (`None`: no status
+    /// reports it; its annotation is kept).
+    pub classes: Vec<Option<Observation>>,
     /// The waves it rolls in, recorded on it with the roll (`<domain>/waves`).
     pub waves: Vec<WaveMark>,
 }

@@ -112,14 +112,15 @@ impl State {
     fn work_for(&mut self, due: Due) -> Work {
         let fresh = self.objects.take_fresh(&due.key);
         let snapshot = self.workloads.snapshot(&due.key).cloned();
-        let (images, workloads) = match &snapshot {
+        let (images, workloads, classes) = match &snapshot {
             Some(snapshot) => (
                 self.images.observations(&due.key, &snapshot.mutation),
                 self.together.observations(&snapshot.mutation),
+                self.classes.observations(&snapshot.mutation),
             ),
-            None => (Vec::new(), Vec::new()),
+            None => (Vec::new(), Vec::new(), Vec::new()),
         };
         let waves = self.gates.iter().flat_map(|gate| gate.marks(&due.key)).collect();
-        Work { due, snapshot, fresh, images, workloads, waves }
+        Work { due, snapshot, fresh, images, workloads, classes, waves }
     }
 }

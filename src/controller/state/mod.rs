@@ -7,6 +7,8 @@
 //! - [`objects`]: what is known of each tracked object's content, and its reads;
 //! - [`images`]: which workloads track which image tags, and what they resolved to;
 //! - [`rolling_together`]: which workloads track which workloads, and their templates;
+//! - [`provider_classes`]: which workloads mount which SecretProviderClasses, and the latest
+//!   object versions the CSI driver reports for each;
 //! - [`queue`]: when each due workload is reconciled (with [`pacing`]);
 //! - the [`gate`]s a trigger passes before the queue: the [`flap_guard`] holds a source
 //!   rolling too often.
@@ -25,6 +27,7 @@ pub mod images;
 pub mod objects;
 pub mod pacing;
 pub mod pause;
+pub mod provider_classes;
 pub mod queue;
 pub mod references;
 pub mod relist;
@@ -48,6 +51,7 @@ pub use self::dispatch::Effects;
 use self::gate::{Gate, SourceSays};
 use self::images::ImageIndex;
 use self::objects::TrackedObjects;
+use self::provider_classes::{ProviderClasses, StatusKey};
 use self::queue::WorkQueue;
 use self::references::ReferenceIndex;
 use self::relist::Watch;
@@ -102,6 +106,9 @@ struct WatchHandles {
     objects: HashMap<(ObjectKind, Partition), Watch<ObjectKey>>,
     /// What each kind's watches list: every namespace (`[None]`), or each of `--namespaces`.
     partitions: Vec<Partition>,
+    /// The CSI driver's statuses, one handle per partition: watched once their CRD is
+    /// served, and no part of readiness (a cluster without the driver never serves it).
+    provider_classes: HashMap<Partition, Watch<StatusKey>>,
 }
 
 impl WatchHandles {
@@ -124,6 +131,11 @@ impl WatchHandles {
         self.namespaces.synced()
             && self.workloads.as_ref().is_some_and(|(_, kinds)| kinds.values().all(Watch::synced))
             && objects_synced
+    }
+
+    /// Every partition of the CSI driver's statuses has listed once.
+    fn provider_classes_synced(&self) -> bool {
+        self.partitions.iter().all(|p| self.provider_classes.get(p).is_some_and(Watch::synced))
     }
 
     /// A handle for each partition of `kind`'s workload watch.
@@ -155,6 +167,7 @@ pub struct State {
     objects: TrackedObjects,
     images: ImageIndex,
     together: RollingTogether,
+    classes: ProviderClasses,
     queue: WorkQueue,
     /// Every trigger passes each, in order, before the queue.
     gates: Vec<Box<dyn Gate>>,
@@ -181,6 +194,7 @@ impl State {
             objects: TrackedObjects::default(),
             images: ImageIndex::new(options.poll_interval),
             together: RollingTogether::default(),
+            classes: ProviderClasses::default(),
             queue: WorkQueue::new(options.window, options.min_interval),
             gates: options.gates,
             events: Vec::new(),
@@ -293,9 +307,23 @@ impl State {
                 let digest = result.map(|t| t.map(|t| template_digest(&t, prefixes)));
                 self.together.template_read(workload, digest, now);
             }
+            Message::ProviderClassStatus(partition, event) => {
+                let first_list = !self.watches.provider_classes_synced();
+                let watch = self
+                    .watches
+                    .provider_classes
+                    .entry(partition.clone())
+                    .or_insert_with(|| Watch::within(partition));
+                watch.handle(&mut self.classes, *event);
+                if first_list && self.watches.provider_classes_synced() {
+                    // Served after the other watches synced: what rotated meanwhile.
+                    self.catch_up_classes(now);
+                }
+            }
         }
         self.advance(now);
         self.roll_trackers(now);
+        self.roll_class_trackers(now);
     }
 
     /// Moves on once every watch has listed, then once the baseline is read.
@@ -311,6 +339,7 @@ impl State {
             // And the first poll of every tracked image, likewise.
             self.images.poll_now(now);
             self.catch_up_trackers(now);
+            self.catch_up_classes(now);
             // Tracked workloads the listing delivered before anything tracked them: read once.
             self.together.read_unknown();
         }
@@ -331,6 +360,7 @@ impl State {
             self.objects.request_all();
             self.images.poll_now(now);
             self.catch_up_trackers(now);
+            self.catch_up_classes(now);
         }
     }
 

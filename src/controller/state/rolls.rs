@@ -12,6 +12,7 @@ use super::State;
 use super::gate::{Gating, Involved, RecordedRoll};
 use super::images::{digest_of, tracked_images};
 use super::objects::Tracker;
+use super::provider_classes::{self, ClassKey, ProviderClasses};
 use super::references::{Change, tracked_by};
 use super::rolling_together::{self, recorded};
 use super::workloads::WorkloadChange;
@@ -42,6 +43,7 @@ impl State {
                     let together = rolling_together::tracked_by(mutation);
                     let objects = tracked_by(mutation);
                     self.together.upsert(&key, together, reading);
+                    self.classes.upsert(&key, provider_classes::mounted_by(mutation));
                     let change = self.references.upsert(key, objects);
                     self.tracked_objects_changed(change);
                 }
@@ -56,6 +58,7 @@ impl State {
         self.tracked_objects_changed(change);
         self.images.remove(key);
         self.together.remove(key);
+        self.classes.remove(key);
         for gate in &mut self.gates {
             gate.forget(key);
         }
@@ -194,6 +197,69 @@ impl State {
         self.hand_template_records(due.iter().filter_map(|(_, _, change)| change.clone()));
         for (tracker, trigger, change) in due {
             self.trigger(tracker, trigger, change.as_ref(), now);
+        }
+    }
+
+    /// The workloads mounting a rotated class are due: those recording another digest of it,
+    /// and (as for a ConfigMap changed while watched) those recording none yet.
+    pub(super) fn roll_class_trackers(&mut self, now: Instant) {
+        let moved = self.classes.take_moved();
+        if moved.is_empty() || self.phase == super::Phase::Listing || self.queue.term().is_none() {
+            // Before the first full listing, and while following, the catch-up covers them.
+            return;
+        }
+        let mut due = Vec::new();
+        for class in moved {
+            let Some(digest) = self.classes.digest(&class) else { continue };
+            for tracker in self.classes.trackers_of(&class) {
+                let Some(snapshot) = self.workloads.snapshot(tracker) else { continue };
+                let recorded = ProviderClasses::recorded(&snapshot.mutation, &class);
+                // A tracker whose snapshot may be outdated is judged by its reconciliation.
+                if recorded != Some(digest.as_str()) || self.snapshot_outdated(tracker) {
+                    due.push((tracker.clone(), class.clone(), digest.clone()));
+                }
+            }
+        }
+        self.trigger_classes(due, now);
+    }
+
+    /// Every workload recording a digest of a class it mounts that differs from the one known
+    /// now is due: at the first full listing, when the statuses are first listed (their CRD
+    /// served late), and in a new term.
+    pub(super) fn catch_up_classes(&mut self, now: Instant) {
+        if self.phase == super::Phase::Listing || self.queue.term().is_none() {
+            return;
+        }
+        let mut due = Vec::new();
+        for (tracker, classes) in self.classes.all() {
+            let Some(snapshot) = self.workloads.snapshot(tracker) else { continue };
+            for class in classes.iter().filter(|c| self.classes.is_stale(&snapshot.mutation, c)) {
+                let Some(digest) = self.classes.digest(class) else { continue };
+                due.push((tracker.clone(), class.clone(), digest));
+            }
+        }
+        self.trigger_classes(due, now);
+    }
+
+    /// Each `(workload, class, digest)` through the gates, one change per class and digest.
+    fn trigger_classes(&mut self, due: Vec<(WorkloadKey, ClassKey, String)>, now: Instant) {
+        let change_of = |class: &ClassKey, digest: &str| {
+            let source = Source::ProviderClass {
+                namespace: class.namespace.clone(),
+                name: class.name.clone(),
+            };
+            SourceChange::new(source, digest)
+        };
+        let changes: BTreeSet<(ClassKey, String)> =
+            due.iter().map(|(_, class, digest)| (class.clone(), digest.clone())).collect();
+        for (class, digest) in changes {
+            let trackers: Vec<WorkloadKey> = self.classes.trackers_of(&class).cloned().collect();
+            self.hand_records(&change_of(&class, &digest), &trackers);
+        }
+        for (workload, class, digest) in due {
+            let word = crate::core::model::annotations::PROVIDER_CLASS_WORD;
+            let trigger = Trigger::ProviderClass(format!("{word}/{}", class.name));
+            self.trigger(workload, trigger, Some(&change_of(&class, &digest)), now);
         }
     }
 

@@ -1363,3 +1363,117 @@ fn under_namespaces_each_namespace_lists_apart_and_its_relist_deletes_only_its_o
     h.wait(WINDOW);
     assert_eq!(h.work.len(), work + 1, "web is due");
 }
+
+/// `name` mounting the SecretProviderClass vault, recording `recorded` of it.
+fn mounting_vault(name: &str, recorded: Option<&str>, rv: &str) -> WatchedWorkload {
+    let annotations = match recorded {
+        Some(digest) => json!({"secretproviderclass.configsum.dev/vault": digest}),
+        None => json!({}),
+    };
+    let value = json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv},
+        "spec": {"template": {"metadata": {"annotations": annotations},
+            "spec": {"containers": [{"name": "c", "image": "app:1"}],
+                "volumes": [{"name": "secrets", "csi": {"driver": "secrets-store.csi.k8s.io",
+                    "volumeAttributes": {"secretProviderClass": "vault"}}}]}}}});
+    serde_json::from_value(value).expect("a watched Deployment")
+}
+
+/// The status the CSI driver writes for `pod`'s mount of vault.
+fn vault_status(
+    pod: &str,
+    rv: u64,
+    version: &str,
+) -> crate::core::model::provider_class_status::ProviderClassStatus {
+    serde_json::from_value(json!({
+        "metadata": {"name": format!("{pod}-ns-vault"), "namespace": "ns", "resourceVersion": rv.to_string()},
+        "status": {"podName": pod, "secretProviderClassName": "vault", "mounted": true,
+            "objects": [{"id": "secret/db", "version": version}]}
+    }))
+    .expect("a status")
+}
+
+fn vault_digest(version: &str) -> String {
+    crate::core::inputs::secret_provider_class::digest([("secret/db", version)])
+}
+
+fn status_event(
+    h: &mut Harness,
+    event: Event<crate::core::model::provider_class_status::ProviderClassStatus>,
+) {
+    h.send(Message::ProviderClassStatus(None, Box::new(event)));
+}
+
+fn list_statuses(h: &mut Harness, statuses: Vec<(&str, u64, &str)>) {
+    status_event(h, Event::Init);
+    for (pod, rv, version) in statuses {
+        status_event(h, Event::InitApply(vault_status(pod, rv, version)));
+    }
+    status_event(h, Event::InitDone);
+}
+
+#[test]
+fn a_rotation_rolls_once_and_its_roll_and_first_observations_never_do() {
+    let v1 = vault_digest("1");
+    let mut h =
+        listed(vec![mounting_vault("web", Some(&v1), "1"), mounting_vault("fresh", None, "2")]);
+    list_statuses(&mut h, vec![("web-a", 10, "1"), ("fresh-a", 11, "1")]);
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "web is current; fresh records nothing yet: a first observation");
+    // More pods with the same versions change nothing.
+    status_event(&mut h, Event::Apply(vault_status("web-b", 12, "1")));
+    h.wait(WINDOW);
+    assert!(h.work.is_empty());
+
+    // The driver's rotation reconciler reports version 2 for one pod: a rotation.
+    status_event(&mut h, Event::Apply(vault_status("web-a", 20, "2")));
+    h.wait(WINDOW);
+    let mut due: Vec<WorkloadKey> = h.work.iter().map(|w| w.due.key.clone()).collect();
+    due.sort();
+    assert_eq!(due, [key("fresh"), key("web")], "as for a ConfigMap changed while watched");
+    let triggers: Vec<String> = h.work[0].due.triggers.iter().map(ToString::to_string).collect();
+    assert_eq!(triggers, ["secretproviderclass/vault (rotated)"]);
+    let v2 = vault_digest("2");
+    assert_eq!(h.work[0].classes, [Some(Observation::Digest(v2.clone()))], "in its work");
+    // The other pods' statuses follow: the same rotation, nothing more is due.
+    status_event(&mut h, Event::Apply(vault_status("web-b", 21, "2")));
+    status_event(&mut h, Event::Apply(vault_status("fresh-a", 22, "2")));
+    let work: Vec<Work> = std::mem::take(&mut h.work);
+    for (at, done) in work.into_iter().enumerate() {
+        let name = done.due.key.name.clone();
+        patched_from(&mut h, done, if name == "web" { "1" } else { "2" });
+        apply(&mut h, mounting_vault(&name, Some(&v2), &format!("{}", 10 + at)));
+    }
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "each rolled once");
+
+    // The roll: new pods mount version 2, the old pods' statuses are deleted.
+    for (pod, rv) in [("web-c", 30), ("web-d", 31), ("fresh-b", 32)] {
+        status_event(&mut h, Event::Apply(vault_status(pod, rv, "2")));
+    }
+    for pod in ["web-a", "web-b", "fresh-a"] {
+        status_event(&mut h, Event::Delete(vault_status(pod, 40, "2")));
+    }
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "a roll's new pods and its old pods' deletions never roll");
+    // Every pod gone (scaled to zero), then back with the same versions: nothing either.
+    for pod in ["web-c", "web-d", "fresh-b"] {
+        status_event(&mut h, Event::Delete(vault_status(pod, 50, "2")));
+    }
+    status_event(&mut h, Event::Apply(vault_status("web-e", 60, "2")));
+    h.wait(WINDOW);
+    assert!(h.work.is_empty());
+}
+
+#[test]
+fn statuses_served_after_start_up_catch_up_what_rotated_meanwhile() {
+    let v1 = vault_digest("1");
+    let mut h =
+        listed(vec![mounting_vault("web", Some(&v1), "1"), mounting_vault("fresh", None, "2")]);
+    h.wait(WINDOW);
+    assert!(h.work.is_empty(), "no statuses yet: nothing known, nothing due");
+    // The CRD is installed, discovery finds it, the watch lists: version 2 by now.
+    list_statuses(&mut h, vec![("web-a", 10, "2"), ("fresh-a", 5, "1")]);
+    h.wait(WINDOW);
+    let due: Vec<WorkloadKey> = h.work.iter().map(|w| w.due.key.clone()).collect();
+    assert_eq!(due, [key("web")], "the greater resourceVersion's version is the latest");
+}

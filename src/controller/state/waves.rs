@@ -505,7 +505,7 @@ impl Waves {
                 resume_key = Some(self.resume_key.as_str());
             }
             Source::Workload(key) => on.push(Involved::Workload(key.clone())),
-            Source::Image(_) => {}
+            Source::Image(_) | Source::ProviderClass { .. } => {}
         }
         if first {
             let reason = said.message(&cause, resume_key);

@@ -17,12 +17,14 @@
 //! keyed by container rather than by object and resolved from a registry; it
 //! has a module of its own shape. The fourth, another workload's pod template
 //! ([`workload_template`], workloads that roll together), is being built: its
-//! digest is here.
+//! digest is here. The fifth, a SecretProviderClass's rotations ([`secret_provider_class`]),
+//! is named by a CSI volume and digested from what the Secrets Store CSI driver reports.
 
 mod config_map;
 pub mod image;
 pub mod row;
 mod secret;
+pub mod secret_provider_class;
 pub mod workload_template;
 
 use super::model::object_ref::ObjectKind;

@@ -24,6 +24,10 @@ pub const NAMESPACE_LABEL: &str = "configsum.dev/enabled";
 /// The controller's default `--namespace-selector`: the opt-in label.
 pub const DEFAULT_NAMESPACE_SELECTOR: &str = "configsum.dev/enabled=true";
 
+/// The word of a SecretProviderClass's annotation prefix (`core::inputs::secret_provider_class`
+/// says what it digests).
+pub const PROVIDER_CLASS_WORD: &str = "secretproviderclass";
+
 /// Longest name used as is in a key; longer names are shortened and hashed.
 const MAX_NAME_PART: usize = 63;
 const SHORTENED_PREFIX: usize = 52;
@@ -37,6 +41,8 @@ pub struct AnnotationDomain {
     prefixes: Vec<String>,
     /// `image.<domain>/`.
     image_prefix: String,
+    /// `secretproviderclass.<domain>/`.
+    provider_class_prefix: String,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -58,6 +64,7 @@ impl AnnotationDomain {
             domain: domain.to_owned(),
             prefixes: prefixes.collect(),
             image_prefix: format!("image.{domain}/"),
+            provider_class_prefix: format!("{PROVIDER_CLASS_WORD}.{domain}/"),
         })
     }
 
@@ -159,11 +166,25 @@ impl AnnotationDomain {
         word.is_some_and(|word| WorkloadKind::trackable_from_word(word).is_some())
     }
 
+    /// `secretproviderclass.<domain>/<class>`: the digest of a SecretProviderClass's object
+    /// versions; `None` when the prefix would be longer than an annotation prefix may be (a
+    /// domain close to its limit).
+    pub fn provider_class_key(&self, class: &str) -> Option<String> {
+        (self.provider_class_prefix.len() <= 254)
+            .then(|| format!("{}{}", self.provider_class_prefix, name_part(class)))
+    }
+
+    /// Whether `key` is a SecretProviderClass's digest annotation.
+    pub fn is_provider_class_key(&self, key: &str) -> bool {
+        key.starts_with(&self.provider_class_prefix)
+    }
+
     /// Whether configsum owns `key`: it adds, updates and removes exactly these.
     pub fn owns(&self, key: &str) -> bool {
         self.prefixes.iter().any(|prefix| key.starts_with(prefix.as_str()))
             || self.is_image_key(key)
             || self.is_workload_key(key)
+            || self.is_provider_class_key(key)
     }
 }
 
@@ -194,6 +215,28 @@ mod tests {
         let domain = AnnotationDomain::default();
         assert_eq!(domain.key_for(&ObjectRef::config_map("app")), "configmap.configsum.dev/app");
         assert_eq!(domain.key_for(&ObjectRef::secret("db.creds")), "secret.configsum.dev/db.creds");
+    }
+
+    #[test]
+    fn provider_class_keys_move_with_the_domain_and_are_owned() {
+        let domain = AnnotationDomain::default();
+        let key = domain.provider_class_key("vault").expect("fits");
+        assert_eq!(key, "secretproviderclass.configsum.dev/vault");
+        assert!(domain.owns(&key) && domain.is_provider_class_key(&key));
+        let other = AnnotationDomain::new("example.com").expect("valid");
+        assert_eq!(
+            other.provider_class_key("vault").as_deref(),
+            Some("secretproviderclass.example.com/vault")
+        );
+        assert!(!other.owns(&key));
+        let long = "v".repeat(80);
+        let shortened = domain.provider_class_key(&long).expect("fits");
+        assert_eq!(shortened, format!("secretproviderclass.configsum.dev/{}", name_part(&long)));
+        assert_eq!(shortened.split_once('/').map(|(_, n)| n.len()), Some(63));
+        // A domain at its limit leaves no room for the longer word.
+        let longest = format!("{}.dev", "a".repeat(243 - 4));
+        let longest = AnnotationDomain::new(&longest).expect("valid");
+        assert_eq!(longest.provider_class_key("vault"), None);
     }
 
     #[test]

@@ -15,5 +15,6 @@ pub mod object_scope;
 pub mod operation;
 pub mod path_segment;
 pub mod pod_spec;
+pub mod provider_class_status;
 pub mod rollout_rule;
 pub mod warnings;

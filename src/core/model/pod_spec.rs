@@ -119,6 +119,22 @@ pub struct Volume {
     pub config_map: Option<NamedSource>,
     pub secret: Option<SecretVolumeSource>,
     pub projected: Option<ProjectedVolumeSource>,
+    pub csi: Option<CsiVolumeSource>,
+}
+
+/// A CSI volume: its driver, and of its attributes only the Secrets Store CSI driver's
+/// `secretProviderClass` (every other attribute is skipped unread).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CsiVolumeSource {
+    pub driver: Option<String>,
+    pub volume_attributes: Option<CsiVolumeAttributes>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CsiVolumeAttributes {
+    pub secret_provider_class: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

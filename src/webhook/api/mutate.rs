@@ -20,6 +20,7 @@ use crate::core::inputs::image::ImageObservation;
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::model::operation::Operation;
 use crate::core::{Decision, Mutation, Observation, Plan, Request};
+use crate::lookup::provider_classes::observe_classes;
 use crate::lookup::{
     Inputs, ObjectSource, lookup_budget, observe, observe_all, observe_workloads, resolve_all,
 };
@@ -142,6 +143,10 @@ impl<S: ObjectSource> Inputs for Review<'_, S> {
     async fn workloads(&self, mutation: &Mutation) -> Vec<Option<Observation>> {
         let (source, domain) = (&self.state.source, &self.state.settings.domain);
         observe_workloads(source, mutation, domain, self.deadline).await
+    }
+
+    async fn classes(&self, mutation: &Mutation) -> Vec<Option<Observation>> {
+        observe_classes(&self.state.source, mutation, self.deadline).await
     }
 }
 
