@@ -43,8 +43,11 @@ impl From<ProviderClassStatus> for WatchedStatus {
 
 super::model::dynamic_resource!(WatchedStatus, metadata: false);
 
-/// Waits until the statuses are served (namespaced), then watches them into `tx` for good.
-/// Under `--namespaces`, one watch per listed namespace (`partitions`), as for objects.
+/// Waits until the statuses are served (namespaced) and this controller may list and watch
+/// them, then watches them into `tx` for good. Under `--namespaces`, one watch per listed
+/// namespace (`partitions`), as for objects. Permission is asked, not assumed: a cluster runs
+/// the CSI driver whether or not configsum was granted its statuses (the chart grants them only
+/// with `csi.enabled`), and a watch refused would retry, and log, for ever.
 pub async fn watch_when_served(
     client: Client,
     every: Duration,
@@ -53,9 +56,21 @@ pub async fn watch_when_served(
     tx: mpsc::Sender<Message>,
 ) {
     let api_version = format!("{GROUP}/{VERSION}");
+    let mut refused_said = false;
     loop {
         match resource_served(&client, &api_version, RESOURCE, timeout).await {
-            Some(true) => break,
+            Some(true) if permitted(&client, &partitions, timeout).await => break,
+            Some(true) => {
+                if !refused_said {
+                    info!(
+                        resource = RESOURCE,
+                        "served, but this controller may not list and watch it; \
+                         SecretProviderClass rotations are not tracked until it may"
+                    );
+                    refused_said = true;
+                }
+                tokio::time::sleep(every).await;
+            }
             Some(false) => {
                 warn!(
                     resource = RESOURCE,
@@ -94,6 +109,44 @@ fn status_event(event: Event<WatchedStatus>) -> Event<ProviderClassStatus> {
         Event::InitApply(o) => Event::InitApply(o.status),
         Event::InitDone => Event::InitDone,
     }
+}
+
+/// Whether the API server lets this controller list and watch the statuses in every
+/// partition: a SelfSubjectAccessReview per verb and namespace, which any authenticated user
+/// may create. No answer counts as no.
+async fn permitted(client: &Client, partitions: &[Partition], timeout: Duration) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    for partition in partitions {
+        for verb in ["list", "watch"] {
+            let review = SelfSubjectAccessReview {
+                spec: SelfSubjectAccessReviewSpec {
+                    resource_attributes: Some(ResourceAttributes {
+                        group: Some(GROUP.to_owned()),
+                        version: Some(VERSION.to_owned()),
+                        resource: Some(RESOURCE.to_owned()),
+                        namespace: partition.as_deref().map(str::to_owned),
+                        verb: Some(verb.to_owned()),
+                        ..ResourceAttributes::default()
+                    }),
+                    ..SelfSubjectAccessReviewSpec::default()
+                },
+                ..SelfSubjectAccessReview::default()
+            };
+            let post = kube::api::PostParams::default();
+            let asked = reviews.create(&post, &review);
+            let allowed = match tokio::time::timeout(timeout, asked).await {
+                Ok(Ok(answer)) => answer.status.is_some_and(|s| s.allowed),
+                _ => false,
+            };
+            if !allowed {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 #[cfg(test)]
