@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::core::model::annotations::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE_SELECTOR};
 use crate::core::model::label_selector::LabelSelector;
+use crate::core::model::object_ref::is_namespace_name;
 use crate::core::{AnnotationDomain, LookupErrorPolicy};
 use crate::registry::RegistryConfig;
 use crate::registry::policy::RegistryPolicy;
@@ -333,12 +334,11 @@ impl NamespacesArgs {
 /// A namespace name: a DNS label of at most 63 characters.
 fn parse_namespace(text: &str) -> Result<String, String> {
     let name = text.trim();
-    let valid = !name.is_empty()
-        && name.len() <= 63
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !name.starts_with('-')
-        && !name.ends_with('-');
-    if valid { Ok(name.to_owned()) } else { Err(format!("{name:?} is not a namespace name")) }
+    if is_namespace_name(name) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!("{name:?} is not a namespace name"))
+    }
 }
 
 fn parse_selector(text: &str) -> Result<LabelSelector, String> {

@@ -8,14 +8,15 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{DynamicObject, Patch};
 use kube::{Api, Client};
 use serde_json::Value;
 
 use super::model::workload::WorkloadKey;
+use crate::core::ObjectKind;
 use crate::core::{ObjectContent, ObjectKey, ObjectRef};
-use crate::lookup::api_object::workload_resource;
+use crate::lookup::api_object::{object_resource, workload_resource};
 use crate::lookup::{KubeSource, LookupError, ObjectSource};
 
 /// An object's content and the resourceVersion it was read at; `None`: it does not exist.
@@ -111,27 +112,10 @@ impl KubeApi {
         timeout: Duration,
     ) -> Option<String> {
         let name = event.involved_object.name.as_deref()?;
-        let read = async {
-            match event.involved_object.kind.as_deref()? {
-                "Secret" => {
-                    Api::<Secret>::namespaced(self.client.clone(), namespace)
-                        .get_metadata(name)
-                        .await
-                        .ok()?
-                        .metadata
-                        .uid
-                }
-                "ConfigMap" => {
-                    Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
-                        .get_metadata(name)
-                        .await
-                        .ok()?
-                        .metadata
-                        .uid
-                }
-                _ => None,
-            }
-        };
+        let kind = ObjectKind::from_api_kind(event.involved_object.kind.as_deref()?)?;
+        let objects: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), namespace, &object_resource(kind));
+        let read = async { objects.get_metadata(name).await.ok()?.metadata.uid };
         tokio::time::timeout(timeout, read).await.ok().flatten()
     }
 }

@@ -22,7 +22,7 @@ use tracing::warn;
 use super::model::backoff::WatchBackoff;
 use super::model::message::{Message, ObjectVersion};
 use super::model::workload::WatchedWorkload;
-use crate::controller::model::message::Partition;
+use crate::controller::model::message::{Partition, partitions};
 use crate::core::ObjectKind;
 use crate::core::model::kinds::Controller;
 use crate::core::model::kinds::WorkloadKind;
@@ -82,11 +82,7 @@ impl Watches {
         namespace_selector: &LabelSelector,
         namespaces: &[String],
     ) -> Result<Self, StartupError> {
-        let partitions: Vec<Partition> = if namespaces.is_empty() {
-            vec![None]
-        } else {
-            namespaces.iter().map(|ns| Some(std::sync::Arc::from(ns.as_str()))).collect()
-        };
+        let partitions = partitions(namespaces);
         let config = || watcher::Config::default().timeout(WATCH_TIMEOUT_SECONDS);
         let selector = namespace_selector.to_string();
         let namespaces: Api<WatchedMeta> =

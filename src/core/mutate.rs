@@ -50,6 +50,11 @@ pub struct Settings {
     pub namespaces: Vec<String>,
 }
 
+/// Whether `namespaces` (`--namespaces`, sorted; empty: every namespace) has `namespace`.
+pub fn serves(namespaces: &[String], namespace: &str) -> bool {
+    namespaces.is_empty() || namespaces.binary_search_by(|n| n.as_str().cmp(namespace)).is_ok()
+}
+
 /// configsum's namespace when `POD_NAMESPACE` does not say otherwise.
 pub const DEFAULT_OWN_NAMESPACE: &str = "configsum-system";
 
@@ -64,8 +69,7 @@ impl Settings {
 
     /// Whether `--namespaces` lets configsum read and mutate in `namespace`.
     pub fn serves(&self, namespace: &str) -> bool {
-        self.namespaces.is_empty()
-            || self.namespaces.binary_search_by(|n| n.as_str().cmp(namespace)).is_ok()
+        serves(&self.namespaces, namespace)
     }
 
     /// Which ConfigMaps and Secrets count (the owner's `<domain>/ignore`, the object

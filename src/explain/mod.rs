@@ -214,10 +214,9 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
 
 /// A namespace name is a DNS label; anything else is a usage error, not a request path.
 fn valid_namespace(namespace: &str) -> Result<(), String> {
-    let label = !namespace.is_empty()
-        && namespace.len() <= 63
-        && namespace.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !namespace.starts_with('-')
-        && !namespace.ends_with('-');
-    if label { Ok(()) } else { Err(format!("{namespace:?} is not a namespace name")) }
+    if crate::core::model::object_ref::is_namespace_name(namespace) {
+        Ok(())
+    } else {
+        Err(format!("{namespace:?} is not a namespace name"))
+    }
 }

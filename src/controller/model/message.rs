@@ -58,6 +58,16 @@ impl ObjectVersion {
 /// watch per kind and namespace, each with its own lists. `None`: a watch of every namespace.
 pub type Partition = Option<std::sync::Arc<str>>;
 
+/// What each kind's watches list under `namespaces` (`--namespaces`): every namespace
+/// (`[None]`), or each listed one.
+pub fn partitions(namespaces: &[String]) -> Vec<Partition> {
+    if namespaces.is_empty() {
+        vec![None]
+    } else {
+        namespaces.iter().map(|ns| Some(std::sync::Arc::from(ns.as_str()))).collect()
+    }
+}
+
 /// Everything the event loop reacts to.
 pub enum Message {
     /// From the watch of opted-in namespaces.

@@ -59,7 +59,7 @@ use self::rolling_together::RollingTogether;
 use self::scope::NamespaceScope;
 use self::workloads::WorkloadIndex;
 use crate::controller::model::leadership::Leadership;
-use crate::controller::model::message::{Message, ObjectVersion, Partition};
+use crate::controller::model::message::{Message, ObjectVersion, Partition, partitions};
 use crate::controller::model::trigger::Source;
 use crate::controller::model::workload::WorkloadKey;
 use crate::core::inputs::workload_template::template_digest;
@@ -113,12 +113,7 @@ struct WatchHandles {
 
 impl WatchHandles {
     fn new(namespaces: &[String]) -> Self {
-        let partitions = if namespaces.is_empty() {
-            vec![None]
-        } else {
-            namespaces.iter().map(|ns| Some(std::sync::Arc::from(ns.as_str()))).collect()
-        };
-        WatchHandles { partitions, ..WatchHandles::default() }
+        WatchHandles { partitions: partitions(namespaces), ..WatchHandles::default() }
     }
 
     /// Every watch has listed everything once.

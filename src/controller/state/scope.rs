@@ -90,8 +90,7 @@ impl WatchIndex<ObjectVersion> for NamespaceScope {
 
     fn key(&self, namespace: &ObjectVersion) -> Option<String> {
         let name = namespace.name.as_deref()?;
-        let served = self.served.is_empty()
-            || self.served.binary_search_by(|n| n.as_str().cmp(name)).is_ok();
+        let served = crate::core::mutate::serves(&self.served, name);
         (served && name != self.own_namespace && name != "kube-system").then(|| name.to_owned())
     }
 

@@ -82,6 +82,11 @@ pub fn is_valid_object_name(name: &str) -> bool {
     is_dns_subdomain(name, 253)
 }
 
+/// Whether `name` can name a namespace: an RFC 1123 DNS label (at most 63 characters, no dot).
+pub fn is_namespace_name(name: &str) -> bool {
+    is_dns_subdomain(name, 63) && !name.contains('.')
+}
+
 /// RFC 1123 subdomain check with a caller-chosen length limit.
 pub fn is_dns_subdomain(name: &str, max_len: usize) -> bool {
     if name.is_empty() || name.len() > max_len {

@@ -18,7 +18,7 @@ use super::tls::{
     reload_on_change, server_config,
 };
 use crate::config::ServeArgs;
-use crate::core::Digester;
+use crate::core::{Digester, Settings};
 use crate::lookup::{FileSource, FileSourceError, KubeSource, ObjectSource};
 use crate::process::{
     self, MetricsRegistry, Running, StartupError, bind, local_address, raise_open_file_limit,
@@ -65,20 +65,18 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         metrics.clone(),
         CERTIFICATE_POLL_INTERVAL,
     ));
-    let webhook = Webhook { digester, registry, tls, metrics, metrics_registry };
+    let settings = process::settings(&args.annotations, &args.scope, args.on_lookup_error.into());
+    let scope = settings.object_scope();
+    let webhook = Webhook { digester, registry, tls, metrics, metrics_registry, settings };
     match &args.objects_from {
         Some(path) => {
-            let scope =
-                process::settings(&args.annotations, &args.scope, args.on_lookup_error.into());
-            let source = FileSource::load(path, &scope.object_scope())?;
+            let source = FileSource::load(path, &scope)?;
             info!(objects = source.len(), file = %path.display(), "serving ConfigMaps and Secrets from a file");
             webhook.run(args, source).await
         }
         None => {
             let client = process::api_client(None).await?;
-            let scope =
-                process::settings(&args.annotations, &args.scope, args.on_lookup_error.into());
-            let source = KubeSource::new(client, scope.object_scope());
+            let source = KubeSource::new(client, scope);
             webhook.run(args, source).await
         }
     }
@@ -91,6 +89,8 @@ struct Webhook {
     tls: rustls::ServerConfig,
     metrics: WebhookMetrics,
     metrics_registry: MetricsRegistry,
+    /// The core's settings; the object source judges objects by their scope.
+    settings: Settings,
 }
 
 impl Webhook {
@@ -106,8 +106,7 @@ impl Webhook {
         info!(listen = %local_address(&listener), metrics_listen = %running.admin_address,
             "configsum serve started");
 
-        let settings =
-            process::settings(&args.annotations, &args.scope, args.on_lookup_error.into());
+        let settings = self.settings;
         let state = AppState::new(
             source,
             self.digester,
