@@ -135,7 +135,7 @@ async fn every_declared_kind_of_object_is_watched_read_and_digested_as_the_webho
     // API server, the controller's watches or its reads fails here.
     let mut cluster = Cluster::new("ctl-inputs").await;
     let objects: Vec<ObjectRef> = ObjectKind::all()
-        .map(|kind| ObjectRef { kind, name: format!("{}-1", kind.prefix()) })
+        .map(|kind| ObjectRef::new(kind, format!("{}-1", kind.prefix())))
         .collect();
     for object in &objects {
         cluster.object(object.kind, &object.name, &[("k", "one")]);

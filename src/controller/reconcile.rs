@@ -425,7 +425,11 @@ mod tests {
     }
 
     fn with_fresh(keys: ConsumedKeys, password: &str) -> Work {
-        let fresh = Fresh { keys, observation: Observation::Digest(digest_of(password)) };
+        let fresh = Fresh {
+            keys,
+            observation: Observation::Digest(digest_of(password)),
+            reach: crate::core::Reach::Own,
+        };
         let mut work = work();
         work.fresh.insert(ObjectRef::secret("db"), fresh);
         work

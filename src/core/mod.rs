@@ -23,15 +23,18 @@ pub mod selection;
 pub mod verdict;
 pub mod workload;
 
+#[cfg(test)]
+mod across_namespaces_tests;
+
 pub use digest::{DigestKeys, Digester, ObjectId};
 pub use model::annotations::AnnotationDomain;
 pub use model::kinds::WorkloadKind;
 pub use model::object_content::ObjectContent;
 pub use model::object_ref::{ObjectKey, ObjectKind, ObjectRef};
 pub use mutate::{
-    ClassTarget, DEFAULT_OWN_NAMESPACE, Decision, Found, LookupErrorPolicy, Mutation, Observation,
-    Observed, Plan, Settings, Skip, plan,
+    ClassTarget, DEFAULT_OWN_NAMESPACE, Decision, Found, LookupErrorPolicy, Meaning, Mutation,
+    Observation, Observed, Plan, Settings, Skip, exists, meaning, plan,
 };
 pub use review::{OldObject, Request, plan_read_review, plan_review, review};
-pub use selection::Target;
+pub use selection::{Reach, Target};
 pub use workload::Workload;

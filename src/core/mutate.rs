@@ -19,12 +19,12 @@ use super::model::annotations::{ABSENT, MAX_ANNOTATIONS_BYTES};
 use super::model::kinds::WorkloadKind;
 use super::model::label_selector::LabelSelector;
 use super::model::object_content::ObjectContent;
-use super::model::object_ref::{ObjectRef, is_dns_subdomain};
+use super::model::object_ref::{ObjectKey, ObjectRef, is_dns_subdomain};
 use super::model::object_scope::{ObjectScope, Standing};
 use super::model::warnings::{Subject, Warnings, kept_or_none};
 use super::patch::{AnnotationsLocation, annotations_patch, annotations_size};
 use super::refs::{References, add_named, references};
-use super::selection::{Target, WorkloadTarget, select};
+use super::selection::{Reach, Target, Tracker, WorkloadTarget, select};
 use super::workload::{Template, Workload};
 
 /// What to do when a ConfigMap or Secret cannot be read (`--on-lookup-error`).
@@ -75,7 +75,7 @@ impl Settings {
     /// Which ConfigMaps and Secrets count (the owner's `<domain>/ignore`, the object
     /// selector): the readers judge each object by it.
     pub fn object_scope(&self) -> ObjectScope {
-        ObjectScope::new(self.domain.ignore(), self.object_selector.clone())
+        ObjectScope::new(&self.domain, self.object_selector.clone())
     }
 }
 
@@ -130,6 +130,44 @@ pub enum Observation {
     /// The object exists and does not count (its owner's `ignore`, `--object-selector`):
     /// no digest, and an existing one is removed.
     Untracked(Standing),
+}
+
+/// Whether an observation says the object exists; `None` when it could not be read.
+pub fn exists(observation: &Observation) -> Option<bool> {
+    match observation {
+        Observation::Digest(_) | Observation::Untracked(_) => Some(true),
+        Observation::Absent => Some(false),
+        Observation::Unreadable(_) => None,
+    }
+}
+
+/// What a target stands for once observed, where a `<kind>/<a>/<b>` token names either a key
+/// of the workload's own `<a>` or object `<b>` of namespace `<a>` (README, "References across
+/// namespaces").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Meaning {
+    /// It counts: digested (or warned about) as usual.
+    Counts,
+    /// Its token names the other object: no annotation for this one.
+    Elsewhere,
+    /// The workload's own `<a>` could not be read: its annotation, if any, is kept.
+    Undecided,
+}
+
+/// What `target`, observed as `observation`, stands for; for another namespace's object,
+/// `own_exists` is whether the workload's own object that decides ([`Reach::decided_by`])
+/// exists (`None`: unread).
+pub fn meaning(target: &Target, observation: &Observation, own_exists: Option<bool>) -> Meaning {
+    match target.reach {
+        Reach::Own => Meaning::Counts,
+        Reach::OwnIfPresent if *observation == Observation::Absent => Meaning::Elsewhere,
+        Reach::OwnIfPresent => Meaning::Counts,
+        Reach::Across { .. } => match own_exists {
+            Some(false) => Meaning::Counts,
+            Some(true) => Meaning::Elsewhere,
+            None => Meaning::Undecided,
+        },
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -274,7 +312,9 @@ pub fn plan(
     }
     let track = annotation(domain.track());
     let ignore = annotation(domain.ignore());
-    let mut selection = select(&refs, track, ignore, domain, &mut warnings);
+    let serves = |other: &str| settings.serves(other);
+    let tracker = Tracker { namespace: &namespace, serves: &serves };
+    let mut selection = select(&refs, track, ignore, tracker, domain, &mut warnings);
     // Its own template digest would change with every change of its own: a roll each time.
     let own = |target: &WorkloadTarget| {
         target.kind == kind && meta.name.as_deref() == Some(target.name.as_str())
@@ -457,7 +497,46 @@ impl Mutation {
         let mut desired: BTreeMap<String, String> = BTreeMap::new();
         let mut unreadable = Vec::new();
         let mut changed = Vec::new();
+        // Whether the workload's own objects that stand aside when absent exist: only where
+        // one does not do its tokens name the other namespace's objects.
+        let own: BTreeMap<ObjectRef, Option<bool>> = targets
+            .iter()
+            .zip(&observations)
+            .filter(|(target, _)| target.reach == Reach::OwnIfPresent)
+            .map(|(target, seen)| (target.object.clone(), exists(seen)))
+            .collect();
         for (target, observation) in targets.into_iter().zip(observations) {
+            let decides = target.reach.decided_by(&target.object);
+            let own_exists = decides.and_then(|own_object| own.get(&own_object).copied().flatten());
+            match meaning(&target, &observation, own_exists) {
+                Meaning::Counts => {}
+                Meaning::Elsewhere => {
+                    if existing.contains_key(&target.key) {
+                        changed.push(target.object);
+                    }
+                    continue;
+                }
+                Meaning::Undecided => {
+                    if let Some(value) = existing.get(&target.key) {
+                        desired.insert(target.key, value.clone());
+                    }
+                    continue;
+                }
+            }
+            if matches!(target.reach, Reach::Across { .. }) && observation == Observation::Absent {
+                // Said the same whether or not the object exists: no oracle.
+                let (word, namespace) =
+                    (target.object.kind.prefix(), target.object.namespace_from(""));
+                let readable_from = settings.domain.readable_from();
+                let reason = format_args!(
+                    "no {word} {namespace} here, and namespace {namespace} gives no consent ({readable_from}); skipped"
+                );
+                warnings.push(Subject::Object(&target.object), reason);
+                if existing.contains_key(&target.key) {
+                    changed.push(target.object);
+                }
+                continue;
+            }
             let value = match observation {
                 Observation::Digest(digest) => digest,
                 Observation::Absent => {
@@ -653,6 +732,12 @@ impl SortedPairs {
 pub type Found<'a> = Result<Option<&'a ObjectContent>, String>;
 
 impl Mutation {
+    /// Where a lookup finds `target`: its own namespace and name; `None` when it is never
+    /// read (another namespace's, outside `--namespaces`).
+    pub fn lookup_key(&self, target: &Target) -> Option<ObjectKey> {
+        target.is_read().then(|| target.object.clone().within(&self.namespace))
+    }
+
     /// Digests the pod template a lookup found for a tracked workload (the template's JSON,
     /// as the API server returns it).
     pub fn observe_workload(
@@ -672,11 +757,19 @@ impl Mutation {
     /// Digests what a lookup found for `target`; the content can be dropped after.
     pub fn observe(&self, target: &Target, digester: &Digester, found: Found<'_>) -> Observation {
         match found {
+            // Another namespace's object without its owner's consent is as good as absent:
+            // nothing tells the two apart.
+            Ok(Some(content))
+                if target.object.namespace.is_some() && !content.readable_from(&self.namespace) =>
+            {
+                Observation::Absent
+            }
             Ok(Some(content)) if content.standing() != Standing::Tracked => {
                 Observation::Untracked(content.standing())
             }
             Ok(Some(content)) => {
-                let id = ObjectId { namespace: &self.namespace, object: &target.object };
+                let namespace = target.object.namespace_from(&self.namespace);
+                let id = ObjectId { namespace, object: &target.object };
                 Observation::Digest(digester.digest(
                     id,
                     content,

@@ -73,8 +73,7 @@ impl References {
         for input in &DECLARED {
             if let Some(site) = site_of(&input.sites) {
                 // A missing name is the empty name, which the selection rejects as invalid.
-                let object =
-                    ObjectRef { kind: input.kind, name: site.name.unwrap_or_default().to_owned() };
+                let object = ObjectRef::new(input.kind, site.name.unwrap_or_default());
                 let keys = match site.keys {
                     SiteKeys::All => ConsumedKeys::All,
                     SiteKeys::One(key) => {
@@ -127,7 +126,7 @@ pub fn add_named(refs: &mut References, named: &[NamedAt]) {
                 }
                 Named::Nothing => continue,
             };
-            refs.add(ObjectRef { kind: at.reference.kind, name }, keys, optional);
+            refs.add(ObjectRef::new(at.reference.kind, name), keys, optional);
         }
     }
 }

@@ -155,7 +155,13 @@ pub fn decide_from_memory<'a>(
             let objects = mutation
                 .targets
                 .iter()
-                .map(|t| mutation.observe(t, digester, lookup(&mutation.namespace, &t.object)))
+                .map(|t| {
+                    let found = match mutation.lookup_key(t) {
+                        Some(key) => lookup(&key.namespace, &key.object),
+                        None => Ok(None),
+                    };
+                    mutation.observe(t, digester, found)
+                })
                 .collect();
             // No API server here (render, tests): tracked workloads keep their annotations.
             let observed = Observed { objects, ..Observed::default() };

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::annotations::AnnotationDomain;
 use super::model::kinds::WorkloadKind;
-use super::model::object_ref::{ObjectRef, is_valid_object_name};
+use super::model::object_ref::{ObjectRef, is_namespace_name, is_valid_object_name};
 use super::model::warnings::{Subject, Warnings};
 use super::refs::{ConsumedKeys, Consumption, References};
 
@@ -24,6 +24,51 @@ pub struct Target {
     pub object: ObjectRef,
     pub consumption: Consumption,
     pub key: String,
+    pub reach: Reach,
+}
+
+/// How a target came to be tracked. A token `<kind>/<a>/<b>` names either key `<b>` of the
+/// workload's own object `<a>` or object `<b>` of namespace `<a>`: the workload's own
+/// namespace decides (docs/behaviour.md, "References across namespaces").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Referenced, or named as the workload's own object.
+    Own,
+    /// Named only by such tokens: the workload's own object where it exists; where it does
+    /// not, its tokens name the other namespace's objects instead.
+    OwnIfPresent,
+    /// The other namespace's object such a token names: tracked when the workload's own
+    /// `<a>` does not exist and the object's owner consents. Not `readable` when the
+    /// namespace is outside `--namespaces`: then it is never read.
+    Across { readable: bool },
+}
+
+impl Reach {
+    /// The workload's own object whose existence decides what a target of this reach naming
+    /// `object` stands for: `<kind>/<a>` for another namespace's object `<a>/<b>`.
+    pub fn decided_by(self, object: &ObjectRef) -> Option<ObjectRef> {
+        match (self, &object.namespace) {
+            (Reach::Across { .. }, Some(namespace)) => {
+                Some(ObjectRef::new(object.kind, &**namespace))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Target {
+    /// Whether a lookup reads it: another namespace's object outside `--namespaces` never is.
+    pub fn is_read(&self) -> bool {
+        self.reach != Reach::Across { readable: false }
+    }
+}
+
+/// The namespace a workload is in, and which namespaces configsum may read
+/// (`--namespaces`), for tokens that name another namespace.
+#[derive(Clone, Copy)]
+pub struct Tracker<'a> {
+    pub namespace: &'a str,
+    pub serves: &'a dyn Fn(&str) -> bool,
 }
 
 /// A workload of the same namespace whose pod template's digest this one carries (workloads
@@ -59,6 +104,7 @@ pub fn select(
     refs: &References,
     track: Option<&str>,
     ignore: Option<&str>,
+    tracker: Tracker<'_>,
     domain: &AnnotationDomain,
     warnings: &mut Warnings,
 ) -> Selection {
@@ -93,6 +139,9 @@ pub fn select(
     // consumption may list thousands of keys).
     let mut whole: BTreeSet<ObjectRef> = BTreeSet::new();
     let mut keys: BTreeMap<ObjectRef, BTreeSet<String>> = BTreeMap::new();
+    // Objects named by key tokens that may name another namespace, and those named otherwise.
+    let mut maybe_across: BTreeMap<ObjectRef, BTreeSet<String>> = BTreeMap::new();
+    let mut own_keys: BTreeSet<ObjectRef> = BTreeSet::new();
     let mut all = false;
     let mut workloads: BTreeSet<(WorkloadKind, String)> = BTreeSet::new();
     for token in tokens(track.unwrap_or("*"), &domain.track(), warnings) {
@@ -111,6 +160,13 @@ pub fn select(
                 whole.insert(object);
             }
             Token::Key(object, key) => {
+                let across = object.name != tracker.namespace
+                    && is_namespace_name(&object.name)
+                    && is_valid_object_name(&key);
+                match across {
+                    true => maybe_across.entry(object.clone()).or_default().insert(key.clone()),
+                    false => own_keys.insert(object.clone()),
+                };
                 keys.entry(object).or_default().insert(key);
             }
             Token::Workload(..) => {}
@@ -136,6 +192,20 @@ pub fn select(
         }
         named.insert(object.clone(), consumption);
     }
+    // Named only by tokens that may name another namespace: those objects are candidates too.
+    let own_if_present = |object: &ObjectRef| {
+        maybe_across.contains_key(object)
+            && !own_keys.contains(object)
+            && !whole.contains(object)
+            && refs.get(object).is_none()
+    };
+    for (object, names) in maybe_across.iter().filter(|(object, _)| own_if_present(object)) {
+        for name in names {
+            let across = ObjectRef::across(object.kind, &object.name, name.clone());
+            let consumption = Consumption { keys: ConsumedKeys::All, optional: false };
+            named.insert(across, consumption);
+        }
+    }
     // The references themselves are borrowed, never copied: a pod spec may
     // reference tens of thousands of objects, of which at most 128 are digested.
     let referenced = (all && !ignore_all).then(|| refs.iter()).into_iter().flatten();
@@ -144,10 +214,21 @@ pub fn select(
     let mut selection = Selection::default();
     let mut target_keys = BTreeSet::new();
     let mut beyond_limit = 0;
+    // The workload's own objects that stand aside when absent, selected: in `ObjectRef` order
+    // each comes before the other namespace's objects its tokens name.
+    let mut standing_aside = BTreeSet::new();
     for (object, consumption) in chosen {
         if ignored.contains(object) {
             continue;
         }
+        let reach = match &object.namespace {
+            Some(namespace) if standing_aside.contains(&(object.kind, &**namespace)) => {
+                Reach::Across { readable: (tracker.serves)(namespace) }
+            }
+            Some(_) => continue,
+            None if own_if_present(object) => Reach::OwnIfPresent,
+            None => Reach::Own,
+        };
         if !is_valid_object_name(&object.name) {
             warnings.push(Subject::InvalidObject(object), "not a valid object name; skipped");
             continue;
@@ -167,8 +248,11 @@ pub fn select(
             continue;
         }
         target_keys.insert(key.clone());
+        if reach == Reach::OwnIfPresent {
+            standing_aside.insert((object.kind, object.name.as_str()));
+        }
         let (object, consumption) = (object.clone(), consumption.clone());
-        selection.targets.push(Target { object, consumption, key });
+        selection.targets.push(Target { object, consumption, key, reach });
     }
     if beyond_limit > 0 {
         warnings.push_plain(format_args!(
@@ -262,7 +346,7 @@ fn tokens<'a>(
         }
         let parsed = ObjectRef::parse(token).map(|object| match object.name.split_once('/') {
             Some((name, key)) if !key.is_empty() && !key.contains('/') => {
-                let object = ObjectRef { kind: object.kind, name: name.to_owned() };
+                let object = ObjectRef::new(object.kind, name);
                 Token::Key(object, key.to_owned())
             }
             _ => Token::Ref(object),
@@ -304,13 +388,17 @@ mod tests {
         super::super::refs::references(&spec)
     }
 
+    /// A workload of namespace `app`, where every namespace is served.
+    const TRACKER: Tracker<'static> = Tracker { namespace: "app", serves: &|_| true };
+
     fn run(
         refs: &References,
         track: Option<&str>,
         ignore: Option<&str>,
     ) -> (Selection, Vec<String>) {
         let mut warnings = Warnings::default();
-        let selection = select(refs, track, ignore, &AnnotationDomain::default(), &mut warnings);
+        let selection =
+            select(refs, track, ignore, TRACKER, &AnnotationDomain::default(), &mut warnings);
         (selection, warnings.into_response())
     }
 
@@ -424,8 +512,8 @@ mod tests {
         let ignore = vec!["secret/s-00000"; 8_000].join(",");
         let before = crate::cpu_time::this_thread();
         let mut warnings = Warnings::default();
-        let selection =
-            select(&refs, Some(&stars), Some(&ignore), &AnnotationDomain::default(), &mut warnings);
+        let domain = AnnotationDomain::default();
+        let selection = select(&refs, Some(&stars), Some(&ignore), TRACKER, &domain, &mut warnings);
         let took = crate::cpu_time::this_thread() - before;
         assert_eq!(selection.targets.len(), MAX_TRACKED);
         assert_eq!(
@@ -465,8 +553,8 @@ mod tests {
     fn millions_of_bad_tokens_give_ten_warnings_and_a_count() {
         let track = vec!["bad token"; 1_000_000].join(",");
         let mut warnings = Warnings::default();
-        let selection =
-            select(&refs(&[]), Some(&track), None, &AnnotationDomain::default(), &mut warnings);
+        let domain = AnnotationDomain::default();
+        let selection = select(&refs(&[]), Some(&track), None, TRACKER, &domain, &mut warnings);
         assert!(selection.targets.is_empty());
         let sent = warnings.into_response();
         assert_eq!(sent.len(), 11);

@@ -18,7 +18,7 @@ use crate::core::diagnosis::{
     ControllerEvent, Gates, Halts, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
 };
 use crate::core::model::kinds::WorkloadKind;
-use crate::core::{Digester, ObjectRef, Settings};
+use crate::core::{Digester, ObjectKey, ObjectRef, Settings};
 use crate::process::load_digest_keys;
 
 use cluster::ReadObject;
@@ -179,7 +179,13 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
                 let mut objects = BTreeMap::new();
                 let mut resumes = BTreeMap::new();
                 for target in plan.iter().flat_map(|plan| &plan.targets) {
-                    let found = source.object(&namespace, &target.object, &resume_key).await;
+                    let Some(plan) = &plan else { break };
+                    let Some(ObjectKey { namespace: lives_in, object }) = plan.lookup_key(target)
+                    else {
+                        objects.insert(target.object.clone(), Ok(None));
+                        continue;
+                    };
+                    let found = source.object(&lives_in, &object, &resume_key).await;
                     if let Ok(Some(ReadObject { resume: Some(resume), .. })) = &found {
                         resumes.insert(target.object.to_string(), resume.clone());
                     }

@@ -70,6 +70,7 @@ struct ObjectSeed<'s> {
 struct Metadata {
     resource_version: Option<String>,
     ignore: Option<String>,
+    readable_from: Option<String>,
     labels: Vec<(String, String)>,
 }
 
@@ -109,9 +110,14 @@ impl<'de> Visitor<'de> for MetadataSeed<'_> {
             match &*key {
                 "resourceVersion" => metadata.resource_version = map.next_value()?,
                 "annotations" => {
-                    let wanted = |k: &str| k == scope.ignore_key();
-                    let mut kept = map.next_value_seed(PickedStrings(&wanted))?;
-                    metadata.ignore = kept.pop().map(|(_, v)| v);
+                    let wanted =
+                        |k: &str| k == scope.ignore_key() || k == scope.readable_from_key();
+                    for (k, v) in map.next_value_seed(PickedStrings(&wanted))? {
+                        match k == scope.ignore_key() {
+                            true => metadata.ignore = Some(v),
+                            false => metadata.readable_from = Some(v),
+                        }
+                    }
                 }
                 "labels" => {
                     let wanted = |k: &str| scope.reads_label(k);
@@ -205,10 +211,11 @@ impl<'de> Visitor<'de> for ObjectSeed<'_> {
             Some(fields.swap_remove(at).1)
         };
         let content = input.content(&mut take).map_err(de::Error::custom)?;
-        let Metadata { resource_version, ignore, labels } = metadata;
+        let Metadata { resource_version, ignore, readable_from, labels } = metadata;
         let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
         let standing: Standing = self.scope.standing(ignore.as_deref(), label);
-        Ok((content.with_standing(standing), resource_version))
+        let content = content.with_standing(standing).with_readable_from(readable_from.as_deref());
+        Ok((content, resource_version))
     }
 }
 
@@ -273,10 +280,27 @@ mod tests {
     }
 
     #[test]
+    fn the_owner_says_which_namespaces_may_read_it() {
+        let scope = ObjectScope::default();
+        let readable_from = |annotations: &str, namespace: &str| {
+            let json = format!(r#"{{"metadata":{{"annotations":{annotations}}},"data":{{}}}}"#);
+            let (content, _) = decode(ObjectKind::Secret, &json, &scope).expect("decodes");
+            content.readable_from(namespace)
+        };
+        let both = r#"{"configsum.dev/ignore":"false","configsum.dev/readable-from":"web, app"}"#;
+        assert!(readable_from(both, "app"));
+        assert!(!readable_from(both, "other"));
+        assert!(!readable_from(r#"{"example.com/readable-from":"*"}"#, "app"), "another domain");
+        assert!(!readable_from("null", "app"));
+    }
+
+    #[test]
     fn the_owner_and_the_selector_decide_whether_it_counts() {
+        use crate::core::model::annotations::AnnotationDomain;
         use crate::core::model::label_selector::LabelSelector;
         let selector = LabelSelector::parse("reload=on").expect("valid");
-        let scope = ObjectScope::new("example.com/ignore".to_owned(), selector);
+        let domain = AnnotationDomain::new("example.com").expect("valid");
+        let scope = ObjectScope::new(&domain, selector);
         let standing = |metadata: &str| {
             let json = format!(r#"{{"metadata":{metadata},"data":{{"a":"YQ=="}}}}"#);
             let (content, _) = decode(ObjectKind::Secret, &json, &scope).expect("decodes");

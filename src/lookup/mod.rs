@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::model::provider_class_status::StatusPage;
-use crate::core::{Digester, Mutation, ObjectContent, ObjectRef, Observation, Target};
+use crate::core::{Digester, Mutation, ObjectContent, ObjectKey, ObjectRef, Observation, Target};
 use crate::registry::PullCredential;
 
 pub use file::{
@@ -189,8 +189,11 @@ async fn observe_one<S: ObjectSource>(
     index: usize,
     target: &Target,
 ) -> (usize, Observation) {
+    let Some(ObjectKey { namespace, object }) = mutation.lookup_key(target) else {
+        return (index, mutation.observe(target, digester, Ok(None)));
+    };
     let started = Instant::now();
-    let found = source.fetch(&mutation.namespace, &target.object).await;
+    let found = source.fetch(&namespace, &object).await;
     metrics.observe(started.elapsed(), found.as_ref().err().map(LookupError::metric_label));
     let found = match &found {
         Ok(content) => Ok(content.as_deref()),

@@ -84,9 +84,11 @@ pub fn of_change(
 
 fn trigger_source(trigger: &Trigger, namespace: &str) -> Named {
     match trigger {
-        Trigger::Object(object) => {
-            named(object.kind.as_str().to_owned(), Some(namespace), &object.name)
-        }
+        Trigger::Object(object) => named(
+            object.kind.as_str().to_owned(),
+            Some(object.namespace_from(namespace)),
+            &object.name,
+        ),
         Trigger::Image { image: reference, .. } => image(reference),
         Trigger::Workload(source) | Trigger::ProviderClass(source) | Trigger::Quiet(source) => {
             named_source(source, namespace)

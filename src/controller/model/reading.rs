@@ -2,9 +2,9 @@
 //! tracking it: the data is dropped before the result reaches the event loop.
 
 use super::workload::WorkloadKey;
-use crate::core::Observation;
 use crate::core::model::annotations::ABSENT;
 use crate::core::refs::ConsumedKeys;
+use crate::core::{Observation, Reach};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -27,19 +27,24 @@ pub struct Judged {
     pub fresh: Fresh,
 }
 
-/// A digest a read computed for a workload, with the keys it covers.
+/// A digest a read computed for a workload, with the keys it covers and how the workload
+/// reaches the object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fresh {
     pub keys: ConsumedKeys,
     pub observation: Observation,
+    pub reach: Reach,
 }
 
 impl Fresh {
-    /// The annotation value it stands for; `None` for an untracked object (no annotation).
+    /// The annotation value it stands for; `None` for an untracked object (no annotation), and
+    /// for an absent one that a token may name in another namespace instead, or that is
+    /// another namespace's (absent, or without its owner's consent).
     pub fn annotation(&self) -> Option<&str> {
         match &self.observation {
             Observation::Digest(value) => Some(value),
             Observation::Untracked(_) => None,
+            Observation::Absent if self.reach != Reach::Own => None,
             Observation::Absent | Observation::Unreadable(_) => Some(ABSENT),
         }
     }

@@ -387,7 +387,7 @@ impl State {
                 resume: version.annotation(&domain.resume()).map(str::to_owned),
             }
         };
-        let object = ObjectRef { kind, name: name.clone() }.within(namespace.clone());
+        let object = ObjectRef::new(kind, name.clone()).within(namespace.clone());
         let source = Source::Object(object);
         for gate in &mut self.gates {
             gate.source_observed(&source, &says);

@@ -23,7 +23,7 @@ use crate::controller::model::reading::{Fresh, Judged, Reading, Verdict};
 use crate::controller::model::workload::WorkloadKey;
 use crate::core::model::object_scope::Standing;
 use crate::core::refs::ConsumedKeys;
-use crate::core::{Digester, ObjectContent, ObjectId, ObjectKey, ObjectRef, Observation};
+use crate::core::{Digester, ObjectContent, ObjectId, ObjectKey, ObjectRef, Observation, Reach};
 
 /// A workload tracking the object being read: the keys it consumes and its
 /// digest annotation for the object, if any.
@@ -32,6 +32,7 @@ pub struct Tracker {
     pub workload: WorkloadKey,
     pub keys: ConsumedKeys,
     pub existing: Option<String>,
+    pub reach: Reach,
 }
 
 /// A read to start: the object, and the workloads that track it with the
@@ -62,7 +63,10 @@ pub fn judge(
     let judged = trackers
         .iter()
         .map(|t| {
+            let across = object.namespace != t.workload.namespace;
             let observation = match content {
+                // Without its owner's consent, as good as absent (`Mutation::observe`).
+                Some(c) if across && !c.readable_from(&t.workload.namespace) => Observation::Absent,
                 Some(c) if c.standing() != Standing::Tracked => {
                     Observation::Untracked(c.standing())
                 }
@@ -71,7 +75,7 @@ pub fn judge(
                 }
                 None => Observation::Absent,
             };
-            let fresh = Fresh { keys: t.keys.clone(), observation };
+            let fresh = Fresh { keys: t.keys.clone(), observation, reach: t.reach };
             let verdict = match &t.existing {
                 _ if standing == Some(Standing::Ignored) => Verdict::Ignored,
                 None if fresh.annotation().is_none() => Verdict::Current,
@@ -305,7 +309,7 @@ impl WatchIndex<ObjectVersion> for ObjectWatch<'_> {
 
     /// Only tracked objects are held: every other ConfigMap and Secret is ignored.
     fn key(&self, meta: &ObjectVersion) -> Option<ObjectKey> {
-        let object = ObjectRef { kind: self.kind, name: meta.name.clone()? };
+        let object = ObjectRef::new(self.kind, meta.name.clone()?);
         let key = object.within(meta.namespace.clone()?);
         self.objects.is_tracked(&key).then_some(key)
     }
@@ -374,13 +378,29 @@ mod tests {
         let user_only = ConsumedKeys::Keys(["user".to_owned()].into());
         let user = d.digest(id, &old, &user_only, None);
         let trackers = vec![
-            Tracker { workload: workload("all"), keys: ConsumedKeys::All, existing: Some(all) },
-            Tracker { workload: workload("user"), keys: user_only, existing: Some(user) },
-            Tracker { workload: workload("none"), keys: ConsumedKeys::All, existing: None },
+            Tracker {
+                workload: workload("all"),
+                keys: ConsumedKeys::All,
+                existing: Some(all),
+                reach: Reach::Own,
+            },
+            Tracker {
+                workload: workload("user"),
+                keys: user_only,
+                existing: Some(user),
+                reach: Reach::Own,
+            },
+            Tracker {
+                workload: workload("none"),
+                keys: ConsumedKeys::All,
+                existing: None,
+                reach: Reach::Own,
+            },
             Tracker {
                 workload: workload("absent"),
                 keys: ConsumedKeys::All,
                 existing: Some(ABSENT.into()),
+                reach: Reach::Own,
             },
         ];
         let new = content("two");
@@ -418,8 +438,18 @@ mod tests {
         let old = content("one");
         let digest = d.digest(id, &old, &ConsumedKeys::All, None);
         let trackers = vec![
-            Tracker { workload: workload("had"), keys: ConsumedKeys::All, existing: Some(digest) },
-            Tracker { workload: workload("none"), keys: ConsumedKeys::All, existing: None },
+            Tracker {
+                workload: workload("had"),
+                keys: ConsumedKeys::All,
+                existing: Some(digest),
+                reach: Reach::Own,
+            },
+            Tracker {
+                workload: workload("none"),
+                keys: ConsumedKeys::All,
+                existing: None,
+                reach: Reach::Own,
+            },
         ];
         let judged = |standing: Standing| {
             let content = content("two").with_standing(standing);
@@ -511,7 +541,8 @@ mod tests {
         objects.request_due_retries(t0 + Duration::from_secs(1));
         assert_eq!(objects.start_next(4), Some(db()));
 
-        let fresh = Fresh { keys: ConsumedKeys::All, observation: Observation::Absent };
+        let fresh =
+            Fresh { keys: ConsumedKeys::All, observation: Observation::Absent, reach: Reach::Own };
         objects.hand_on(&workload("a"), &db().object, fresh.clone());
         objects.hand_on(&workload("b"), &db().object, fresh.clone());
         assert_eq!(objects.take_fresh(&workload("a")).len(), 1);

@@ -7,9 +7,10 @@ use crate::controller::model::workload::WorkloadKey;
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::{Mutation, ObjectKey, ObjectRef};
 
-/// The objects the webhook's rules say a workload tracks.
+/// The objects the webhook's rules say a workload tracks, and may read (never another
+/// namespace's outside `--namespaces`).
 pub fn tracked_by(mutation: &Mutation) -> Vec<ObjectRef> {
-    mutation.targets.iter().map(|t| t.object.clone()).collect()
+    mutation.targets.iter().filter(|t| t.is_read()).map(|t| t.object.clone()).collect()
 }
 
 #[derive(Debug, Default)]

@@ -22,7 +22,7 @@ use crate::controller::model::reading::{Judged, Reading};
 use crate::controller::model::trigger::{Source, SourceChange, Trigger};
 use crate::controller::model::work::{Due, ReconcileResult, Reconciled};
 use crate::controller::model::workload::WorkloadKey;
-use crate::core::{ObjectKey, ObjectRef};
+use crate::core::ObjectKey;
 use crate::registry::Resolution;
 
 impl State {
@@ -315,11 +315,15 @@ impl State {
             .tracking(object)
             .filter_map(|workload| {
                 let mutation = &self.workloads.snapshot(workload)?.mutation;
-                let target = mutation.targets.iter().find(|t| t.object == object.object)?;
+                let target = mutation
+                    .targets
+                    .iter()
+                    .find(|t| t.object.names(object, &workload.namespace))?;
                 Some(Tracker {
                     workload: workload.clone(),
                     keys: target.consumption.keys.clone(),
                     existing: mutation.existing(target).map(str::to_owned),
+                    reach: target.reach,
                 })
             })
             .collect()
@@ -342,7 +346,7 @@ impl State {
                     SourceChange { source: Source::Object(object.clone()), id: "absent".into() },
                     |digest| SourceChange::new(Source::Object(object.clone()), digest),
                 );
-                let outdated = |judged: &Judged| self.judged_on_outdated(&object.object, judged);
+                let outdated = |judged: &Judged| self.judged_on_outdated(&object, judged);
                 let due: Vec<Judged> =
                     super::objects::to_roll(reading, changed, outdated).collect();
                 if !due.is_empty() {
@@ -351,9 +355,11 @@ impl State {
                     self.hand_records(&change, &trackers);
                 }
                 for judged in due {
-                    // Handed to the reconciliation, so it need not read the object again.
-                    self.objects.hand_on(&judged.workload, &object.object, judged.fresh);
-                    let trigger = Trigger::Object(object.object.clone());
+                    // Handed to the reconciliation, so it need not read the object again;
+                    // named as the workload names it (another namespace's, with it).
+                    let named = object.seen_from(&judged.workload.namespace);
+                    self.objects.hand_on(&judged.workload, &named, judged.fresh);
+                    let trigger = Trigger::Object(named);
                     self.trigger(judged.workload, trigger, Some(&change), now);
                 }
             }
@@ -377,7 +383,7 @@ impl State {
     /// records: its snapshot moved during the read, or may be outdated. Otherwise content
     /// that went back to what the old snapshot recorded (a Secret created and deleted again)
     /// would look current and roll nothing, ever.
-    fn judged_on_outdated(&self, object: &ObjectRef, judged: &Judged) -> bool {
+    fn judged_on_outdated(&self, object: &ObjectKey, judged: &Judged) -> bool {
         let workload = &judged.workload;
         if self.snapshot_outdated(workload) {
             return true;
@@ -385,7 +391,8 @@ impl State {
         let Some(mutation) = self.workloads.snapshot(workload).map(|s| &s.mutation) else {
             return false;
         };
-        let recorded = mutation.targets.iter().find(|t| t.object == *object);
+        let recorded =
+            mutation.targets.iter().find(|t| t.object.names(object, &workload.namespace));
         recorded.is_some_and(|target| mutation.existing(target) != judged.fresh.annotation())
     }
 

@@ -16,7 +16,7 @@ use crate::core::field_path::read_at;
 use crate::core::inputs::image::observation::ImageObservation;
 use crate::core::model::object_ref::ObjectRef;
 use crate::core::model::object_scope::Standing;
-use crate::core::mutate::{Found, Mutation};
+use crate::core::mutate::{Found, Meaning, Mutation, Observation, meaning};
 use crate::core::verdict::Verdict;
 
 /// One input of the workload.
@@ -92,10 +92,27 @@ pub fn explain_workload<'o>(
     for target in &mutation.targets {
         let source = target.object.to_string();
         let recorded = mutation.existing(target).map(str::to_owned);
-        let current = view.digester_for(target.object.kind, &plain).and_then(|digester| {
-            current_of(mutation.observe(target, digester, objects(&target.object)))
-        });
-        let standing = standing_of(&objects(&target.object));
+        let observed = view
+            .digester_for(target.object.kind, &plain)
+            .map(|digester| mutation.observe(target, digester, objects(&target.object)));
+        // Where a token names a key of the workload's own object or another namespace's
+        // object, only what it stands for is listed.
+        let own_exists =
+            target.reach.decided_by(&target.object).and_then(|own| match objects(&own) {
+                Ok(found) => Some(found.is_some()),
+                Err(_) => None,
+            });
+        let seen = observed.clone().unwrap_or(Observation::Unreadable(String::new()));
+        if meaning(target, &seen, own_exists) == Meaning::Elsewhere {
+            continue;
+        }
+        // Another namespace's object that is missing or withholds consent: no digest.
+        let refused = target.object.namespace.is_some() && observed == Some(Observation::Absent);
+        let current = observed.filter(|_| !refused).and_then(current_of);
+        let standing = match refused {
+            true => Standing::Unselected,
+            false => standing_of(&objects(&target.object)),
+        };
         let line = Line { source: &source, alias: None, recorded: recorded.as_deref() };
         // Each workload has its own digest of the object: of the keys its pods read.
         let failing_current = |failing: &ReadWorkload<'_>| {

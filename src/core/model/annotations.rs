@@ -83,6 +83,12 @@ impl AnnotationDomain {
         format!("{}/ignore", self.domain)
     }
 
+    /// `<domain>/readable-from`, on a ConfigMap or Secret: the namespaces whose workloads may
+    /// track it (`secret/<namespace>/<name>`).
+    pub fn readable_from(&self) -> String {
+        format!("{}/readable-from", self.domain)
+    }
+
     /// `<domain>/images`: `*` or the containers whose image digests are tracked.
     pub fn images(&self) -> String {
         format!("{}/images", self.domain)
@@ -141,7 +147,14 @@ impl AnnotationDomain {
 
     /// The digest annotation key for `object`, whose name must already be valid.
     pub fn key_for(&self, object: &ObjectRef) -> String {
-        format!("{}{}", self.prefixes[object.kind as usize], name_part(&object.name))
+        let prefix = &self.prefixes[object.kind as usize];
+        match &object.namespace {
+            // `_` is in no namespace or object name: never the key of a local object.
+            Some(namespace) => {
+                format!("{prefix}{}", name_part(&format!("{namespace}_{}", object.name)))
+            }
+            None => format!("{prefix}{}", name_part(&object.name)),
+        }
     }
 
     /// `<word>.<domain>/<name>`: the digest of a tracked workload's pod template; `None`

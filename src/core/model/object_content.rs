@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::object_scope::Standing;
+use super::object_scope::{Standing, consents};
 
 /// The data of a ConfigMap or Secret as digest entries: key to bytes, built
 /// by `ObjectInput::content` from the fields its kind declares.
@@ -14,11 +14,23 @@ pub struct ObjectContent {
     entries: BTreeMap<String, Vec<u8>>,
     /// Whether the object counts at all (its owner's `ignore`, `--object-selector`).
     standing: Standing,
+    /// Its owner's `<domain>/readable-from`: which other namespaces may track it.
+    readable_from: Option<Box<str>>,
 }
 
 impl ObjectContent {
     pub fn from_entries(entries: BTreeMap<String, Vec<u8>>) -> Self {
-        ObjectContent { entries, standing: Standing::Tracked }
+        ObjectContent { entries, standing: Standing::Tracked, readable_from: None }
+    }
+
+    /// The same content, with its owner's `<domain>/readable-from` as its reader found it.
+    pub fn with_readable_from(self, readable_from: Option<&str>) -> Self {
+        ObjectContent { readable_from: readable_from.map(Box::from), ..self }
+    }
+
+    /// Whether its owner lets workloads of `namespace`, another namespace, track it.
+    pub fn readable_from(&self, namespace: &str) -> bool {
+        consents(self.readable_from.as_deref(), namespace)
     }
 
     /// The same content, standing as its reader judged it.
@@ -47,6 +59,7 @@ impl fmt::Debug for ObjectContent {
         f.debug_struct("ObjectContent")
             .field("keys", &self.entries.keys())
             .field("standing", &self.standing)
+            .field("readable_from", &self.readable_from)
             .finish()
     }
 }

@@ -1,5 +1,6 @@
-//! `ObjectRef`: a tracked object (a ConfigMap or Secret) in the workload's own namespace, and
-//! [`ObjectKey`]: the same with its namespace, for what spans namespaces (the controller).
+//! `ObjectRef`: a tracked object (a ConfigMap or Secret) as a workload names it — in its own
+//! namespace, or in another one that consents (`secret/<namespace>/<name>`) — and
+//! [`ObjectKey`]: an object with its namespace, for what spans namespaces (the controller).
 
 use std::fmt;
 
@@ -24,37 +25,60 @@ impl ObjectKind {
     }
 }
 
-/// A ConfigMap or Secret by name; the namespace is always the workload's.
+/// A ConfigMap or Secret by name, as a workload names it. The derived order puts the
+/// workload's own objects before other namespaces' (`None` first).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectRef {
     pub kind: ObjectKind,
+    /// Another namespace's object, read only with its owner's consent; `None`: the
+    /// workload's own namespace.
+    pub namespace: Option<Box<str>>,
     pub name: String,
 }
 
 impl ObjectRef {
+    pub fn new(kind: ObjectKind, name: impl Into<String>) -> Self {
+        ObjectRef { kind, namespace: None, name: name.into() }
+    }
+
     pub fn config_map(name: impl Into<String>) -> Self {
-        ObjectRef { kind: ObjectKind::ConfigMap, name: name.into() }
+        ObjectRef::new(ObjectKind::ConfigMap, name)
     }
 
     pub fn secret(name: impl Into<String>) -> Self {
-        ObjectRef { kind: ObjectKind::Secret, name: name.into() }
+        ObjectRef::new(ObjectKind::Secret, name)
+    }
+
+    /// Object `name` of `kind` in namespace `namespace`, named from another one.
+    pub fn across(kind: ObjectKind, namespace: &str, name: impl Into<String>) -> Self {
+        ObjectRef { kind, namespace: Some(namespace.into()), name: name.into() }
     }
 
     /// Parses `<word>/<name>`, such as `configmap/app` (the `track`/`ignore` syntax).
     /// The name is not validated here; see [`is_valid_object_name`].
     pub fn parse(token: &str) -> Option<Self> {
         let (word, name) = token.split_once('/')?;
-        Some(ObjectRef { kind: ObjectKind::from_word(word)?, name: name.to_owned() })
+        Some(ObjectRef::new(ObjectKind::from_word(word)?, name))
+    }
+
+    /// The namespace the object lives in, named from a workload of `namespace`.
+    pub fn namespace_from<'a>(&'a self, namespace: &'a str) -> &'a str {
+        self.namespace.as_deref().unwrap_or(namespace)
     }
 }
 
 impl fmt::Display for ObjectRef {
+    /// `secret/db`, or `secret/<namespace>/db` for another namespace's.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.kind.prefix(), self.name)
+        match &self.namespace {
+            Some(namespace) => write!(f, "{}/{namespace}/{}", self.kind.prefix(), self.name),
+            None => write!(f, "{}/{}", self.kind.prefix(), self.name),
+        }
     }
 }
 
-/// A tracked object and its namespace (as kube's `ObjectRef::within` names one).
+/// A tracked object and its namespace (as kube's `ObjectRef::within` names one); `object`
+/// never names a namespace of its own.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ObjectKey {
     pub namespace: String,
@@ -62,9 +86,32 @@ pub struct ObjectKey {
 }
 
 impl ObjectRef {
-    /// This object in `namespace`.
+    /// This object, named from a workload of `namespace`: in its own namespace if it names
+    /// one, else in `namespace`.
     pub fn within(self, namespace: impl Into<String>) -> ObjectKey {
-        ObjectKey { namespace: namespace.into(), object: self }
+        let ObjectRef { kind, namespace: own, name } = self;
+        let namespace = own.map_or_else(|| namespace.into(), String::from);
+        ObjectKey { namespace, object: ObjectRef::new(kind, name) }
+    }
+
+    /// Whether this reference, written in a workload of `namespace`, names `object`.
+    pub fn names(&self, object: &ObjectKey, namespace: &str) -> bool {
+        self.kind == object.object.kind
+            && self.name == object.object.name
+            && self.namespace_from(namespace) == object.namespace
+    }
+}
+
+impl ObjectKey {
+    /// How a workload of `namespace` names this object: `secret/db`, or
+    /// `secret/<namespace>/db` from another namespace.
+    pub fn seen_from(&self, namespace: &str) -> ObjectRef {
+        let ObjectRef { kind, name, .. } = &self.object;
+        if self.namespace == namespace {
+            ObjectRef::new(*kind, name.clone())
+        } else {
+            ObjectRef::across(*kind, &self.namespace, name.clone())
+        }
     }
 }
 
@@ -116,6 +163,23 @@ mod tests {
         assert_eq!(ObjectRef::parse("cm/app"), None);
         assert_eq!(ObjectRef::parse("app"), None);
         assert_eq!(ObjectRef::secret("db").to_string(), "secret/db");
+    }
+
+    #[test]
+    fn another_namespaces_object_is_named_with_it_and_keyed_in_it() {
+        let remote = ObjectRef::across(ObjectKind::Secret, "shared", "ca");
+        assert_eq!(remote.to_string(), "secret/shared/ca");
+        let key = remote.clone().within("app");
+        assert_eq!(key, ObjectRef::secret("ca").within("shared"));
+        assert!(remote.names(&key, "app"));
+        assert!(!ObjectRef::secret("ca").names(&key, "app"));
+        assert!(ObjectRef::secret("ca").names(&key, "shared"));
+        assert_eq!(key.seen_from("app"), remote);
+        assert_eq!(key.seen_from("shared"), ObjectRef::secret("ca"));
+        // The workload's own objects first, then other namespaces', each by name.
+        let mut refs = vec![remote.clone(), ObjectRef::secret("z")];
+        refs.sort();
+        assert_eq!(refs, vec![ObjectRef::secret("z"), remote]);
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Whether a ConfigMap or Secret counts at all: its owner can say `<domain>/ignore: "true"`
 //! on it, and `--object-selector` can leave it out. An object that does not count is
-//! untracked: no workload gets a digest for it, and an existing one is removed.
+//! untracked: no workload gets a digest for it, and an existing one is removed. Its owner
+//! also says which other namespaces may track it (`<domain>/readable-from`).
 //!
 //! The readers judge an object as they read it (they keep only the labels the selector reads
-//! and the one annotation); the decision is this file's.
+//! and the two annotations); the decision is this file's.
 
 use super::annotations::AnnotationDomain;
 use super::label_selector::LabelSelector;
@@ -30,29 +31,38 @@ impl Standing {
     }
 }
 
-/// The rules an object is judged by: the ignore annotation's key and the object selector.
+/// The rules an object is judged by: the keys of its owner's annotations and the object
+/// selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ObjectScope {
     ignore_key: String,
+    readable_from_key: String,
     selector: LabelSelector,
 }
 
 impl Default for ObjectScope {
-    /// The default domain's `ignore`, every object selected.
+    /// The default domain's annotations, every object selected.
     fn default() -> Self {
-        ObjectScope::new(AnnotationDomain::default().ignore(), LabelSelector::default())
+        ObjectScope::new(&AnnotationDomain::default(), LabelSelector::default())
     }
 }
 
 impl ObjectScope {
-    /// `ignore_key`: `<domain>/ignore`. `selector`: `--object-selector` (empty: every object).
-    pub fn new(ignore_key: String, selector: LabelSelector) -> Self {
-        ObjectScope { ignore_key, selector }
+    /// `domain`'s `ignore` and `readable-from`; `selector`: `--object-selector` (empty: every
+    /// object).
+    pub fn new(domain: &AnnotationDomain, selector: LabelSelector) -> Self {
+        let (ignore_key, readable_from_key) = (domain.ignore(), domain.readable_from());
+        ObjectScope { ignore_key, readable_from_key, selector }
     }
 
-    /// The annotation a reader must keep: `<domain>/ignore`.
+    /// An annotation a reader must keep: `<domain>/ignore`.
     pub fn ignore_key(&self) -> &str {
         &self.ignore_key
+    }
+
+    /// The other annotation a reader must keep: `<domain>/readable-from`.
+    pub fn readable_from_key(&self) -> &str {
+        &self.readable_from_key
     }
 
     /// Whether a reader must keep label `key`.
@@ -82,13 +92,31 @@ impl ObjectScope {
     }
 }
 
+/// Whether an object whose `<domain>/readable-from` says `readable_from` may be tracked from
+/// `namespace`: a comma-separated list of namespaces (spaces allowed) or `*`.
+pub fn consents(readable_from: Option<&str>, namespace: &str) -> bool {
+    let listed = readable_from.into_iter().flat_map(|list| list.split(',')).map(str::trim);
+    listed.into_iter().any(|entry| entry == "*" || entry == namespace)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn scope(selector: &str) -> ObjectScope {
         let selector = LabelSelector::parse(selector).expect("valid");
-        ObjectScope::new("configsum.dev/ignore".to_owned(), selector)
+        ObjectScope::new(&AnnotationDomain::default(), selector)
+    }
+
+    #[test]
+    fn consent_lists_namespaces_or_every_one() {
+        assert!(consents(Some("app"), "app"));
+        assert!(consents(Some(" web , app "), "app"));
+        assert!(consents(Some("*"), "app"));
+        assert!(consents(Some("web, *"), "app"));
+        for refused in [None, Some(""), Some("ap"), Some("app-x"), Some("web,,"), Some("a*")] {
+            assert!(!consents(refused, "app"), "{refused:?}");
+        }
     }
 
     #[test]

@@ -56,9 +56,17 @@ impl<'a> Subject<'a> {
     fn pieces(self) -> Vec<Piece<'a>> {
         use Piece::{Fixed, Name};
         match self {
-            Subject::Object(object) => {
-                vec![Fixed(object.kind.prefix()), Fixed("/"), Name(Cow::Borrowed(&object.name))]
-            }
+            Subject::Object(object) => match &object.namespace {
+                // Another namespace's object: both names, shortened together.
+                Some(namespace) => vec![
+                    Fixed(object.kind.prefix()),
+                    Fixed("/"),
+                    Name(Cow::Owned(format!("{namespace}/{}", object.name))),
+                ],
+                None => {
+                    vec![Fixed(object.kind.prefix()), Fixed("/"), Name(Cow::Borrowed(&object.name))]
+                }
+            },
             Subject::InvalidObject(object) => vec![
                 Fixed(object.kind.prefix()),
                 Fixed("/"),

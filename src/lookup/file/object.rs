@@ -85,31 +85,35 @@ pub fn read<'n, T: Tree<'n>>(
     for data in kind.input().data {
         add_entries(&object, document, data.field, data.encoding, &mut entries)?;
     }
-    let standing = match metadata {
+    let (standing, readable_from) = match metadata {
         Some(metadata) => standing(&object, metadata, scope)?,
-        None => scope.standing(None, |_| None),
+        None => (scope.standing(None, |_| None), None),
     };
+    let content = ObjectContent::from_entries(entries).with_standing(standing);
     Ok(Object {
         namespace: namespace.to_owned(),
-        reference: ObjectRef { kind, name: name.to_owned() },
-        content: ObjectContent::from_entries(entries).with_standing(standing),
+        reference: ObjectRef::new(kind, name),
+        content: content.with_readable_from(readable_from),
     })
 }
 
 /// How the object stands by `scope`: its `<domain>/ignore` annotation and the labels the
-/// object selector reads (only those are read, so only their shape is checked).
+/// object selector reads (only those are read, so only their shape is checked); and its
+/// `<domain>/readable-from`.
 fn standing<'n, T: Tree<'n>>(
     object: &str,
     metadata: T,
     scope: &ObjectScope,
-) -> Result<Standing, FieldError<T>> {
-    let ignore = match mapping_of(object, metadata, "annotations", "metadata.annotations")? {
-        Some(annotations) => {
-            let field = format!("metadata.annotations.{}", scope.ignore_key());
-            text_of(object, annotations, scope.ignore_key(), &field)?
-        }
-        None => None,
-    };
+) -> Result<(Standing, Option<&'n str>), FieldError<T>> {
+    let (mut ignore, mut readable_from) = (None, None);
+    if let Some(annotations) = mapping_of(object, metadata, "annotations", "metadata.annotations")?
+    {
+        let field = |key: &str| format!("metadata.annotations.{key}");
+        let key = scope.ignore_key();
+        ignore = text_of(object, annotations, key, &field(key))?;
+        let key = scope.readable_from_key();
+        readable_from = text_of(object, annotations, key, &field(key))?;
+    }
     let mut labels = Vec::new();
     if let Some(map) = mapping_of(object, metadata, "labels", "metadata.labels")?
         && let Shape::Map(entries) = map.shape()
@@ -120,7 +124,7 @@ fn standing<'n, T: Tree<'n>>(
         }
     }
     let label = |key: &str| labels.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
-    Ok(scope.standing(ignore, label))
+    Ok((scope.standing(ignore, label), readable_from))
 }
 
 /// Adds every value of the string map `document[key]` (`data`, `binaryData`, `stringData`).
