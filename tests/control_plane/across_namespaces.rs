@@ -163,10 +163,10 @@ fn across_namespaces_a_remote_object_is_read_only_with_its_owners_consent() {
         };
 
         // Listed among others, with spaces: honoured. The digest binds the remote object's own
-        // namespace and name; nothing is read as the key form (no local Secret `xns-shared`).
+        // namespace and name, and it is no key form (there is no local Secret `xns-shared`).
         cp.apply(&db(Some("other-team, xns-app")));
         let mark = cp.audit_events().len();
-        wait_until("web admitted by the scoped webhook", Duration::from_secs(30), || {
+        wait_until("web admitted with the cross-namespace digest", Duration::from_secs(30), || {
             cp.apply(&web());
             install.template_annotations(APP, "web").get(&key).is_some()
         })
@@ -288,13 +288,17 @@ fn across_namespaces_the_controller_rolls_on_remote_changes_and_drops_withdrawn_
 
         let track = format!("secret/{SOURCE}/db, configmap/{SOURCE}/settings");
         let image = Cell::new(0);
-        wait_until("web admitted by the scoped webhook", Duration::from_secs(30), || {
-            image.set(image.get() + 1);
-            let image = format!("registry.example/app:{}", image.get());
-            cp.apply(&tracker(APP, "web", &track, &image));
-            let annotations = install.template_annotations(APP, "web");
-            annotations.get(&db_key).is_some() && annotations.get(&settings_key).is_some()
-        })
+        wait_until(
+            "web admitted with both cross-namespace digests",
+            Duration::from_secs(30),
+            || {
+                image.set(image.get() + 1);
+                let image = format!("registry.example/app:{}", image.get());
+                cp.apply(&tracker(APP, "web", &track, &image));
+                let annotations = install.template_annotations(APP, "web");
+                annotations.get(&db_key).is_some() && annotations.get(&settings_key).is_some()
+            },
+        )
         .await;
         let annotations = install.template_annotations(APP, "web");
         assert_eq!(annotations[&db_key], db_digest("one"), "{annotations}");
