@@ -22,6 +22,7 @@ mod registry;
 #[path = "../support/server.rs"]
 mod server;
 
+mod across_namespaces;
 mod controller;
 mod csi;
 mod custom_kinds;
