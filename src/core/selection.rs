@@ -44,6 +44,11 @@ pub enum Reach {
 }
 
 impl Reach {
+    /// Whether it names another namespace's object.
+    pub fn is_across(self) -> bool {
+        matches!(self, Reach::Across { .. })
+    }
+
     /// The workload's own object whose existence decides what a target of this reach naming
     /// `object` stands for: `<kind>/<a>` for another namespace's object `<a>/<b>`.
     pub fn decided_by(self, object: &ObjectRef) -> Option<ObjectRef> {

@@ -19,7 +19,9 @@ use tokio::time::Instant;
 
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::model::provider_class_status::StatusPage;
-use crate::core::{Digester, Mutation, ObjectContent, ObjectKey, ObjectRef, Observation, Target};
+use crate::core::{
+    Digester, Mutation, ObjectContent, ObjectKey, ObjectRef, Observation, Target, exists,
+};
 use crate::registry::PullCredential;
 
 pub use file::{
@@ -150,7 +152,9 @@ pub async fn observe_all<S: ObjectSource>(
 }
 
 /// [`observe_all`] for the targets at `indices` only: one `(index, observation)` each, in
-/// the order of `indices`.
+/// the order of `indices`. Another namespace's object is read only once the workload's own
+/// object it would stand in for is known absent (or was not among `indices`): a token
+/// names one or the other, and a foreign namespace is not read for nothing.
 pub async fn observe_some<S: ObjectSource>(
     source: &S,
     digester: &Digester,
@@ -159,6 +163,43 @@ pub async fn observe_some<S: ObjectSource>(
     deadline: Instant,
     metrics: &LookupMetrics,
 ) -> Vec<(usize, Observation)> {
+    let across = |i: &usize| mutation.targets.get(*i).is_some_and(|t| t.reach.is_across());
+    let (later, first): (Vec<usize>, Vec<usize>) = indices.iter().partition(|i| across(i));
+    let mut observed = observe_at_once(source, digester, mutation, &first, deadline, metrics).await;
+    let own_exists = |index: usize| {
+        let target = mutation.targets.get(index)?;
+        let own = target.reach.decided_by(&target.object)?;
+        let (_, seen) = observed.iter().find(|(i, _)| mutation.targets[*i].object == own)?;
+        exists(seen)
+    };
+    // The workload's own object exists: the token is one of its keys, and this stands for
+    // nothing (`core::meaning`).
+    let (unread, later): (Vec<usize>, Vec<usize>) =
+        later.into_iter().partition(|&i| own_exists(i) == Some(true));
+    let read = observe_at_once(source, digester, mutation, &later, deadline, metrics).await;
+    observed.extend(read);
+    observed.extend(unread.into_iter().map(|i| (i, Observation::Absent)));
+    let mut ordered: Vec<Option<Observation>> = vec![None; mutation.targets.len()];
+    for (index, observation) in observed {
+        ordered[index] = Some(observation);
+    }
+    let timeout = || Observation::Unreadable(LookupError::Timeout.to_string());
+    let mut take = |i: usize| ordered.get_mut(i).and_then(Option::take);
+    indices.iter().map(|&i| (i, take(i).unwrap_or_else(timeout))).collect()
+}
+
+/// The targets at `indices`, read at most [`LOOKUPS_PER_REVIEW`] at once.
+async fn observe_at_once<S: ObjectSource>(
+    source: &S,
+    digester: &Digester,
+    mutation: &Mutation,
+    indices: &[usize],
+    deadline: Instant,
+    metrics: &LookupMetrics,
+) -> Vec<(usize, Observation)> {
+    if indices.is_empty() {
+        return Vec::new();
+    }
     let mut observations: Vec<Option<Observation>> = vec![None; indices.len()];
     // Collected first: a lazy `map` closure here trips the `Send` check on the handler.
     let lookups: Vec<_> = indices
@@ -282,6 +323,63 @@ mod tests {
         .await;
         assert_eq!(observations.iter().filter(|o| **o == Observation::Absent).count(), 8);
         assert_eq!(observations[8], Observation::Unreadable("timeout".into()));
+    }
+
+    /// Records what is read; has Secret `shared` of namespace `ns` when `own` says so, and
+    /// `shared/ca` with consent.
+    #[derive(Default)]
+    struct Recording {
+        own: bool,
+        read: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl ObjectSource for Recording {
+        async fn fetch(
+            &self,
+            namespace: &str,
+            object: &ObjectRef,
+        ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
+            if let Ok(mut read) = self.read.lock() {
+                read.push(format!("{namespace}/{object}"));
+            }
+            let content = ObjectContent::from_entries([("ca".into(), b"x".to_vec())].into());
+            Ok(match (namespace, object.name.as_str()) {
+                ("ns", "shared") if self.own => Some(Arc::new(content)),
+                ("shared", "ca") => Some(Arc::new(content.with_readable_from(Some("*")))),
+                _ => None,
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn another_namespace_is_read_only_where_the_workloads_own_object_is_absent() {
+        let object =
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p",
+            "annotations": {"configsum.dev/track": "secret/shared/ca"}},
+            "spec": {"containers": [{"name": "c"}]}})
+            .to_string();
+        let mut workload = WorkloadKind::Pod.parse(&object).expect("a Pod");
+        workload.namespace = Some("ns".into());
+        let Plan::Mutate(mutation) = plan(workload, &Default::default(), &Settings::default())
+        else {
+            panic!("mutated")
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for own in [true, false] {
+            let source = Recording { own, ..Recording::default() };
+            let metrics = LookupMetrics::default();
+            let observations =
+                observe_all(&source, &Digester::default(), &mutation, deadline, &metrics).await;
+            let read = source.read.lock().map(|r| r.clone()).unwrap_or_default();
+            let digested = observations.iter().map(|o| matches!(o, Observation::Digest(_)));
+            if own {
+                assert_eq!(read, ["ns/secret/shared"], "the key form: nothing foreign read");
+                assert_eq!(digested.collect::<Vec<_>>(), [true, false]);
+            } else {
+                assert_eq!(read, ["ns/secret/shared", "shared/secret/ca"]);
+                assert_eq!(digested.collect::<Vec<_>>(), [false, true]);
+            }
+        }
     }
 
     #[test]
