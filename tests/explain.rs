@@ -362,3 +362,67 @@ fn explain_refuses_a_tag_outside_yaml_s_core_schema() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn explain_lists_what_a_token_across_namespaces_stands_for() {
+    let dir = std::env::temp_dir().join(format!("configsum-explain-across-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut web: Value = serde_json::from_str(&deployment(
+        "web",
+        json!({"configsum.dev/track": "configmap/shared/ca, configmap/shared/tls, configmap/local/k"}),
+        json!({}),
+    ))
+    .expect("json");
+    web["metadata"]["namespace"] = json!("app");
+    let config_map = |namespace: &str, name: &str, annotations: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+            "data": {"k": "v"}})
+    };
+    let stream = [
+        web,
+        config_map("shared", "ca", json!({"configsum.dev/readable-from": "other, app"})),
+        config_map("shared", "tls", json!({})),
+        config_map("app", "local", json!({})),
+        // Would consent, but `local` of the workload's own namespace makes its token a key.
+        config_map("local", "k", json!({"configsum.dev/readable-from": "*"})),
+    ]
+    .map(|document| document.to_string())
+    .join("\n---\n");
+    let path = dir.join("stream.yaml");
+    std::fs::write(&path, &stream).expect("stream");
+    let file = path.display().to_string();
+    let run =
+        configsum(&["explain", "deployment/web", "-n", "app", "-f", &file, "--output", "json"], "");
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let answer: Value = serde_json::from_str(&run.stdout).expect("json");
+    let inputs = answer["inputs"].as_array().expect("inputs");
+    let lines: Vec<(&str, &str, Value)> = inputs
+        .iter()
+        .map(|i| {
+            (
+                i["input"].as_str().unwrap_or(""),
+                i["verdict"].as_str().unwrap_or(""),
+                i["keys"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("configmap/local", "first-observation", json!(["k"])),
+            ("configmap/shared/ca", "first-observation", json!(["*"])),
+            ("configmap/shared/tls", "untracked", json!(["*"])),
+        ],
+        "no line for the absent `configmap/shared` nor for `local/k`: {}",
+        run.stdout
+    );
+    // Bound to its own namespace and name, as the webhook digests it.
+    use configsum::core::{Digester, ObjectContent, ObjectId, ObjectRef, refs::ConsumedKeys};
+    let content = ObjectContent::from_entries([("k".to_owned(), b"v".to_vec())].into());
+    let id = ObjectId { namespace: "shared", object: &ObjectRef::config_map("ca") };
+    let expected = Digester::default().digest(id, &content, &ConsumedKeys::All, None);
+    assert_eq!(inputs[1]["current"], json!(expected));
+    assert_eq!(inputs[2]["current"], Value::Null, "no consent: nothing to tell");
+    let _ = std::fs::remove_dir_all(&dir);
+}

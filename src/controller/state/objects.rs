@@ -370,6 +370,40 @@ mod tests {
     }
 
     #[test]
+    fn another_namespaces_object_is_judged_by_its_owners_consent_to_each_tracker() {
+        let d = digester();
+        let shared = ObjectRef::secret("db").within("shared");
+        let from = |namespace: &str, existing: Option<&str>| Tracker {
+            workload: WorkloadKey {
+                kind: WorkloadKind::Deployment,
+                namespace: namespace.into(),
+                name: "web".into(),
+            },
+            keys: ConsumedKeys::All,
+            existing: existing.map(str::to_owned),
+            reach: Reach::Across { readable: true },
+        };
+        let earlier = "hmac-sha256:0000";
+        let trackers = [from("app", None), from("other", Some(earlier)), from("gone", None)];
+        let consenting = content("two").with_readable_from(Some("app, other-team"));
+        let reading = judge(&shared, Some(&consenting), Some("3".into()), &d, &trackers);
+        let id = ObjectId { namespace: "shared", object: &shared.object };
+        let digest = d.digest(id, &consenting, &ConsumedKeys::All, None);
+        let judged: Vec<(Verdict, Option<&str>)> =
+            reading.judged.iter().map(|j| (j.verdict, j.fresh.annotation())).collect();
+        assert_eq!(
+            judged,
+            [
+                (Verdict::NoDigest, Some(digest.as_str())),
+                // Consent withdrawn (or never given): its digest goes, as with a deletion.
+                (Verdict::Stale, None),
+                (Verdict::Current, None),
+            ],
+            "a workload of a namespace the owner does not list sees no digest"
+        );
+    }
+
+    #[test]
     fn verdicts_compare_each_trackers_digest() {
         let d = digester();
         let id = ObjectId { namespace: "ns", object: &db().object };

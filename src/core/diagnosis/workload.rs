@@ -92,23 +92,33 @@ pub fn explain_workload<'o>(
     for target in &mutation.targets {
         let source = target.object.to_string();
         let recorded = mutation.existing(target).map(str::to_owned);
-        let observed = view
-            .digester_for(target.object.kind, &plain)
-            .map(|digester| mutation.observe(target, digester, objects(&target.object)));
+        let found = objects(&target.object);
         // Where a token names a key of the workload's own object or another namespace's
         // object, only what it stands for is listed.
+        let seen = match &found {
+            Ok(Some(_)) => Observation::Digest(String::new()),
+            Ok(None) => Observation::Absent,
+            Err(why) => Observation::Unreadable(why.clone()),
+        };
         let own_exists =
             target.reach.decided_by(&target.object).and_then(|own| match objects(&own) {
                 Ok(found) => Some(found.is_some()),
                 Err(_) => None,
             });
-        let seen = observed.clone().unwrap_or(Observation::Unreadable(String::new()));
         if meaning(target, &seen, own_exists) == Meaning::Elsewhere {
             continue;
         }
         // Another namespace's object that is missing or withholds consent: no digest.
-        let refused = target.object.namespace.is_some() && observed == Some(Observation::Absent);
-        let current = observed.filter(|_| !refused).and_then(current_of);
+        let refused = target.object.namespace.is_some()
+            && match &found {
+                Ok(Some(content)) => !content.readable_from(&mutation.namespace),
+                Ok(None) => true,
+                Err(_) => false,
+            };
+        let current = view
+            .digester_for(target.object.kind, &plain)
+            .filter(|_| !refused)
+            .and_then(|digester| current_of(mutation.observe(target, digester, found.clone())));
         let standing = match refused {
             true => Standing::Unselected,
             false => standing_of(&objects(&target.object)),
