@@ -1,7 +1,7 @@
 //! References across namespaces, decided end to end from memory: a `<kind>/<a>/<b>` token
 //! names key `<b>` of the workload's own `<a>` where that exists, else object `<b>` of
-//! namespace `<a>`, honoured only with its owner's consent (README, "References across
-//! namespaces").
+//! namespace `<a>`, honoured only with its owner's consent (docs/behaviour.md, "References
+//! across namespaces").
 
 use serde_json::{Value, json};
 

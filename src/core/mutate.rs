@@ -142,8 +142,8 @@ pub fn exists(observation: &Observation) -> Option<bool> {
 }
 
 /// What a target stands for once observed, where a `<kind>/<a>/<b>` token names either a key
-/// of the workload's own `<a>` or object `<b>` of namespace `<a>` (README, "References across
-/// namespaces").
+/// of the workload's own `<a>` or object `<b>` of namespace `<a>` (docs/behaviour.md, "References
+/// across namespaces").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Meaning {
     /// It counts: digested (or warned about) as usual.
