@@ -222,6 +222,9 @@ pub fn select(
     // The workload's own objects that stand aside when absent, selected: in `ObjectRef` order
     // each comes before the other namespace's objects its tokens name.
     let mut standing_aside = BTreeSet::new();
+    // Other namespaces' objects count in a limit of their own: each stands in for a key of
+    // an own object, so a workload tracking many keys never pushes its own objects out.
+    let (mut own_count, mut across_count) = (0, 0);
     for (object, consumption) in chosen {
         if ignored.contains(object) {
             continue;
@@ -243,7 +246,8 @@ pub fn select(
             warnings.push(Subject::Object(object), KEY_TAKEN);
             continue;
         }
-        if selection.targets.len() == MAX_TRACKED {
+        let count = if reach.is_across() { &mut across_count } else { &mut own_count };
+        if *count == MAX_TRACKED {
             if selection.kept_keys.contains(&key) {
                 warnings.push(Subject::Object(object), KEY_TAKEN);
             } else {
@@ -252,6 +256,7 @@ pub fn select(
             }
             continue;
         }
+        *count += 1;
         target_keys.insert(key.clone());
         if reach == Reach::OwnIfPresent {
             standing_aside.insert((object.kind, object.name.as_str()));
@@ -594,6 +599,33 @@ mod tests {
         assert!(s.kept_keys.contains("secret.configsum.dev/s028"));
         assert_eq!(w.len(), 1);
         assert!(w[0].starts_with("72 objects beyond the limit of 128"), "{w:?}");
+    }
+
+    #[test]
+    fn other_namespaces_objects_count_in_a_limit_of_their_own() {
+        // 200 keys of `db`, which may each name Secret `k…` of namespace `db`, beside 128
+        // referenced objects: the referenced ones all stay.
+        // (Named `a…`, so that they come before `db` in name order.)
+        let names: Vec<String> = (0..128).map(|i| format!("a{i:03}")).collect();
+        let pairs: Vec<(&str, &str)> = names.iter().map(|n| ("secret", n.as_str())).collect();
+        let track: Vec<String> = (0..200).map(|i| format!("secret/db/k{i:03}")).collect();
+        let track = format!("*, {}", track.join(", "));
+        let (s, w) = run(&refs(&pairs), Some(&track), None);
+        let count =
+            |reach: fn(&Reach) -> bool| s.targets.iter().filter(|t| reach(&t.reach)).count();
+        assert_eq!(count(|r| *r == Reach::Own), 128);
+        assert_eq!(count(|r| *r == Reach::OwnIfPresent), 0, "`db` beyond the own limit");
+        assert_eq!(count(|r| r.is_across()), 0, "nothing stands in for `db`'s keys then");
+        assert_eq!(
+            w,
+            ["1 objects beyond the limit of 128 were not digested; they keep their annotations"]
+        );
+        // Without the referenced ones: `db` and the first 128 of the other namespace's.
+        let (s, _) = run(&refs(&[]), Some(&track), None);
+        assert_eq!(s.targets.len(), 1 + MAX_TRACKED);
+        assert_eq!(s.targets[0].reach, Reach::OwnIfPresent);
+        assert_eq!(s.targets[1].key, "secret.configsum.dev/db_k000");
+        assert_eq!(s.targets[1].reach, Reach::Across { readable: true });
     }
 
     #[test]
