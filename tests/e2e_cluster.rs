@@ -420,6 +420,56 @@ async fn sixteen_reviews_that_arrived_before_any_read_share_eight_reads() {
     assert_eq!(server.terminate().await, Some(0));
 }
 
+/// Sixteen reviews sent at once, each tracking the same eight ConfigMaps, against an API
+/// server answering each GET after `latency`: how many GETs they make (128 without
+/// sharing). Prints the counts: docs/performance.md, "Shared reads".
+#[tokio::test]
+async fn sixteen_concurrent_reviews_of_eight_objects_share_what_reads_they_can() {
+    let cluster = Cluster::new("sharing-rounds").await;
+    let names: Vec<String> = (0..8).map(|i| format!("shared-{i}")).collect();
+    let paths: Vec<String> = names.iter().map(|n| FakeApiServer::config_map_path(NS, n)).collect();
+    for name in &names {
+        cluster.api.put_config_map(NS, name, &[("k", name)]);
+    }
+    let server = std::sync::Arc::new(cluster.start(&["--lookup-timeout", "10s"], &[]).await);
+    let env_from: Vec<Value> = names.iter().map(|n| json!({"configMapRef": {"name": n}})).collect();
+    let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "c", "envFrom": env_from}]}}}});
+    let reads = |metrics: &str, read: &str| -> u64 {
+        let prefix = format!("configsum_lookup_reads_total{{read=\"{read}\"}} ");
+        let line = metrics.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
+        line.and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    for latency in [0, 5, 50] {
+        for path in &paths {
+            cluster.api.fault(path, Some(Fault::Delay(Duration::from_millis(latency))));
+        }
+        for round in 0..3 {
+            let before: usize = paths.iter().map(|p| cluster.api.requests(p)).sum();
+            let (_, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+            let started_before = reads(&metrics, "started") + reads(&metrics, "started_fresher");
+            let mut reviews = tokio::task::JoinSet::new();
+            for i in 0..16 {
+                let (server, object) = (server.clone(), object.clone());
+                let uid = format!("round-{latency}-{round}-{i}");
+                reviews.spawn(async move { admit(&server, &uid, &object, "10s").await });
+            }
+            while let Some(review) = reviews.join_next().await {
+                let (answer, _) = review.expect("review");
+                assert!(answer["response"].get("warnings").is_none(), "{answer}");
+            }
+            let gets = paths.iter().map(|p| cluster.api.requests(p)).sum::<usize>() - before;
+            let (_, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+            let started = reads(&metrics, "started") + reads(&metrics, "started_fresher");
+            eprintln!("GETs at {latency} ms per GET, round {round}: {gets} for 128 lookups");
+            assert!((8..=128).contains(&gets), "{gets} GETs");
+            assert_eq!(gets as u64, started - started_before, "the metric counts every GET");
+        }
+    }
+    let server = std::sync::Arc::into_inner(server).expect("only owner");
+    assert_eq!(server.terminate().await, Some(0));
+}
+
 #[tokio::test]
 async fn sigterm_answers_every_request_in_flight_and_exits_zero() {
     let cluster = Cluster::new("drain").await;

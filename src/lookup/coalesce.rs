@@ -3,8 +3,10 @@
 //!
 //! A review may join only a read that began at or after the review arrived: such a read
 //! is sent to the API server after every write acknowledged before the review was sent,
-//! so it sees them all. A read that began earlier may predate such a write, so the review
-//! starts a read of its own, which reviews arriving before it may join in turn.
+//! so it sees them all. A read begins when its GET leaves, after any wait for one of the
+//! server-wide slots (`SERVER_WIDE_LOOKUPS`): a read still waiting may be joined by
+//! anyone. A read that began earlier may predate such a write, so the review starts a
+//! read of its own, which reviews arriving before it leaves may join in turn.
 //!
 //! Nothing is cached: a read leaves the map when it finishes, and a read no review waits
 //! for any more is dropped (cancelled) with its last waiter. Each waiter keeps its own
@@ -12,7 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, Shared, WeakShared};
@@ -43,18 +45,19 @@ pub struct Coalescing<S> {
 /// The newest read of an object in flight: the one most reviews may join, since the
 /// rule only asks that a read began late enough.
 struct InFlight {
-    began: Instant,
+    /// When its GET left; unset while it waits for a slot.
+    began: Arc<OnceLock<Instant>>,
     /// Tells this read from a newer one of the same object when it leaves.
     id: u64,
     /// Weak, so that the read is dropped with its last waiter.
     read: WeakShared<Read>,
 }
 
-/// Whether a review that arrived at `arrived` may take the result of a read that began at
-/// `began`: only if the read was sent after the review was (the API server sends a review
-/// after acknowledging the writes it must see).
-pub fn may_join(began: Instant, arrived: Instant) -> bool {
-    began >= arrived
+/// Whether a review that arrived at `arrived` may take the result of a read whose GET left
+/// at `began` (`None`: not yet): only if the GET left after the review arrived (the API
+/// server sends a review after acknowledging the writes it must see).
+pub fn may_join(began: Option<Instant>, arrived: Instant) -> bool {
+    began.is_none_or(|began| began >= arrived)
 }
 
 impl<S: ObjectSource> Coalescing<S> {
@@ -77,25 +80,31 @@ impl<S: ObjectSource> Coalescing<S> {
     fn read_for(&self, key: ObjectKey, arrived: Instant) -> Shared<Read> {
         let mut reads = lock(&self.reads);
         let newest = reads.get(&key);
-        if let Some(read) = newest.filter(|r| may_join(r.began, arrived)) {
+        let joinable = newest.map(|r| may_join(r.began.get().copied(), arrived));
+        if let (Some(read), Some(true)) = (newest, joinable) {
             if let Some(read) = read.read.upgrade() {
                 self.metrics.count(Outcome::Joined);
                 return read;
             }
         }
-        let outcome = match newest {
-            Some(r) if !may_join(r.began, arrived) => Outcome::StartedFresher,
-            _ => Outcome::Started,
-        };
+        let outcome =
+            if joinable == Some(false) { Outcome::StartedFresher } else { Outcome::Started };
         self.metrics.count(outcome);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let leaves = Leaves { reads: self.reads.clone(), key: key.clone(), id };
         let source = self.source.clone();
-        let began = Instant::now();
+        let began = Arc::new(OnceLock::new());
+        let sent = began.clone();
+        let sending = move || {
+            let _ = sent.set(Instant::now());
+        };
         // `leaves` lives as long as the read does.
-        let read = async move { source.fetch(&leaves.key.namespace, &leaves.key.object).await }
-            .boxed()
-            .shared();
+        let read = async move {
+            let ObjectKey { namespace, object } = &leaves.key;
+            source.fetch_sending(namespace, object, sending).await
+        }
+        .boxed()
+        .shared();
         // A read not yet polled has not finished, so it can be downgraded.
         if let Some(weak) = read.downgrade() {
             reads.insert(key, InFlight { began, id, read: weak });
@@ -230,10 +239,11 @@ mod tests {
     use crate::lookup::{LookupMetrics, observe_all};
 
     /// A store of objects whose every object holds `written`, the count of writes so far,
-    /// as of the moment its read is sent; each read takes `took` of (paused) time, and
-    /// fails with `failing` if set.
+    /// as of the moment its read is sent; each read waits for one of `slots`, takes `took`
+    /// of (paused) time, and fails with `failing` if set.
     struct Store {
         written: AtomicU64,
+        slots: tokio::sync::Semaphore,
         took: Duration,
         failing: Option<LookupError>,
         reads: AtomicUsize,
@@ -245,6 +255,7 @@ mod tests {
         fn new(took: Duration) -> Self {
             Store {
                 written: AtomicU64::new(0),
+                slots: tokio::sync::Semaphore::new(64),
                 took,
                 failing: None,
                 reads: AtomicUsize::new(0),
@@ -269,7 +280,18 @@ mod tests {
     }
 
     impl ObjectSource for Store {
-        async fn fetch(&self, _: &str, _: &ObjectRef) -> Found {
+        async fn fetch(&self, namespace: &str, object: &ObjectRef) -> Found {
+            self.fetch_sending(namespace, object, || ()).await
+        }
+
+        async fn fetch_sending(
+            &self,
+            _: &str,
+            _: &ObjectRef,
+            sending: impl FnOnce() + Send,
+        ) -> Found {
+            let _slot = self.slots.acquire().await.map_err(|_| LookupError::Connection)?;
+            sending();
             self.reads.fetch_add(1, Ordering::SeqCst);
             // What the API server reads is what was written when the GET reached it.
             let seen = self.written.load(Ordering::SeqCst).to_string();
@@ -372,6 +394,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_read_waiting_for_a_slot_may_be_joined_by_later_arrivals() {
+        let store = Store { slots: tokio::sync::Semaphore::new(1), ..Store::new(10 * MS) };
+        let source = Arc::new(coalescing(store));
+        let started = Instant::now();
+        // `b` takes the one slot; `a` waits for it, its GET not yet sent.
+        let (b, a) = {
+            let (one, two) = (source.clone(), source.clone());
+            let b = tokio::spawn(async move { look(&one, "b", started).await });
+            tokio::task::yield_now().await;
+            (b, tokio::spawn(async move { look(&two, "a", started).await }))
+        };
+        tokio::time::advance(MS).await;
+        source.source.write();
+        tokio::time::advance(MS).await;
+        let later = look(&source, "a", Instant::now()).await;
+        assert_eq!(written(&later), "1", "the GET left after the later arrival");
+        assert_eq!(written(&a.await.expect("a")), "1");
+        assert_eq!(written(&b.await.expect("b")), "0");
+        assert_eq!(source.source.reads.load(Ordering::SeqCst), 2, "a was read once");
+        assert_eq!(source.metrics.get("joined"), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_finished_read_is_never_reused() {
         let source = coalescing(Store::new(10 * MS));
         let arrived = Instant::now();
@@ -458,8 +503,9 @@ mod tests {
     #[test]
     fn a_read_may_be_joined_only_if_it_began_at_or_after_the_arrival() {
         let arrived = Instant::now();
-        assert!(may_join(arrived, arrived));
-        assert!(may_join(arrived + MS, arrived));
-        assert!(!may_join(arrived, arrived + MS));
+        assert!(may_join(Some(arrived), arrived));
+        assert!(may_join(Some(arrived + MS), arrived));
+        assert!(!may_join(Some(arrived), arrived + MS));
+        assert!(may_join(None, arrived + MS), "a read not yet sent leaves after any arrival");
     }
 }

@@ -50,6 +50,19 @@ pub trait ObjectSource: Send + Sync + 'static {
         object: &ObjectRef,
     ) -> impl Future<Output = Result<Option<Arc<ObjectContent>>, LookupError>> + Send;
 
+    /// [`fetch`](Self::fetch), calling `sending` right before the request leaves, after any
+    /// wait for a free slot: a read that [`Coalescing`] shares may be joined by every review
+    /// that arrived before then. By default, at once.
+    fn fetch_sending(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+        sending: impl FnOnce() + Send,
+    ) -> impl Future<Output = Result<Option<Arc<ObjectContent>>, LookupError>> + Send {
+        sending();
+        self.fetch(namespace, object)
+    }
+
     /// [`fetch`](Self::fetch) for a review that arrived at `arrived`. A source may answer
     /// with a read it shares with other reviews, but only one that began at or after
     /// `arrived` ([`Coalescing`]): an older read may predate a write the review must see.
