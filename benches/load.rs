@@ -75,6 +75,8 @@ struct Run {
     cpu_per_1000: f64,
     /// Requests the target made to its API server during the run.
     api_requests: usize,
+    /// Lookups the run's reviews made: one per distinct referenced object per review.
+    lookups: usize,
 }
 
 impl Row {
@@ -221,11 +223,14 @@ async fn main() {
         };
         for _ in 0..plan.runs {
             for &c in plan.concurrency {
-                let run = load.measure(&configsum, c).await;
+                let mut run = load.measure(&configsum, c).await;
                 let expected: usize =
                     run.result.answered.iter().zip(&mix).map(|(n, m)| n * m.lookups).sum();
+                run.lookups = expected;
                 let made = run.api_requests;
-                if made != expected {
+                // A GET per lookup, or fewer where concurrent reviews shared a read in
+                // flight (lookup::coalesce); exactly one each when reviews never overlap.
+                if made > expected || (c == 1 && made != expected) {
                     eprintln!(
                         "lookups at c={c}: {made} API requests for {expected} referenced objects"
                     );
@@ -250,7 +255,7 @@ async fn main() {
         let _ = std::fs::create_dir_all(&out);
         let _ = std::fs::write(out.join("load.md"), &report);
     }
-    assert!(lookups_ok, "exactly one API request per distinct referenced object per review");
+    assert!(lookups_ok, "at most one API request per distinct referenced object per review");
     assert!(
         rows.iter().all(|r| r.runs.iter().all(|run| run.result.errors == 0)),
         "every request answered"
@@ -325,7 +330,7 @@ impl Load<'_> {
         let cpu = target.stats.cpu_seconds() - cpu_before;
         let cpu_per_1000 = cpu / result.latencies.len().max(1) as f64 * 1000.0;
         let api_requests = target.api.map_or(0, FakeApiServer::total_requests) - api_before;
-        Run { result, cpu_per_1000, api_requests }
+        Run { result, cpu_per_1000, api_requests, lookups: 0 }
     }
 }
 
@@ -451,11 +456,25 @@ fn report(rows: &[Row], lookups_ok: bool, memory: &Memory, plan: &Plan) -> Strin
         out,
         "\nAPI requests: {}",
         if lookups_ok {
-            "exactly one per distinct referenced object per review"
+            "at most one per distinct referenced object per review, exactly one at 1 connection"
         } else {
             "MISMATCH (see above)"
         }
     );
+    // Reads shared by concurrent reviews (lookup::coalesce), per level, over all runs.
+    for row in rows.iter().filter(|r| r.runs.iter().any(|run| run.lookups > 0)) {
+        let gets: usize = row.runs.iter().map(|r| r.api_requests).sum();
+        let lookups: usize = row.runs.iter().map(|r| r.lookups).sum();
+        let reviews: usize = row.runs.iter().map(|r| r.result.answered.iter().sum::<usize>()).sum();
+        let _ = writeln!(
+            out,
+            "- {} at {}: {gets} GETs for {lookups} lookups ({:.2} GETs per review, {:.2} lookups)",
+            row.target,
+            row.concurrency,
+            gets as f64 / reviews.max(1) as f64,
+            lookups as f64 / reviews.max(1) as f64,
+        );
+    }
     let samples: Vec<String> = memory.samples.iter().map(|s| format!("{s:.1}")).collect();
     let _ = writeln!(
         out,

@@ -95,6 +95,18 @@ async fn admit(server: &Server, uid: &str, object: &Value, timeout: &str) -> (Va
     (answer, patched)
 }
 
+/// The lookups the webhook has begun, by `configsum_lookup_reads_total`: joined, started
+/// and started fresher, summed.
+async fn lookups_begun(server: &Server) -> u64 {
+    let (status, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+    assert_eq!(status, 200);
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("configsum_lookup_reads_total{"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 fn annotations(object: &Value) -> Value {
     object["spec"]["template"]["metadata"]["annotations"].clone()
 }
@@ -311,6 +323,154 @@ async fn two_hundred_concurrent_reviews_are_all_correct() {
 }
 
 #[tokio::test]
+async fn a_write_made_while_an_older_read_is_in_flight_is_seen_by_the_next_review() {
+    let cluster = Cluster::new("fresher").await;
+    let server = std::sync::Arc::new(cluster.start(&["--lookup-timeout", "10s"], &[]).await);
+    let path = FakeApiServer::config_map_path(NS, "app-config");
+    // The first review's read is served from the ConfigMap as it is, and answered late.
+    cluster.api.fault(&path, Some(Fault::Late(Duration::from_millis(1500))));
+    let older = {
+        let server = server.clone();
+        tokio::spawn(async move { admit(&server, "older", &web(None), "10s").await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster.api.requests(&path) < 1 {
+        assert!(Instant::now() < deadline, "the first review never read its ConfigMap");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Served: the fake reads the object as the request arrives.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    cluster.api.put_config_map(NS, "app-config", &[("log-level", "written-after-the-read")]);
+    cluster.api.fault(&path, None);
+    // Acknowledged, then sent: this review must see the write, not the read in flight.
+    let (_, newer) = admit(&server, "newer", &web(None), "10s").await;
+    assert!(!older.is_finished(), "the newer review did not wait for the older read");
+    let (_, older) = older.await.expect("the older review");
+    let (_, settled) = admit(&server, "settled", &web(None), "10s").await;
+    assert_ne!(annotations(&newer)[CM], annotations(&older)[CM], "the write was missed");
+    assert_eq!(annotations(&newer)[CM], annotations(&settled)[CM]);
+    assert_eq!(cluster.api.requests(&path), 3, "a read of its own for each review");
+    let server = std::sync::Arc::into_inner(server).expect("only owner");
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+#[tokio::test]
+async fn sixteen_reviews_that_arrived_before_any_read_share_eight_reads() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let cluster = Cluster::new("shared-reads").await;
+    let names: Vec<String> = (0..8).map(|i| format!("shared-{i}")).collect();
+    let paths: Vec<String> = names.iter().map(|n| FakeApiServer::config_map_path(NS, n)).collect();
+    for (name, path) in names.iter().zip(&paths) {
+        cluster.api.put_config_map(NS, name, &[("k", name)]);
+        // Long enough for every review to reach its lookups while the reads are in flight.
+        cluster.api.fault(path, Some(Fault::Delay(Duration::from_secs(1))));
+    }
+    let server = cluster.start(&["--lookup-timeout", "10s"], &[]).await;
+    let env_from: Vec<Value> = names.iter().map(|n| json!({"configMapRef": {"name": n}})).collect();
+    let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "c", "envFrom": env_from}]}}}});
+    // Every review's head and a byte of its body first: the webhook notes a review's
+    // arrival before it reads the body, so all sixteen arrive before any read begins.
+    let mut connections = Vec::new();
+    for i in 0..16 {
+        let body = review(&format!("shared-{i}"), &object);
+        let tcp = tokio::net::TcpStream::connect(&server.addr).await.expect("connect");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+        let mut tls = server.connector().connect(name, tcp).await.expect("handshake");
+        let head = format!(
+            "POST /mutate?timeout=10s HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            body.len()
+        );
+        tls.write_all(head.as_bytes()).await.expect("write head");
+        tls.write_all(&body[..1]).await.expect("write a byte of the body");
+        tls.flush().await.expect("flush");
+        connections.push((tls, body));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let read: usize = paths.iter().map(|p| cluster.api.requests(p)).sum();
+    assert_eq!(read, 0, "no review was decided yet");
+    let mut answers = tokio::task::JoinSet::new();
+    for (mut tls, body) in connections {
+        tls.write_all(&body[1..]).await.expect("write the rest of the body");
+        tls.flush().await.expect("flush");
+        answers.spawn(async move {
+            let mut response = Vec::new();
+            tls.read_to_end(&mut response).await.expect("read the answer");
+            response
+        });
+    }
+    let mut digests = std::collections::HashSet::new();
+    while let Some(response) = answers.join_next().await {
+        let response = response.expect("task");
+        assert!(response.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&response));
+        let at = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a head");
+        let (answer, patched) = apply_response(&object, &response[at + 4..]);
+        assert!(answer["response"].get("warnings").is_none(), "{answer}");
+        digests.insert(annotations(&patched).to_string());
+    }
+    assert_eq!(digests.len(), 1, "every review digested the same objects");
+    for path in &paths {
+        assert_eq!(cluster.api.requests(path), 1, "{path}: one read shared by sixteen reviews");
+    }
+    let (_, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+    for (read, count) in [("joined", 120), ("started", 8)] {
+        let line = format!("configsum_lookup_reads_total{{read=\"{read}\"}} {count}");
+        assert!(metrics.contains(&line), "{line}\n{metrics}");
+    }
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+/// Sixteen reviews sent at once, each tracking the same eight ConfigMaps, against an API
+/// server answering each GET after `latency`: how many GETs they make (128 without
+/// sharing). Prints the counts: docs/performance.md, "Shared reads".
+#[tokio::test]
+async fn sixteen_concurrent_reviews_of_eight_objects_share_what_reads_they_can() {
+    let cluster = Cluster::new("sharing-rounds").await;
+    let names: Vec<String> = (0..8).map(|i| format!("shared-{i}")).collect();
+    let paths: Vec<String> = names.iter().map(|n| FakeApiServer::config_map_path(NS, n)).collect();
+    for name in &names {
+        cluster.api.put_config_map(NS, name, &[("k", name)]);
+    }
+    let server = std::sync::Arc::new(cluster.start(&["--lookup-timeout", "10s"], &[]).await);
+    let env_from: Vec<Value> = names.iter().map(|n| json!({"configMapRef": {"name": n}})).collect();
+    let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"selector": {}, "template": {"spec": {"containers": [{"name": "c", "envFrom": env_from}]}}}});
+    let reads = |metrics: &str, read: &str| -> u64 {
+        let prefix = format!("configsum_lookup_reads_total{{read=\"{read}\"}} ");
+        let line = metrics.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
+        line.and_then(|n| n.parse().ok()).unwrap_or(0)
+    };
+    for latency in [0, 5, 50] {
+        for path in &paths {
+            cluster.api.fault(path, Some(Fault::Delay(Duration::from_millis(latency))));
+        }
+        for round in 0..3 {
+            let before: usize = paths.iter().map(|p| cluster.api.requests(p)).sum();
+            let (_, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+            let started_before = reads(&metrics, "started") + reads(&metrics, "started_fresher");
+            let mut reviews = tokio::task::JoinSet::new();
+            for i in 0..16 {
+                let (server, object) = (server.clone(), object.clone());
+                let uid = format!("round-{latency}-{round}-{i}");
+                reviews.spawn(async move { admit(&server, &uid, &object, "10s").await });
+            }
+            while let Some(review) = reviews.join_next().await {
+                let (answer, _) = review.expect("review");
+                assert!(answer["response"].get("warnings").is_none(), "{answer}");
+            }
+            let gets = paths.iter().map(|p| cluster.api.requests(p)).sum::<usize>() - before;
+            let (_, metrics) = http_get(&server.metrics_addr, "/metrics").await;
+            let started = reads(&metrics, "started") + reads(&metrics, "started_fresher");
+            eprintln!("GETs at {latency} ms per GET, round {round}: {gets} for 128 lookups");
+            assert!((8..=128).contains(&gets), "{gets} GETs");
+            assert_eq!(gets as u64, started - started_before, "the metric counts every GET");
+        }
+    }
+    let server = std::sync::Arc::into_inner(server).expect("only owner");
+    assert_eq!(server.terminate().await, Some(0));
+}
+
+#[tokio::test]
 async fn sigterm_answers_every_request_in_flight_and_exits_zero() {
     let cluster = Cluster::new("drain").await;
     let server = std::sync::Arc::new(cluster.start(&[], &[]).await);
@@ -323,10 +483,10 @@ async fn sigterm_answers_every_request_in_flight_and_exits_zero() {
         let server = server.clone();
         tasks.spawn(async move { admit(&server, &format!("drain-{i}"), &web(None), "10s").await });
     }
-    // Every review in flight: each has asked for the Secret, which answers in 500 ms.
-    let secret = FakeApiServer::secret_path(NS, "db");
+    // Every review in flight: each has looked up the Secret (reading it or sharing a read of
+    // it), which answers in 500 ms, after its ConfigMap.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while cluster.api.requests(&secret) < 20 {
+    while lookups_begun(&server).await < 40 {
         assert!(std::time::Instant::now() < deadline, "20 reviews never reached their lookups");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

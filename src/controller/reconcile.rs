@@ -241,8 +241,10 @@ impl<A: ControllerApi> Inputs for GivenInputs<'_, A> {
             (0..observations.len()).filter(|&i| observations[i].is_none()).collect();
         if !missing.is_empty() {
             let reads = Reads(r.api.clone());
+            // Reads for now: the controller shares none (`Reads` reads each fresh).
+            let (now, deadline) = (tokio::time::Instant::now(), self.deadline);
             let read =
-                observe_some(&reads, &r.digester, mutation, &missing, self.deadline, &r.lookups);
+                observe_some(&reads, &r.digester, mutation, &missing, now, deadline, &r.lookups);
             for (index, observation) in read.await {
                 observations[index] = Some(observation);
             }

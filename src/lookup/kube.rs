@@ -85,6 +85,16 @@ impl ObjectSource for KubeSource {
         Ok(found.map(|(content, _)| Arc::new(content)))
     }
 
+    async fn fetch_sending(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+        sending: impl FnOnce() + Send,
+    ) -> Result<Option<Arc<ObjectContent>>, LookupError> {
+        let found = self.read_sending(namespace, object, sending).await?;
+        Ok(found.map(|(content, _)| Arc::new(content)))
+    }
+
     async fn pull_credentials(
         &self,
         namespace: &str,
@@ -181,8 +191,19 @@ impl KubeSource {
         namespace: &str,
         object: &ObjectRef,
     ) -> Result<Option<(ObjectContent, Option<String>)>, LookupError> {
+        self.read_sending(namespace, object, || ()).await
+    }
+
+    /// [`read`](Self::read), calling `sending` once a slot is free, right before the GET.
+    async fn read_sending(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+        sending: impl FnOnce(),
+    ) -> Result<Option<(ObjectContent, Option<String>)>, LookupError> {
         // Never closed, so acquiring cannot fail.
         let _permit = self.in_flight.acquire().await.map_err(|_| LookupError::Connection)?;
+        sending();
         let path = collection_path(object.kind, namespace);
         let request = kube::core::Request::new(path)
             .get(&object.name, &GetParams::default())

@@ -2,6 +2,7 @@
 //! the pure core and wherever the objects live, and the deadline around it.
 
 pub mod api_object;
+mod coalesce;
 mod file;
 mod images;
 mod kube;
@@ -24,6 +25,7 @@ use crate::core::{
 };
 use crate::registry::PullCredential;
 
+pub use coalesce::{Coalescing, CoalescingMetrics, may_join};
 pub use file::{
     FileSource, FileSourceError, WorkloadDocument, namespace_annotations, workload_documents,
 };
@@ -47,6 +49,32 @@ pub trait ObjectSource: Send + Sync + 'static {
         namespace: &str,
         object: &ObjectRef,
     ) -> impl Future<Output = Result<Option<Arc<ObjectContent>>, LookupError>> + Send;
+
+    /// [`fetch`](Self::fetch), calling `sending` right before the request leaves, after any
+    /// wait for a free slot: a read that [`Coalescing`] shares may be joined by every review
+    /// that arrived before then. By default, at once.
+    fn fetch_sending(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+        sending: impl FnOnce() + Send,
+    ) -> impl Future<Output = Result<Option<Arc<ObjectContent>>, LookupError>> + Send {
+        sending();
+        self.fetch(namespace, object)
+    }
+
+    /// [`fetch`](Self::fetch) for a review that arrived at `arrived`. A source may answer
+    /// with a read it shares with other reviews, but only one that began at or after
+    /// `arrived` ([`Coalescing`]): an older read may predate a write the review must see.
+    fn fetch_for_review(
+        &self,
+        namespace: &str,
+        object: &ObjectRef,
+        arrived: Instant,
+    ) -> impl Future<Output = Result<Option<Arc<ObjectContent>>, LookupError>> + Send {
+        let _ = arrived;
+        self.fetch(namespace, object)
+    }
 
     /// The registry credentials of the pull secrets `secrets` names, then of
     /// the ServiceAccount `service_account`'s, read fresh. A missing Secret or
@@ -137,17 +165,19 @@ pub fn lookup_budget(api_server_timeout: Option<Duration>, lookup_timeout: Durat
 }
 
 /// Looks up every target of `mutation` (at most [`LOOKUPS_PER_REVIEW`] at once),
-/// digests each as it arrives and drops its data. Lookups still running at
-/// `deadline` count as timed out.
+/// digests each as it arrives and drops its data. Every read reflects the writes
+/// acknowledged before `arrived` ([`ObjectSource::fetch_for_review`]). Lookups still
+/// running at `deadline` count as timed out.
 pub async fn observe_all<S: ObjectSource>(
     source: &S,
     digester: &Digester,
     mutation: &Mutation,
+    arrived: Instant,
     deadline: Instant,
     metrics: &LookupMetrics,
 ) -> Vec<Observation> {
     let all: Vec<usize> = (0..mutation.targets.len()).collect();
-    let observed = observe_some(source, digester, mutation, &all, deadline, metrics).await;
+    let observed = observe_some(source, digester, mutation, &all, arrived, deadline, metrics).await;
     observed.into_iter().map(|(_, observation)| observation).collect()
 }
 
@@ -160,12 +190,14 @@ pub async fn observe_some<S: ObjectSource>(
     digester: &Digester,
     mutation: &Mutation,
     indices: &[usize],
+    arrived: Instant,
     deadline: Instant,
     metrics: &LookupMetrics,
 ) -> Vec<(usize, Observation)> {
     let across = |i: &usize| mutation.targets.get(*i).is_some_and(|t| t.reach.is_across());
     let (later, first): (Vec<usize>, Vec<usize>) = indices.iter().partition(|i| across(i));
-    let mut observed = observe_at_once(source, digester, mutation, &first, deadline, metrics).await;
+    let at = (arrived, deadline);
+    let mut observed = observe_at_once(source, digester, mutation, &first, at, metrics).await;
     let own_exists = |index: usize| {
         let target = mutation.targets.get(index)?;
         let own = target.reach.decided_by(&target.object)?;
@@ -176,7 +208,7 @@ pub async fn observe_some<S: ObjectSource>(
     // nothing (`core::meaning`).
     let (unread, later): (Vec<usize>, Vec<usize>) =
         later.into_iter().partition(|&i| own_exists(i) == Some(true));
-    let read = observe_at_once(source, digester, mutation, &later, deadline, metrics).await;
+    let read = observe_at_once(source, digester, mutation, &later, at, metrics).await;
     observed.extend(read);
     observed.extend(unread.into_iter().map(|i| (i, Observation::Absent)));
     let mut ordered: Vec<Option<Observation>> = vec![None; mutation.targets.len()];
@@ -188,13 +220,14 @@ pub async fn observe_some<S: ObjectSource>(
     indices.iter().map(|&i| (i, take(i).unwrap_or_else(timeout))).collect()
 }
 
-/// The targets at `indices`, read at most [`LOOKUPS_PER_REVIEW`] at once.
+/// The targets at `indices`, read at most [`LOOKUPS_PER_REVIEW`] at once, for a review
+/// that arrived at the first instant, until the deadline, the second.
 async fn observe_at_once<S: ObjectSource>(
     source: &S,
     digester: &Digester,
     mutation: &Mutation,
     indices: &[usize],
-    deadline: Instant,
+    (arrived, deadline): (Instant, Instant),
     metrics: &LookupMetrics,
 ) -> Vec<(usize, Observation)> {
     if indices.is_empty() {
@@ -206,7 +239,9 @@ async fn observe_at_once<S: ObjectSource>(
         .iter()
         .enumerate()
         .filter_map(|(slot, &index)| Some((slot, mutation.targets.get(index)?)))
-        .map(|(slot, target)| observe_one(source, digester, mutation, metrics, slot, target))
+        .map(|(slot, target)| {
+            observe_one(source, digester, mutation, metrics, (slot, arrived), target)
+        })
         .collect();
     let mut running = futures_util::stream::iter(lookups).buffer_unordered(LOOKUPS_PER_REVIEW);
     while let Ok(Some((slot, observation))) =
@@ -227,14 +262,14 @@ async fn observe_one<S: ObjectSource>(
     digester: &Digester,
     mutation: &Mutation,
     metrics: &LookupMetrics,
-    index: usize,
+    (index, arrived): (usize, Instant),
     target: &Target,
 ) -> (usize, Observation) {
     let Some(ObjectKey { namespace, object }) = mutation.lookup_key(target) else {
         return (index, mutation.observe(target, digester, Ok(None)));
     };
     let started = Instant::now();
-    let found = source.fetch(&namespace, &object).await;
+    let found = source.fetch_for_review(&namespace, &object, arrived).await;
     metrics.observe(started.elapsed(), found.as_ref().err().map(LookupError::metric_label));
     let found = match &found {
         Ok(content) => Ok(content.as_deref()),
@@ -273,7 +308,7 @@ mod tests {
         }
     }
 
-    fn mutation_with(config_maps: usize) -> Mutation {
+    pub(super) fn mutation_with(config_maps: usize) -> Mutation {
         let env_from: Vec<_> = (0..config_maps)
             .map(|i| serde_json::json!({"configMapRef": {"name": format!("cm-{i}")}}))
             .collect();
@@ -298,6 +333,7 @@ mod tests {
             &source,
             &Digester::default(),
             &mutation,
+            Instant::now(),
             deadline,
             &LookupMetrics::default(),
         )
@@ -317,6 +353,7 @@ mod tests {
             &source,
             &Digester::default(),
             &mutation,
+            Instant::now(),
             deadline,
             &LookupMetrics::default(),
         )
@@ -364,12 +401,14 @@ mod tests {
         else {
             panic!("mutated")
         };
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(5);
         for own in [true, false] {
             let source = Recording { own, ..Recording::default() };
             let metrics = LookupMetrics::default();
             let observations =
-                observe_all(&source, &Digester::default(), &mutation, deadline, &metrics).await;
+                observe_all(&source, &Digester::default(), &mutation, now, deadline, &metrics)
+                    .await;
             let read = source.read.lock().map(|r| r.clone()).unwrap_or_default();
             let digested = observations.iter().map(|o| matches!(o, Observation::Digest(_)));
             if own {

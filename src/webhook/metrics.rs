@@ -11,7 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
-use crate::lookup::LookupMetrics;
+use crate::lookup::{CoalescingMetrics, LookupMetrics};
 use crate::metrics_registry::MetricsRegistry;
 use crate::registry::RegistryMetrics;
 
@@ -37,6 +37,8 @@ pub struct WebhookMetrics {
     connections: Gauge,
     /// The reviews' ConfigMap and Secret reads.
     pub lookups: LookupMetrics,
+    /// How the reviews' lookups shared reads.
+    pub reads: CoalescingMetrics,
     /// The reviews' image resolutions, handed to the registry client.
     pub registries: RegistryMetrics,
 }
@@ -52,6 +54,7 @@ impl Default for WebhookMetrics {
             admission_duration: Histogram::new(exponential_buckets(0.0005, 2.0, 14)),
             connections: Gauge::default(),
             lookups: LookupMetrics::default(),
+            reads: CoalescingMetrics::default(),
             registries: RegistryMetrics::default(),
         }
     }
@@ -67,6 +70,7 @@ impl WebhookMetrics {
             this.admission_duration.clone(),
         );
         this.lookups = LookupMetrics::register(registry);
+        this.reads = CoalescingMetrics::register(registry);
         registry.register(
             "certificate_reloads",
             "Serving certificate changes seen on disk, by outcome (loaded or rejected)",

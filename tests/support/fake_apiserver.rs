@@ -237,6 +237,9 @@ const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 pub enum Fault {
     /// Answer normally after this long.
     Delay(Duration),
+    /// Answer at once from the objects as they are, but deliver the answer only after
+    /// this long: a read the API server served before a later write, still on its way.
+    Late(Duration),
     /// Answer with this status and a `Status` body.
     Status(u16),
     /// Close the connection without an answer.
@@ -1188,6 +1191,12 @@ impl FakeApiServer {
                 tokio::time::sleep(HANG_CAP).await;
                 Ok(ApiError::new(504, "Timeout", "the fake API server hung up after 10 minutes")
                     .response())
+            }
+            (Some(_), Some(Fault::Late(late))) => {
+                let query = parse_query(&raw_query);
+                let answer = self.route(request, &path, &query).await;
+                tokio::time::sleep(late).await;
+                Ok(answer.unwrap_or_else(|e| e.response()))
             }
             (Some(_), fault) => {
                 if let Some(Fault::Delay(delay)) = fault {

@@ -68,7 +68,7 @@ pub async fn mutate<S: ObjectSource>(
                     reason = skip.as_str(), "skipped");
             }
             let span = logged.span_for(&planned);
-            let review = Review { state: &state, large, deadline };
+            let review = Review { state: &state, large, arrived: received, deadline };
             review.decide(planned).instrument(span).await
         }
         Err(_) => (Decision::warn(OVERLOADED.to_owned()), "overloaded"),
@@ -97,6 +97,9 @@ impl<T: Sync> FromRequestParts<T> for Received {
 struct Review<'a, S> {
     state: &'a AppState<S>,
     large: bool,
+    /// When the request arrived ([`Received`]): every write the API server acknowledged
+    /// before sending it was acknowledged before this, so a read begun since sees it.
+    arrived: Instant,
     deadline: Instant,
 }
 
@@ -128,7 +131,8 @@ impl<S: ObjectSource> Inputs for Review<'_, S> {
     async fn objects(&self, mutation: &Mutation) -> Vec<Observation> {
         let state = self.state;
         let lookups = &state.metrics.lookups;
-        observe_all(&state.source, &state.digester, mutation, self.deadline, lookups).await
+        let (arrived, deadline) = (self.arrived, self.deadline);
+        observe_all(&state.source, &state.digester, mutation, arrived, deadline, lookups).await
     }
 
     async fn images(&self, mutation: &Mutation) -> Vec<ImageObservation> {

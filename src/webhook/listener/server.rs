@@ -19,7 +19,7 @@ use super::tls::{
 };
 use crate::config::ServeArgs;
 use crate::core::{Digester, Settings};
-use crate::lookup::{FileSource, FileSourceError, KubeSource, ObjectSource};
+use crate::lookup::{Coalescing, FileSource, FileSourceError, KubeSource, ObjectSource};
 use crate::process::{
     self, MetricsRegistry, Running, StartupError, bind, local_address, raise_open_file_limit,
 };
@@ -76,7 +76,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
         }
         None => {
             let client = process::api_client(None).await?;
-            let source = KubeSource::new(client, scope);
+            // Reviews of workloads that share objects share their reads (lookup::coalesce).
+            let reads = webhook.metrics.reads.clone();
+            let source = Coalescing::new(KubeSource::new(client, scope), reads);
             webhook.run(args, source).await
         }
     }
