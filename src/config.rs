@@ -12,6 +12,7 @@ use crate::core::model::object_ref::is_namespace_name;
 use crate::core::{AnnotationDomain, LookupErrorPolicy};
 use crate::registry::RegistryConfig;
 use crate::registry::policy::RegistryPolicy;
+use crate::user_agent::Caller;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -363,12 +364,14 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    pub fn config(&self) -> RegistryConfig {
+    /// The registry client's configuration, naming `caller` in its User-Agent.
+    pub fn config(&self, caller: Caller) -> RegistryConfig {
         RegistryConfig {
             insecure_registries: self.insecure_registries.clone(),
             allowed_registries: self.allowed_registries.clone(),
             ca_file: self.registry_ca_file.clone(),
             timeout: self.registry_timeout,
+            user_agent: crate::user_agent::header_value(caller),
             ..RegistryConfig::default()
         }
     }

@@ -17,6 +17,7 @@ use crate::config::EnsureDigestKeyArgs;
 use crate::core::DigestKeys;
 use crate::core::digest::DigestKeyError;
 use crate::core::model::hex::hex;
+use crate::user_agent::Caller;
 
 /// What `ensure` found or did.
 #[derive(Debug, PartialEq, Eq)]
@@ -48,7 +49,8 @@ pub fn random_key_file() -> Result<String, EnsureError> {
 }
 
 pub async fn run(args: &EnsureDigestKeyArgs) -> Result<Outcome, EnsureError> {
-    let client = crate::lookup::kube_client().await.map_err(EnsureError::Config)?;
+    let client =
+        crate::lookup::kube_client(Caller::EnsureDigestKey).await.map_err(EnsureError::Config)?;
     ensure(client, &args.namespace, &args.secret_name, &args.secret_key).await
 }
 
@@ -113,6 +115,19 @@ fn check_usable(secret: &Secret, key: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The key's Secret is read, then created, with no query at all.
+    #[tokio::test]
+    async fn the_secret_is_created_with_no_query() {
+        use crate::lookup::well_formed_query::recording::{self, NOT_FOUND};
+        let (client, sent) = recording::client_answering(|_| (404, NOT_FOUND.to_owned()));
+        let _ = ensure(client, "configsum-system", "configsum-digest-key", "keys").await;
+        let secrets = "/api/v1/namespaces/configsum-system/secrets";
+        assert_eq!(
+            recording::sent(&sent),
+            [format!("GET {secrets}/configsum-digest-key"), format!("POST {secrets}")]
+        );
+    }
 
     #[test]
     fn random_keys_are_usable_and_differ() {

@@ -5,7 +5,8 @@
 //! writes the same digests into YAML at render time; `lookup` reads the
 //! objects and `registry` the image digests; `process` holds what the
 //! long-running commands share; `metrics_registry` is the registry their
-//! series go in (each part registers the series it sets).
+//! series go in (each part registers the series it sets); `user_agent` is how every command
+//! names itself to the servers it calls.
 
 pub mod config;
 pub mod controller;
@@ -20,4 +21,5 @@ pub mod notify;
 pub mod process;
 pub mod registry;
 pub mod render;
+pub mod user_agent;
 pub mod webhook;

@@ -216,6 +216,71 @@ fn optional_parts_come_and_go_with_their_values() {
     }
 }
 
+/// apf: the FlowSchema by default, at workload-low; a level of configsum's own on request,
+/// the FlowSchema pointing at it; neither when off; a Reject level without queuing.
+#[test]
+fn apf_values_render_the_flow_schema_and_its_level() {
+    let key = |kind: &str| (kind.to_owned(), String::new(), "configsum".to_owned());
+    let level_of = |objects: &Objects| {
+        objects[&key("FlowSchema")]["spec"]["priorityLevelConfiguration"]["name"].clone()
+    };
+    for helm in Helm::ALL {
+        let default = by_identity(helm.render(NAMESPACE, &[]));
+        assert_eq!(level_of(&default), "workload-low");
+        assert!(!default.contains_key(&key("PriorityLevelConfiguration")));
+        assert_eq!(default[&key("FlowSchema")]["spec"]["matchingPrecedence"], 1000);
+
+        let own = by_identity(helm.render(
+            NAMESPACE,
+            &["--set", "apf.priorityLevel.create=true", "--set", "apf.matchingPrecedence=700"],
+        ));
+        assert_eq!(level_of(&own), "configsum");
+        assert_eq!(own[&key("FlowSchema")]["spec"]["matchingPrecedence"], 700);
+        let limited = &own[&key("PriorityLevelConfiguration")]["spec"]["limited"];
+        assert_eq!(limited["nominalConcurrencyShares"], 20);
+        assert_eq!(limited["lendablePercent"], 0);
+        assert_eq!(
+            limited["limitResponse"],
+            serde_json::json!({"type": "Queue",
+                "queuing": {"queues": 16, "handSize": 4, "queueLengthLimit": 50}})
+        );
+
+        let reject = by_identity(helm.render(
+            NAMESPACE,
+            &[
+                "--set",
+                "apf.priorityLevel.create=true",
+                "--set",
+                "apf.priorityLevel.limitResponse.type=Reject",
+            ],
+        ));
+        assert_eq!(
+            reject[&key("PriorityLevelConfiguration")]["spec"]["limited"]["limitResponse"],
+            serde_json::json!({"type": "Reject"})
+        );
+
+        let high =
+            by_identity(helm.render(NAMESPACE, &["--set", "apf.priorityLevel.name=workload-high"]));
+        assert_eq!(level_of(&high), "workload-high");
+
+        // Only the ServiceAccounts rendered are matched.
+        let alone = by_identity(helm.render(
+            NAMESPACE,
+            &["--set", "controller.enabled=false", "--set", "digestKeyJob.enabled=false"],
+        ));
+        let subjects = &alone[&key("FlowSchema")]["spec"]["rules"][0]["subjects"];
+        assert_eq!(
+            subjects,
+            &serde_json::json!([{"kind": "ServiceAccount",
+                "serviceAccount": {"name": "configsum-webhook", "namespace": NAMESPACE}}])
+        );
+
+        let off = by_identity(helm.render(NAMESPACE, &["--set", "apf.enabled=false"]));
+        assert!(!off.contains_key(&key("FlowSchema")));
+        assert!(!off.contains_key(&key("PriorityLevelConfiguration")));
+    }
+}
+
 /// The controller's arguments in the rendered chart.
 fn controller_args(helm: Helm, args: &[&str]) -> Vec<String> {
     let objects = by_identity(helm.render(NAMESPACE, args));

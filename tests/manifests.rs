@@ -232,7 +232,12 @@ fn every_namespaced_object_is_in_the_namespace(m: &Manifests) {
         let namespaced = !matches!(
             object["kind"].as_str(),
             Some(
-                "Namespace" | "ClusterRole" | "ClusterRoleBinding" | "MutatingWebhookConfiguration"
+                "Namespace"
+                    | "ClusterRole"
+                    | "ClusterRoleBinding"
+                    | "MutatingWebhookConfiguration"
+                    | "FlowSchema"
+                    | "PriorityLevelConfiguration"
             )
         );
         if namespaced {
@@ -698,6 +703,52 @@ fn the_network_policies_select_the_pods_and_ports_they_name(m: &Manifests) {
     assert_eq!(cidrs, expected);
 }
 
+/// The FlowSchema matches every request of exactly the ServiceAccounts configsum's pods run as,
+/// and points at a priority level that exists: one the API server ships, or the one rendered.
+fn the_flow_schema_matches_configsums_service_accounts(m: &Manifests) {
+    let schema = m.one("FlowSchema", "configsum");
+    assert!(schema["metadata"]["namespace"].is_null(), "FlowSchemas are cluster-scoped");
+    let pods = m.all("Deployment").into_iter().chain(m.all("Job"));
+    let runs_as: BTreeSet<(String, String)> = pods
+        .map(|o| {
+            let name = str_of(&o["spec"]["template"]["spec"]["serviceAccountName"]);
+            (m.namespace().to_owned(), name.to_owned())
+        })
+        .collect();
+    assert_eq!(runs_as.len(), 3, "webhook, controller and digest-key Job: {runs_as:?}");
+    let rules = schema["spec"]["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), 1);
+    let matched: BTreeSet<(String, String)> = rules[0]["subjects"]
+        .as_array()
+        .expect("subjects")
+        .iter()
+        .map(|s| {
+            assert_eq!(s["kind"], "ServiceAccount");
+            let account = &s["serviceAccount"];
+            (str_of(&account["namespace"]).to_owned(), str_of(&account["name"]).to_owned())
+        })
+        .collect();
+    assert_eq!(matched, runs_as);
+    let everything = serde_json::json!(["*"]);
+    let resources = &rules[0]["resourceRules"][0];
+    for field in ["verbs", "apiGroups", "resources", "namespaces"] {
+        assert_eq!(resources[field], everything, "{field}");
+    }
+    assert_eq!(resources["clusterScope"], true);
+    assert_eq!(rules[0]["nonResourceRules"][0]["nonResourceURLs"], everything);
+    assert_eq!(schema["spec"]["distinguisherMethod"]["type"], "ByUser");
+    let level = str_of(&schema["spec"]["priorityLevelConfiguration"]["name"]);
+    let levels = m.all("PriorityLevelConfiguration");
+    if levels.is_empty() {
+        // Levels every API server has (the suggested configuration), none exempt.
+        assert!(["workload-low", "workload-high", "global-default"].contains(&level), "{level}");
+    } else {
+        assert_eq!(levels.len(), 1);
+        assert_eq!(str_of(&levels[0]["metadata"]["name"]), level);
+        assert_eq!(levels[0]["spec"]["type"], "Limited");
+    }
+}
+
 fn policies_select_the_pods_and_ports_they_name(
     policies: &[&Value],
     m: &Manifests,
@@ -890,6 +941,7 @@ checks!(base: [
     cert_manager_chain_has_its_required_fields,
     rbac_grants_what_the_code_calls_and_nothing_more,
     the_deployment_is_highly_available_and_locked_down,
+    the_flow_schema_matches_configsums_service_accounts,
 ], async [
     probe_paths_answer_on_their_listeners,
     the_controller_deployment_agrees_with_the_code,
@@ -905,6 +957,7 @@ checks!(chart: [
     cert_manager_chain_has_its_required_fields,
     rbac_grants_what_the_code_calls_and_nothing_more,
     the_deployment_is_highly_available_and_locked_down,
+    the_flow_schema_matches_configsums_service_accounts,
 ], async [
     probe_paths_answer_on_their_listeners,
     the_controller_deployment_agrees_with_the_code,

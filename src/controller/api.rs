@@ -134,3 +134,56 @@ impl<A: ControllerApi> ObjectSource for Reads<A> {
         Ok(self.0.read(&key).await?.map(|(content, _)| Arc::new(content)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The URI of each write [`KubeApi`] sends, as the API server gets it.
+
+    use k8s_openapi::api::core::v1::ObjectReference;
+
+    use super::*;
+    use crate::core::model::kinds::WorkloadKind;
+    use crate::core::model::object_scope::ObjectScope;
+    use crate::lookup::well_formed_query::recording;
+
+    fn api() -> (KubeApi, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let (client, sent) = recording::client();
+        let source = Arc::new(KubeSource::new(client.clone(), ObjectScope::default()));
+        (KubeApi { client, source }, sent)
+    }
+
+    #[tokio::test]
+    async fn a_workload_patch_names_the_field_manager_only() {
+        let (api, sent) = api();
+        let web = WorkloadKey {
+            kind: WorkloadKind::Deployment,
+            namespace: "shop".into(),
+            name: "web".into(),
+        };
+        let _ = api.patch(&web, &Patch::Merge(serde_json::json!({}))).await;
+        assert_eq!(
+            recording::sent(&sent),
+            ["PATCH /apis/apps/v1/namespaces/shop/deployments/web?fieldManager=configsum"]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_event_is_created_with_the_field_manager_only() {
+        let (api, sent) = api();
+        let event = Event {
+            involved_object: ObjectReference {
+                kind: Some("Deployment".into()),
+                namespace: Some("shop".into()),
+                name: Some("web".into()),
+                uid: Some("u-1".into()),
+                ..ObjectReference::default()
+            },
+            ..Event::default()
+        };
+        api.record(event, Duration::from_secs(1)).await;
+        assert_eq!(
+            recording::sent(&sent),
+            ["POST /api/v1/namespaces/shop/events?fieldManager=configsum"]
+        );
+    }
+}

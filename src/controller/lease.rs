@@ -159,6 +159,32 @@ fn conflict_is_false<T>(result: Result<T, kube::Error>) -> Result<bool, kube::Er
 mod tests {
     use super::*;
 
+    /// The Lease's writes as the API server gets them: `?fieldManager=configsum`, nothing else.
+    #[tokio::test]
+    async fn the_lease_is_created_and_replaced_with_the_field_manager_only() {
+        use crate::lookup::well_formed_query::recording::{self, NOT_FOUND};
+        let (client, sent) = recording::client_answering(|_| (404, NOT_FOUND.to_owned()));
+        let elector = LeaderElector::new(client, "ops", "configsum", "me", Duration::from_secs(15));
+        let _ = elector.try_acquire_or_renew().await;
+        let held = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease",
+            "metadata":{"name":"configsum","resourceVersion":"3"},"spec":{"holderIdentity":"me"}}"#;
+        let (client, replaced) = recording::client_answering(|_| (200, held.to_owned()));
+        let elector = LeaderElector::new(client, "ops", "configsum", "me", Duration::from_secs(15));
+        let _ = elector.release().await;
+        let leases = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
+        assert_eq!(
+            recording::sent(&sent),
+            [format!("GET {leases}/configsum"), format!("POST {leases}?fieldManager=configsum")]
+        );
+        assert_eq!(
+            recording::sent(&replaced),
+            [
+                format!("GET {leases}/configsum"),
+                format!("PUT {leases}/configsum?fieldManager=configsum")
+            ]
+        );
+    }
+
     #[test]
     fn leadership_lapses_at_its_deadline_and_belongs_to_its_term() {
         let now = Instant::now();

@@ -153,6 +153,18 @@ async fn permitted(client: &Client, partitions: &[Partition], timeout: Duration)
 mod tests {
     use super::*;
 
+    /// Each access review is a POST with no query at all (no field manager: nothing is stored).
+    #[tokio::test]
+    async fn the_access_reviews_are_posted_with_no_query() {
+        use crate::lookup::well_formed_query::recording;
+        let allowed = r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview",
+            "spec":{},"status":{"allowed":true}}"#;
+        let (client, sent) = recording::client_answering(|_| (200, allowed.to_owned()));
+        assert!(permitted(&client, &[Some("shop".into())], Duration::from_secs(1)).await);
+        let review = "POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+        assert_eq!(recording::sent(&sent), [review, review]);
+    }
+
     #[test]
     fn a_watched_status_carries_what_the_watcher_reads() {
         let watched: WatchedStatus = serde_json::from_value(serde_json::json!({

@@ -33,6 +33,7 @@ use crate::lookup::KubeSource;
 use crate::notify::{self, DeliveryLimits, Notifier};
 use crate::process::{self, MetricsRegistry, Running, StartupError, own_namespace};
 use crate::registry::RegistryConfig;
+use crate::user_agent::Caller;
 
 /// Blocks of 128 KiB and more get their own mappings, returned to the system
 /// when freed. glibc's default threshold grows with each such block freed (up
@@ -63,7 +64,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         None => Vec::new(),
     };
     let digester = process::digester(&args.keys)?;
-    let client = process::api_client(Some(READ_TIMEOUT)).await?;
+    let client = process::api_client(Caller::Controller, Some(READ_TIMEOUT)).await?;
     // The Lease's namespace only; the namespace configsum protects is its own
     // (POD_NAMESPACE) in the controller as in the webhook.
     let own_namespace = own_namespace();
@@ -84,7 +85,8 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     }
     // Each poll asks afresh: the reuse that shares a burst of reviews'
     // resolutions would only delay what a poll sees.
-    let registry_config = RegistryConfig { reuse_for: Duration::ZERO, ..args.registries.config() };
+    let registry_config =
+        RegistryConfig { reuse_for: Duration::ZERO, ..args.registries.config(Caller::Controller) };
     let registry = process::registry_client(registry_config, &controller_metrics.registries)?;
     let (running, signals) = Running::start(args.admin.metrics_listen, metrics_registry).await?;
     info!(identity = %identity, metrics_listen = %running.admin_address, "configsum controller started");

@@ -375,6 +375,54 @@ mod tests {
     use super::*;
     use kube::Resource as _;
 
+    /// The watches' requests as the API server gets them: each LIST and WATCH with its
+    /// parameters joined by single `&`s.
+    #[tokio::test]
+    async fn the_watches_send_well_formed_lists_and_watches() {
+        use crate::lookup::well_formed_query::recording;
+        let (client, sent) = recording::client();
+        let (tx, mut rx) = mpsc::channel(64);
+        let selector = LabelSelector::equals("team", "a");
+        let namespaces = ["shop".to_owned()];
+        let watches = Watches::start(client, tx, Duration::from_secs(1), &selector, &namespaces)
+            .await
+            .map_err(|e| e.to_string());
+        let mut watches = watches.expect("watches start");
+        watches.restart_workloads();
+        // Each watch lists, then watches from the list's resourceVersion (7, the recorder's).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while recording::sent(&sent).iter().filter(|r| r.contains("watch=true")).count() < 4
+            && tokio::time::Instant::now() < deadline
+        {
+            let _ = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await;
+        }
+        let sent = recording::sent(&sent);
+        let watch = "watch=true&timeoutSeconds=50";
+        for expected in [
+            "GET /api/v1/namespaces?labelSelector=team%3Da&limit=500".to_owned(),
+            "GET /api/v1/namespaces/shop/configmaps?limit=250".to_owned(),
+            "GET /api/v1/namespaces/shop/secrets?limit=250".to_owned(),
+            "GET /apis/apps/v1/namespaces/shop/deployments?limit=500".to_owned(),
+            format!(
+                "GET /api/v1/namespaces?{watch}&labelSelector=team%3Da&allowWatchBookmarks=true&resourceVersion=7"
+            ),
+            format!(
+                "GET /api/v1/namespaces/shop/secrets?{watch}&allowWatchBookmarks=true&resourceVersion=7"
+            ),
+            format!(
+                "GET /apis/apps/v1/namespaces/shop/deployments?{watch}&allowWatchBookmarks=true&resourceVersion=7"
+            ),
+        ] {
+            assert!(sent.contains(&expected), "{expected} not in {sent:#?}");
+        }
+        for request in &sent {
+            assert!(
+                !request.contains("?&") && !request.ends_with('?') && !request.ends_with('&'),
+                "{request}"
+            );
+        }
+    }
+
     #[test]
     fn a_metadata_only_item_keeps_its_identity_and_configsums_own_annotations_only() {
         // A list item as the API server sends it: no kind, Helm's metadata.

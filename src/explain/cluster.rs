@@ -17,7 +17,8 @@ use crate::core::model::kinds::WorkloadKind;
 use crate::core::model::object_scope::ObjectScope;
 use crate::core::{DigestKeys, Digester, ObjectContent, ObjectRef};
 use crate::lookup::api_object::{collection_path, decode, workload_resource};
-use crate::lookup::{KubeSource, LookupError};
+use crate::lookup::{KubeSource, LookupError, client_from};
+use crate::user_agent::Caller;
 
 /// Items per page of a list.
 const PAGE: u32 = 500;
@@ -57,7 +58,8 @@ impl Cluster {
             Err(e) => return Err(format!("cannot read the kubeconfig: {e}")),
         };
         let default_namespace = config.default_namespace.clone();
-        let client = Client::try_from(config).map_err(|e| format!("cannot build a client: {e}"))?;
+        let client = client_from(config, Caller::Explain)
+            .map_err(|e| format!("cannot build a client: {e}"))?;
         let objects = KubeSource::new(client.clone(), scope.clone());
         Ok(Cluster { objects, client, default_namespace, scope })
     }
@@ -271,6 +273,35 @@ fn controller_event(json: &str) -> Option<ControllerEvent> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// explain's reads as the API server gets them: GETs with no query, and LIST pages with
+    /// `limit` and `continue` joined by a single `&`.
+    #[tokio::test]
+    async fn explains_reads_are_well_formed() {
+        use crate::lookup::well_formed_query::recording::{self, EMPTY_LIST};
+        let first_page =
+            r#"{"apiVersion":"v1","kind":"List","metadata":{"continue":"p2"},"items":[]}"#;
+        let (client, sent) = recording::client_answering(move |request| {
+            let query = request.uri().query().unwrap_or_default();
+            let body = if query == "limit=500" { first_page } else { EMPTY_LIST };
+            (200, body.to_owned())
+        });
+        let scope = ObjectScope::default();
+        let objects = KubeSource::new(client.clone(), scope.clone());
+        let cluster = Cluster { client, objects, default_namespace: "shop".into(), scope };
+        let _ = cluster.events("shop").await;
+        let _ = cluster.object("shop", &ObjectRef::config_map("db"), "configsum.dev/resume").await;
+        let _ = cluster.namespace_window("shop", "configsum.dev/roll-window").await;
+        assert_eq!(
+            recording::sent(&sent),
+            [
+                "GET /api/v1/namespaces/shop/events?limit=500",
+                "GET /api/v1/namespaces/shop/events?limit=500&continue=p2",
+                "GET /api/v1/namespaces/shop/configmaps/db",
+                "GET /api/v1/namespaces/shop",
+            ]
+        );
+    }
 
     #[test]
     fn only_the_controllers_events_are_read() {

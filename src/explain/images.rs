@@ -11,6 +11,7 @@ use crate::core::Mutation;
 use crate::core::inputs::image::ImageObservation;
 use crate::lookup::resolve_all;
 use crate::registry::{RegistryClient, RegistryMetrics};
+use crate::user_agent::Caller;
 
 /// The most time spent on a workload's images.
 const BUDGET: Duration = Duration::from_secs(10);
@@ -26,8 +27,9 @@ pub async fn resolve(
     if targets.is_empty() {
         return Ok(Vec::new());
     }
-    let registry = RegistryClient::new(args.registries.config(), RegistryMetrics::default())
-        .map_err(|e| format!("cannot build the registry client: {e}"))?;
+    let registry =
+        RegistryClient::new(args.registries.config(Caller::Explain), RegistryMetrics::default())
+            .map_err(|e| format!("cannot build the registry client: {e}"))?;
     let deadline = tokio::time::Instant::now() + BUDGET;
     let observations = match source {
         Source::Files(files) => resolve_all(&files.objects, &registry, plan, deadline).await,

@@ -42,34 +42,6 @@ impl KubeSource {
     }
 }
 
-/// A client for the API server, found in the order docs/flags.md
-/// gives: the in-cluster service account, else `KUBECONFIG`, else
-/// `~/.kube/config` (kube's own `infer` tries the kubeconfig first).
-pub async fn kube_client() -> Result<Client, kube::Error> {
-    kube_client_with(None).await
-}
-
-/// The same, failing any call whose connection stays silent for `read_timeout`.
-pub async fn kube_client_with(
-    read_timeout: Option<std::time::Duration>,
-) -> Result<Client, kube::Error> {
-    let mut config = match kube::Config::incluster() {
-        Ok(config) => config,
-        Err(_) => {
-            kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions::default()).await?
-        }
-    };
-    // No retries: a review has a second or two, a 429 asks us to back off,
-    // and a failed lookup only keeps the existing digest.
-    config.default_retry = false;
-    if read_timeout.is_some() {
-        config.read_timeout = read_timeout;
-        // Counted from each request, not from when its pooled connection went idle.
-        config.reset_reader_on_write = true;
-    }
-    Client::try_from(config)
-}
-
 impl ObjectSource for KubeSource {
     /// Ready once the API server answers `GET /version`.
     async fn check_ready(&self) -> Result<(), LookupError> {
@@ -225,5 +197,58 @@ fn classify(error: &kube::Error) -> LookupError {
         kube::Error::Api(status) => LookupError::Status(status.code),
         kube::Error::SerdeError(_) | kube::Error::FromUtf8(_) => LookupError::Decode,
         _ => LookupError::Connection,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The URI of each request a [`KubeSource`] sends, as the API server gets it.
+
+    use super::*;
+    use crate::lookup::well_formed_query::recording::{self, NOT_FOUND};
+
+    fn source() -> (KubeSource, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let (client, sent) = recording::client_answering(|_| (404, NOT_FOUND.to_owned()));
+        (KubeSource::new(client, ObjectScope::default()), sent)
+    }
+
+    #[tokio::test]
+    async fn an_object_is_a_get_with_no_query() {
+        let (source, sent) = source();
+        let _ = source.fetch("shop", &ObjectRef::config_map("db")).await;
+        let _ = source.fetch("shop", &ObjectRef::secret("db")).await;
+        assert_eq!(
+            recording::sent(&sent),
+            ["GET /api/v1/namespaces/shop/configmaps/db", "GET /api/v1/namespaces/shop/secrets/db",]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_workload_template_is_a_get_with_no_query() {
+        let (source, sent) = source();
+        let _ = source.fetch_template("shop", WorkloadKind::Deployment, "web").await;
+        assert_eq!(recording::sent(&sent), ["GET /apis/apps/v1/namespaces/shop/deployments/web"]);
+    }
+
+    #[tokio::test]
+    async fn pull_credentials_are_gets_with_no_query() {
+        let (source, sent) = source();
+        let _ = source.pull_credentials("shop", &["regcred".to_owned()], "builder").await;
+        let sent = recording::sent(&sent);
+        assert!(sent.contains(&"GET /api/v1/namespaces/shop/serviceaccounts/builder".to_owned()));
+        assert!(sent.contains(&"GET /api/v1/namespaces/shop/secrets/regcred".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_page_of_provider_class_statuses_joins_its_parameters_with_single_ampersands() {
+        let (source, sent) = source();
+        let _ = source.list_provider_class_statuses("shop", 100, None).await;
+        let _ = source.list_provider_class_statuses("shop", 100, Some("next=1")).await;
+        let path =
+            "/apis/secrets-store.csi.x-k8s.io/v1/namespaces/shop/secretproviderclasspodstatuses";
+        assert_eq!(
+            recording::sent(&sent),
+            [format!("GET {path}?limit=100"), format!("GET {path}?limit=100&continue=next%3D1")]
+        );
     }
 }

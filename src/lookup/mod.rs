@@ -1,6 +1,7 @@
 //! Reading the ConfigMaps and Secrets a review references: the seam between
 //! the pure core and wherever the objects live, and the deadline around it.
 
+mod api_client;
 pub mod api_object;
 mod coalesce;
 mod file;
@@ -9,6 +10,7 @@ mod kube;
 mod metrics;
 mod observe;
 pub mod provider_classes;
+pub mod well_formed_query;
 mod workloads;
 
 use std::future::Future;
@@ -25,6 +27,7 @@ use crate::core::{
 };
 use crate::registry::PullCredential;
 
+pub use api_client::{client_from, kube_client, kube_client_with};
 pub use coalesce::{Coalescing, CoalescingMetrics, may_join};
 pub use file::{
     FileSource, FileSourceError, WorkloadDocument, namespace_annotations, workload_documents,
@@ -34,7 +37,7 @@ pub(crate) use file::{
     tag_of_event,
 };
 pub use images::resolve_all;
-pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS, kube_client, kube_client_with};
+pub use kube::{KubeSource, SERVER_WIDE_LOOKUPS};
 pub use metrics::LookupMetrics;
 pub use observe::{Inputs, observe};
 pub use workloads::observe_workloads;

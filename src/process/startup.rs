@@ -13,6 +13,7 @@ use crate::config::{AnnotationArgs, DigestKeyArgs, NamespacesArgs};
 use crate::core::{DEFAULT_OWN_NAMESPACE, Digester, LookupErrorPolicy, Settings};
 use crate::lookup::kube_client_with;
 use crate::registry::{ClientError, RegistryClient, RegistryConfig, RegistryMetrics};
+use crate::user_agent::Caller;
 
 /// Why a long-running command did not start, for the causes both commands
 /// share. Never carries key material.
@@ -50,10 +51,13 @@ pub fn digester(keys: &DigestKeyArgs) -> Result<Digester, StartupError> {
     Ok(Digester::new(keys))
 }
 
-/// The API server's client, found as docs/flags.md says; with `read_timeout`,
-/// a call whose connection stays silent that long fails.
-pub async fn api_client(read_timeout: Option<Duration>) -> Result<Client, StartupError> {
-    Ok(kube_client_with(read_timeout).await?)
+/// The API server's client, found as docs/flags.md says, naming `caller` in its User-Agent;
+/// with `read_timeout`, a call whose connection stays silent that long fails.
+pub async fn api_client(
+    caller: Caller,
+    read_timeout: Option<Duration>,
+) -> Result<Client, StartupError> {
+    Ok(kube_client_with(caller, read_timeout).await?)
 }
 
 /// The registry client, recording into `metrics`.

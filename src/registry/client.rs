@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::header::HeaderValue;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
 use tokio::time::Instant;
@@ -23,6 +24,7 @@ use super::metrics::RegistryMetrics;
 use super::outcome::{FailureKind, Resolution};
 use super::policy::{PatternError, RegistryPolicy};
 use super::reference::ImageRef;
+use crate::user_agent::PRODUCT;
 
 /// The longest a registry's answer may be reused.
 pub const MAX_REUSE: Duration = Duration::from_secs(10);
@@ -44,6 +46,8 @@ pub struct RegistryConfig {
     pub timeout: Duration,
     /// How long an answer is reused; at most [`MAX_REUSE`].
     pub reuse_for: Duration,
+    /// The User-Agent of every request: the command's, as the API server gets it.
+    pub user_agent: HeaderValue,
 }
 
 impl Default for RegistryConfig {
@@ -54,6 +58,7 @@ impl Default for RegistryConfig {
             ca_file: None,
             timeout: DEFAULT_TIMEOUT,
             reuse_for: MAX_REUSE,
+            user_agent: HeaderValue::from_static(PRODUCT),
         }
     }
 }
@@ -112,7 +117,7 @@ impl RegistryClient {
             None => Vec::new(),
         };
         let tls = tls_config(&roots).map_err(ClientError::Build)?;
-        let source = Distribution::new(policy, tls, config.timeout);
+        let source = Distribution::new(policy, tls, config.timeout, config.user_agent);
         Ok(Self::with_source(Arc::new(source), config.timeout, config.reuse_for, metrics))
     }
 

@@ -50,7 +50,6 @@ const ACCEPT: &str = "application/vnd.oci.image.index.v1+json, \
      application/vnd.oci.image.manifest.v1+json, \
      application/vnd.docker.distribution.manifest.list.v2+json, \
      application/vnd.docker.distribution.manifest.v2+json";
-const USER_AGENT: &str = concat!("configsum/", env!("CARGO_PKG_VERSION"));
 
 /// A request that did not get an answer to act on; becomes a failed [`Resolution`].
 type Failed = Resolution;
@@ -66,10 +65,17 @@ struct Inner {
     client: Client<HttpsConnector<GuardedConnector>, Empty<Bytes>>,
     policy: Arc<RegistryPolicy>,
     tokens: Mutex<TokenCache>,
+    /// [`crate::user_agent`]'s, for the command that built the client.
+    user_agent: HeaderValue,
 }
 
 impl Distribution {
-    pub fn new(policy: RegistryPolicy, tls: rustls::ClientConfig, timeout: Duration) -> Self {
+    pub fn new(
+        policy: RegistryPolicy,
+        tls: rustls::ClientConfig,
+        timeout: Duration,
+        user_agent: HeaderValue,
+    ) -> Self {
         let policy = Arc::new(policy);
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
@@ -83,7 +89,12 @@ impl Distribution {
             .http1_max_buf_size(MAX_HEADER_BYTES)
             .build(connector);
         Distribution {
-            inner: Arc::new(Inner { client, policy, tokens: Mutex::new(TokenCache::default()) }),
+            inner: Arc::new(Inner {
+                client,
+                policy,
+                tokens: Mutex::new(TokenCache::default()),
+                user_agent,
+            }),
         }
     }
 }
@@ -251,7 +262,7 @@ impl Inner {
             let mut request = Request::builder()
                 .method(method.clone())
                 .uri(url.as_str())
-                .header(header::USER_AGENT, USER_AGENT)
+                .header(header::USER_AGENT, self.user_agent.clone())
                 .header(header::ACCEPT, ACCEPT);
             if let Some(authorization) = authorization.filter(|_| url.origin() == origin) {
                 request = request.header(header::AUTHORIZATION, authorization.clone());

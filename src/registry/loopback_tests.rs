@@ -44,6 +44,8 @@ struct Fake {
     hits: Mutex<HashMap<String, usize>>,
     /// The `Authorization` each request carried, by path.
     authorizations: Mutex<Vec<(String, Option<String>)>>,
+    /// The `User-Agent` of each request, in order.
+    user_agents: Mutex<Vec<String>>,
     /// Bytes of endless bodies sent before the client hung up.
     streamed: Arc<AtomicUsize>,
 }
@@ -95,6 +97,10 @@ async fn answer(State(fake): State<Arc<Fake>>, request: Request) -> Response {
         headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
     if let Ok(mut seen) = fake.authorizations.lock() {
         seen.push((path.clone(), authorization.clone()));
+    }
+    let user_agent = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    if let Ok(mut seen) = fake.user_agents.lock() {
+        seen.push(user_agent.unwrap_or_default().to_owned());
     }
     let authorization = authorization.unwrap_or_default();
     let other = fake.other();
@@ -211,6 +217,7 @@ async fn serve() -> Arc<Fake> {
         other: Mutex::default(),
         hits: Mutex::default(),
         authorizations: Mutex::default(),
+        user_agents: Mutex::default(),
         streamed: Arc::default(),
     });
     let router = Router::new().fallback(answer).with_state(Arc::clone(&fake));
@@ -353,6 +360,29 @@ async fn basic_credentials_go_to_the_token_realm_and_refusals_fall_through() {
     let basic =
         format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("alice:s3cret"));
     assert!(fake.authorizations("/token").contains(&Some(basic)), "the realm is the registry's");
+}
+
+/// Every request, the token realm's included, names configsum and the command that sent it.
+#[tokio::test]
+async fn every_request_carries_the_commands_user_agent() {
+    let (registry, realm) = serve_pair().await;
+    let config = RegistryConfig {
+        insecure_registries: vec![registry.addr.to_string(), realm.addr.to_string()],
+        user_agent: crate::user_agent::header_value(crate::user_agent::Caller::Controller),
+        ..RegistryConfig::default()
+    };
+    let client = match RegistryClient::new(config, RegistryMetrics::default()) {
+        Ok(client) => client,
+        Err(error) => panic!("{error}"),
+    };
+    let reference = image(&registry, "realm/plain-elsewhere:1");
+    assert_eq!(client.resolve(&reference, &[]).await, digest(D1));
+    let expected = format!("configsum/{} (controller)", env!("CARGO_PKG_VERSION"));
+    for fake in [&registry, &realm] {
+        let seen = fake.user_agents.lock().map(|s| s.clone()).unwrap_or_default();
+        assert!(!seen.is_empty());
+        assert!(seen.iter().all(|agent| *agent == expected), "{seen:?}");
+    }
 }
 
 /// Before: a registry answering 401 with `Bearer realm="http://…"` elsewhere received the pull

@@ -34,5 +34,6 @@ mod object_say;
 mod relist;
 mod render;
 mod scoped_install;
+mod seen_by_apiserver;
 mod undo;
 mod webhook;

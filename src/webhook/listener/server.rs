@@ -24,6 +24,7 @@ use crate::process::{
     self, MetricsRegistry, Running, StartupError, bind, local_address, raise_open_file_limit,
 };
 use crate::registry::RegistryClient;
+use crate::user_agent::Caller;
 use crate::webhook::api::{AppState, router};
 use crate::webhook::metrics::WebhookMetrics;
 
@@ -50,7 +51,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
     let digester = process::digester(&args.keys)?;
     let mut metrics_registry = MetricsRegistry::new();
     let metrics = WebhookMetrics::register(&mut metrics_registry);
-    let registry = process::registry_client(args.registries.config(), &metrics.registries)?;
+    let registry =
+        process::registry_client(args.registries.config(Caller::Serve), &metrics.registries)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let certificate = load_certified_key(&args.tls_cert, &args.tls_key, &provider)?;
     metrics.set_certificate_expiry(expiry_unix_seconds(&certificate));
@@ -75,7 +77,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
             webhook.run(args, source).await
         }
         None => {
-            let client = process::api_client(None).await?;
+            let client = process::api_client(Caller::Serve, None).await?;
             // Reviews of workloads that share objects share their reads (lookup::coalesce).
             let reads = webhook.metrics.reads.clone();
             let source = Coalescing::new(KubeSource::new(client, scope), reads);
