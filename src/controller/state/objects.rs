@@ -365,6 +365,11 @@ mod tests {
         )
     }
 
+    /// Workload `name` of `ns` tracking [`db`] as its own, with `keys` and `existing`.
+    fn tracker(name: &str, keys: ConsumedKeys, existing: Option<String>) -> Tracker {
+        Tracker { workload: workload(name), keys, existing, reach: Reach::Own }
+    }
+
     fn digester() -> Digester {
         Digester::new(DigestKeys::parse(b"0123456789abcdef0123456789abcdef").expect("key"))
     }
@@ -412,30 +417,10 @@ mod tests {
         let user_only = ConsumedKeys::Keys(["user".to_owned()].into());
         let user = d.digest(id, &old, &user_only, None);
         let trackers = vec![
-            Tracker {
-                workload: workload("all"),
-                keys: ConsumedKeys::All,
-                existing: Some(all),
-                reach: Reach::Own,
-            },
-            Tracker {
-                workload: workload("user"),
-                keys: user_only,
-                existing: Some(user),
-                reach: Reach::Own,
-            },
-            Tracker {
-                workload: workload("none"),
-                keys: ConsumedKeys::All,
-                existing: None,
-                reach: Reach::Own,
-            },
-            Tracker {
-                workload: workload("absent"),
-                keys: ConsumedKeys::All,
-                existing: Some(ABSENT.into()),
-                reach: Reach::Own,
-            },
+            tracker("all", ConsumedKeys::All, Some(all)),
+            tracker("user", user_only, Some(user)),
+            tracker("none", ConsumedKeys::All, None),
+            tracker("absent", ConsumedKeys::All, Some(ABSENT.into())),
         ];
         let new = content("two");
         let reading = judge(&db(), Some(&new), Some("5".into()), &d, &trackers);
@@ -472,18 +457,8 @@ mod tests {
         let old = content("one");
         let digest = d.digest(id, &old, &ConsumedKeys::All, None);
         let trackers = vec![
-            Tracker {
-                workload: workload("had"),
-                keys: ConsumedKeys::All,
-                existing: Some(digest),
-                reach: Reach::Own,
-            },
-            Tracker {
-                workload: workload("none"),
-                keys: ConsumedKeys::All,
-                existing: None,
-                reach: Reach::Own,
-            },
+            tracker("had", ConsumedKeys::All, Some(digest)),
+            tracker("none", ConsumedKeys::All, None),
         ];
         let judged = |standing: Standing| {
             let content = content("two").with_standing(standing);
