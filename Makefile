@@ -86,8 +86,9 @@ certs:
 certs-overlay:
 	certs/dev-ca-overlay.sh
 
-## bench: the pure-path micro-benchmark and its instruction counts, the load benchmark against the nginx floor
-## (report in target/bench/load.md), the worst case under the webhook's limits
+## bench: the pure-path micro-benchmark and its instruction counts, the load benchmark against nginx's
+## fixed answer, the parse limit and a Go webhook (built by scripts/build-go-webhook.sh; report in
+## target/bench/load.md), the worst case under the webhook's limits
 ## (target/bench/hostile.md), then bench-controller and bench-render. Not part of `make test`,
 ## which runs smoke versions of the load and worst-case benchmarks.
 bench:

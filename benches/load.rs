@@ -1,23 +1,38 @@
-//! `make bench`: configsum under load over keep-alive TLS, against a floor.
+//! `make bench`: configsum under load over keep-alive TLS, against the servers that bound
+//! what it can do.
 //!
-//! In one run, on loopback: configsum with `--objects-from` (the pure webhook
-//! cost), configsum against the fake API server (zero latency), and nginx
-//! answering a fixed AdmissionReview (the floor), each at several fixed
-//! concurrency levels with the same TLS 1.3 cipher and the same bodies, three
-//! runs per level, each configsum run next to a floor run: the report gives
-//! medians, the runs' range, and the ratio to the floor run by run. Then
-//! the webhook's memory with 10,000 Secrets of 100 KB. Prints a Markdown
-//! report and writes it to target/bench/load.md.
+//! In one run, on loopback, each at several fixed concurrency levels with the same TLS 1.3
+//! cipher and the same bodies, three runs per level interleaved so that drift on a shared
+//! machine falls on every side of a ratio:
+//! - nginx answering a fixed AdmissionReview without reading the body (the floor: no
+//!   HTTPS server on this machine answers faster);
+//! - the parse limit: configsum's own stack (hyper, rustls, tokio) reading every body,
+//!   checking it is JSON and echoing its uid, no patch (support/parse_limit.rs): what any
+//!   webhook that reads its reviews must spend, and the goal configsum is measured against;
+//! - configsum with `--objects-from` (the webhook's own cost);
+//! - a Go webhook written the usual way (benches/go-webhook), answering with the same
+//!   digests from the same objects (checked before the runs).
 //!
-//! Run with `--bench` (as `cargo bench` does) for the full run; otherwise
-//! (under `cargo test`) a seconds-long smoke run checks that it still works.
+//! Then configsum against the fake API server (zero latency), and the webhook's memory with
+//! 10,000 Secrets of 100 KB. Prints a Markdown report and writes it to target/bench/load.md.
+//!
+//! Run with `--bench` (as `cargo bench` does) for the full run; otherwise (under
+//! `cargo test`) a seconds-long smoke run checks that it still works, without the Go webhook
+//! unless it was built already. The bench binary started with `--serve-parse-limit` is the
+//! parse-limit server.
 
 #[path = "../tests/support/fake_apiserver.rs"]
 mod fake_apiserver;
 #[path = "support/floor.rs"]
 mod floor;
+#[path = "support/go_webhook.rs"]
+mod go_webhook;
 #[path = "support/loadgen.rs"]
 mod loadgen;
+#[path = "support/parse_limit.rs"]
+mod parse_limit;
+#[path = "support/peer.rs"]
+mod peer;
 #[path = "support/reviews.rs"]
 mod reviews;
 #[path = "../tests/support/server.rs"]
@@ -59,7 +74,10 @@ const SMOKE: Plan = Plan {
     memory_duration: Duration::from_millis(500),
 };
 
-const FLOOR: &str = "floor: nginx, fixed answer";
+const FLOOR: &str = "nginx, fixed answer (floor)";
+const PARSE_LIMIT: &str = "parse limit";
+const CONFIGSUM: &str = "configsum --objects-from";
+const GO_WEBHOOK: &str = "Go webhook";
 
 /// One target at one concurrency level: every run of it.
 struct Row {
@@ -104,6 +122,10 @@ fn check_admission(_: usize, body: &[u8]) -> Result<(), String> {
     if v["response"]["allowed"] != true {
         return Err(format!("not allowed: {v}"));
     }
+    // Every server but nginx reads the review: it must answer the one it was asked.
+    if v["response"]["uid"] != "bench" {
+        return Err(format!("not the review's uid: {v}"));
+    }
     Ok(())
 }
 
@@ -121,8 +143,16 @@ struct Target<'a> {
     api: Option<&'a FakeApiServer>,
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 4 && args[1] == parse_limit::ARG {
+        return parse_limit::serve(&args[2], &args[3]);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build();
+    runtime.expect("runtime").block_on(bench());
+}
+
+async fn bench() {
     let full = std::env::args().any(|a| a == "--bench");
     let plan = if full { FULL } else { SMOKE };
     install_crypto_provider();
@@ -158,7 +188,21 @@ async fn main() {
         }
     };
 
-    // 1. configsum with --objects-from (the webhook's own cost), each run next to the floor's.
+    // The parse limit and the Go webhook, up for the whole run as the floor is.
+    let parse_limit_server = parse_limit::start(&dir.path("tls.crt"), &dir.path("tls.key"))
+        .unwrap_or_else(|e| panic!("the parse-limit server did not start: {e}"));
+    let go_server = match go_webhook::binary(full) {
+        Ok(binary) => Some(go_webhook::start(&binary, &cert, &key, &digest, &objects)),
+        Err(e) if !full => {
+            eprintln!("smoke run: Go webhook skipped ({e}); scripts/build-go-webhook.sh builds it");
+            None
+        }
+        Err(e) => panic!("the Go webhook is needed: scripts/build-go-webhook.sh failed: {e}"),
+    };
+    let parse_limit = peer_target(PARSE_LIMIT, &parse_limit_server);
+    let go = go_server.as_ref().map(|server| peer_target(GO_WEBHOOK, server));
+
+    // 1. configsum with --objects-from (the webhook's own cost), each run next to the others'.
     let mut rows: Vec<Row> = Vec::new();
     {
         let args = [
@@ -173,13 +217,17 @@ async fn main() {
         ];
         let server = start_configsum(&args, &[], &dir.path("ca.crt")).await;
         let configsum = Target {
-            name: "configsum --objects-from",
+            name: CONFIGSUM,
             addr: &server.addr,
             stats: ProcessStats::new(vec![server.child.id().expect("pid")]),
             check: check_admission,
             api: None,
         };
-        let targets: Vec<&Target<'_>> = std::iter::once(&configsum).chain(floor.as_ref()).collect();
+        if let Some(go) = &go {
+            same_digests(&configsum, go, &connector, &mix).await;
+        }
+        let targets: Vec<&Target<'_>> =
+            (floor.iter()).chain([&parse_limit, &configsum]).chain(go.as_ref()).collect();
         for run in 0..plan.runs {
             for &c in plan.concurrency {
                 for target in &targets {
@@ -244,6 +292,7 @@ async fn main() {
         assert_eq!(server.terminate().await, Some(0));
     }
     drop(nginx);
+    drop((parse_limit_server, go_server));
 
     // 3. Memory with many large Secrets, reviews referencing a rotating subset.
     let memory = memory_at_scale(&api, &plan, &dir, &kubeconfig, &connector).await;
@@ -269,6 +318,38 @@ async fn start_configsum(args: &[&str], env: &[(&str, &str)], ca: &std::path::Pa
         Ok(bin) => Server::start_program(&[bin.as_str()], args, env, ca).await,
         Err(_) => Server::start(args, env, ca).await,
     }
+}
+
+fn peer_target<'a>(name: &'static str, peer: &'a peer::Peer) -> Target<'a> {
+    Target {
+        name,
+        addr: &peer.addr,
+        stats: ProcessStats::new(vec![peer.pid]),
+        check: check_admission,
+        api: None,
+    }
+}
+
+/// Aborts unless the Go webhook answers every review of the mix with configsum's digest
+/// annotations (and at least one review gets some): otherwise the two do different work.
+async fn same_digests(
+    configsum: &Target<'_>,
+    go: &Target<'_>,
+    connector: &tokio_rustls::TlsConnector,
+    mix: &[reviews::MixEntry],
+) {
+    let mut annotated = 0;
+    for entry in mix {
+        let post = |addr| loadgen::post(addr, connector, "/mutate", entry.body.clone());
+        let ours = post(configsum.addr).await.expect("configsum's answer");
+        let theirs = post(go.addr).await.expect("the Go webhook's answer");
+        if let Err(e) = go_webhook::same_annotations(&ours, &theirs) {
+            panic!("the Go webhook's patch for the {} differs from configsum's: {e}", entry.name);
+        }
+        annotated += go_webhook::annotations(&ours).map_or(0, |a| a.len());
+    }
+    assert!(annotated > 0, "configsum set no digest for the mix: nothing compared");
+    eprintln!("the Go webhook sets configsum's {annotated} digest annotations over the mix");
 }
 
 /// nginx's master and the workers it forks after it starts listening.
@@ -404,7 +485,7 @@ fn report(rows: &[Row], lookups_ok: bool, memory: &Memory, plan: &Plan) -> Strin
     let _ = writeln!(
         out,
         "Load: closed loop, keep-alive TLS 1.3 (AES-128-GCM, X25519), {} runs of {} s per level \
-         (configsum --objects-from and the floor interleaved), mix of 4 reviews",
+         (nginx, the parse limit, configsum --objects-from and the Go webhook interleaved), mix of 4 reviews",
         plan.runs,
         plan.duration.as_secs_f64()
     );
@@ -415,31 +496,15 @@ fn report(rows: &[Row], lookups_ok: bool, memory: &Memory, plan: &Plan) -> Strin
     );
     let _ = writeln!(
         out,
-        "| target | conc. | req/s | p50 ms | p99 ms | p99.9 ms | CPU s / 1k | peak RSS MiB | vs floor req/s | p99 − floor |"
+        "| target | conc. | req/s | p50 ms | p99 ms | p99.9 ms | CPU s / 1k | peak RSS MiB |"
     );
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         let rps: Vec<f64> = row.runs.iter().map(|r| r.result.requests_per_second()).collect();
         let (low, high) = range(&rps);
-        let floor = rows.iter().find(|r| r.target == FLOOR && r.concurrency == row.concurrency);
-        let (ratio, p99_delta) = match floor {
-            Some(floor) if row.target != FLOOR => {
-                // Run i against the floor's run i: measured next to each other.
-                let ratios: Vec<f64> = (row.runs.iter().zip(&floor.runs))
-                    .map(|(r, f)| r.result.requests_per_second() / f.result.requests_per_second())
-                    .collect();
-                let (low, high) = range(&ratios);
-                let p99 = |r: &Run| ms(r.result.quantile(0.99));
-                (
-                    format!("{:.2} ({low:.2}–{high:.2})", median(ratios.clone())),
-                    format!("{:+.2} ms", row.median(p99) - floor.median(p99)),
-                )
-            }
-            _ => ("".into(), "".into()),
-        };
         let _ = writeln!(
             out,
-            "| {} | {} | {:.0} ({low:.0}–{high:.0}) | {:.2} | {:.2} | {:.2} | {:.3} | {:.1} | {} | {} |",
+            "| {} | {} | {:.0} ({low:.0}–{high:.0}) | {:.2} | {:.2} | {:.2} | {:.3} | {:.1} |",
             row.target,
             row.concurrency,
             median(rps.clone()),
@@ -448,8 +513,38 @@ fn report(rows: &[Row], lookups_ok: bool, memory: &Memory, plan: &Plan) -> Strin
             row.median(|r| ms(r.result.quantile(0.999))),
             row.median(|r| r.cpu_per_1000),
             row.peak_rss_mib,
-            ratio,
-            p99_delta
+        );
+    }
+    // configsum against each server it ran next to, run i against run i.
+    let _ = writeln!(
+        out,
+        "\nconfigsum --objects-from against the others, run by run (median, range); \
+         a req/s ratio of 1 is as fast, a CPU ratio of 1 as cheap per review:\n"
+    );
+    let _ = writeln!(
+        out,
+        "| conc. | req/s ÷ parse limit | req/s ÷ Go | req/s ÷ nginx | CPU / review ÷ parse limit | CPU / review ÷ Go | p99 − parse limit |"
+    );
+    let _ = writeln!(out, "|---:|---:|---:|---:|---:|---:|---:|");
+    let rps = |r: &Run| r.result.requests_per_second();
+    let cpu = |r: &Run| r.cpu_per_1000;
+    for configsum in rows.iter().filter(|r| r.target == CONFIGSUM) {
+        let other = |target| {
+            rows.iter().find(|r| r.target == target && r.concurrency == configsum.concurrency)
+        };
+        let p99 = |r: &Run| ms(r.result.quantile(0.99));
+        let p99_delta = other(PARSE_LIMIT).map_or(String::new(), |limit| {
+            format!("{:+.2} ms", configsum.median(p99) - limit.median(p99))
+        });
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {p99_delta} |",
+            configsum.concurrency,
+            ratio(configsum, other(PARSE_LIMIT), rps),
+            ratio(configsum, other(GO_WEBHOOK), rps),
+            ratio(configsum, other(FLOOR), rps),
+            ratio(configsum, other(PARSE_LIMIT), cpu),
+            ratio(configsum, other(GO_WEBHOOK), cpu),
         );
     }
     let _ = writeln!(
@@ -489,6 +584,14 @@ fn report(rows: &[Row], lookups_ok: bool, memory: &Memory, plan: &Plan) -> Strin
         samples.join(" ")
     );
     out
+}
+
+/// `row`'s runs over `other`'s, run by run: "median (lowest–highest)", or "–" without `other`.
+fn ratio(row: &Row, other: Option<&Row>, of: impl Fn(&Run) -> f64) -> String {
+    let Some(other) = other else { return "–".into() };
+    let ratios: Vec<f64> = row.runs.iter().zip(&other.runs).map(|(r, o)| of(r) / of(o)).collect();
+    let (low, high) = range(&ratios);
+    format!("{:.2} ({low:.2}–{high:.2})", median(ratios.clone()))
 }
 
 fn range(values: &[f64]) -> (f64, f64) {

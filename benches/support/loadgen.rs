@@ -138,6 +138,28 @@ pub async fn run(
     result
 }
 
+/// One POST of `body` to `path` on a fresh connection: the answer's body, if 200.
+pub async fn post(
+    addr: &str,
+    connector: &TlsConnector,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<Vec<u8>, String> {
+    let mut sender = open(addr, connector).await;
+    let request = hyper::Request::post(path)
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| e.to_string())?;
+    let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    if status != 200 {
+        return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
+    }
+    Ok(body.to_vec())
+}
+
 /// A kept-alive HTTP/1.1 connection over TLS to `addr`.
 async fn open(addr: &str, connector: &TlsConnector) -> SendRequest<Full<Bytes>> {
     let tcp = TcpStream::connect(addr).await.expect("connect");
