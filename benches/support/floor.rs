@@ -79,16 +79,21 @@ http {{
 
 impl Drop for Nginx {
     fn drop(&mut self) {
-        // TERM lets the master stop its workers; a KILL would orphan them.
-        let _ = Command::new("kill").args(["-TERM", &self.pid.to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child, self.pid);
     }
+}
+
+/// Stops a server process: TERM first, which lets nginx's master stop its workers (a KILL
+/// would orphan them) and lets any server finish cleanly; KILL after 5 s.
+pub fn terminate(child: &mut Child, pid: u32) {
+    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -6,7 +6,7 @@
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct Peer {
     child: Child,
@@ -48,15 +48,6 @@ impl Peer {
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.pid.to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        super::floor::terminate(&mut self.child, self.pid);
     }
 }

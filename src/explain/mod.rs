@@ -178,8 +178,9 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
                 let plan = plan_of(&view_with(&none), workload);
                 let mut objects = BTreeMap::new();
                 let mut resumes = BTreeMap::new();
-                for target in plan.iter().flat_map(|plan| &plan.targets) {
-                    let Some(plan) = &plan else { break };
+                let planned =
+                    plan.iter().flat_map(|plan| plan.targets.iter().map(move |t| (plan, t)));
+                for (plan, target) in planned {
                     let Some(ObjectKey { namespace: lives_in, object }) = plan.lookup_key(target)
                     else {
                         objects.insert(target.object.clone(), Ok(None));
