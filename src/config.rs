@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::controller::model::shard::Shard;
 use crate::core::model::annotations::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE_SELECTOR};
 use crate::core::model::label_selector::LabelSelector;
 use crate::core::model::object_ref::is_namespace_name;
@@ -160,6 +161,11 @@ pub struct ControllerArgs {
     /// Name of the coordination.k8s.io/v1 Lease used for leader election.
     #[arg(long, env = "CONFIGSUM_LEASE_NAME", default_value = "configsum-controller")]
     pub lease_name: String,
+    /// This controller's shard, `I/N`: it rolls only the workloads of the namespaces whose
+    /// name hashes to I of N, and elects its leader with the Lease `<lease-name>-I-of-N`
+    /// (N = 1: the whole cluster, and the Lease `<lease-name>`). N is at most 256.
+    #[arg(long, env = "CONFIGSUM_SHARD", default_value = "0/1", value_parser = Shard::parse)]
+    pub shard: Shard,
     /// Namespace of the Lease (default: POD_NAMESPACE, else configsum-system).
     #[arg(long, env = "CONFIGSUM_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,

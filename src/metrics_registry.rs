@@ -22,6 +22,13 @@ impl MetricsRegistry {
         Self::default()
     }
 
+    /// Every series carries `name="value"` too: the controller's `shard`, so that the
+    /// series of N shards scraped together can be told apart.
+    pub fn labelled(name: &'static str, value: String) -> Self {
+        let label = std::iter::once((name.into(), value.into()));
+        MetricsRegistry(Registry::with_prefix_and_labels("configsum", label))
+    }
+
     /// Registers `metric` as `configsum_<name>`.
     pub fn register(&mut self, name: &str, help: &str, metric: impl Metric) {
         self.0.register(name, help, metric);

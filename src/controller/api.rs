@@ -63,6 +63,16 @@ pub trait ControllerApi: Send + Sync + 'static {
 pub struct KubeApi {
     pub client: Client,
     pub source: Arc<KubeSource>,
+    /// Who records the Events: `reportingInstance`, and the labels each carries (a
+    /// sharded controller's `<domain>/shard`).
+    pub reporter: Reporter,
+}
+
+/// The replica behind each Event, so that `kubectl get events -l` tells shards apart.
+#[derive(Clone, Debug, Default)]
+pub struct Reporter {
+    pub instance: String,
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 impl ControllerApi for KubeApi {
@@ -88,6 +98,10 @@ impl ControllerApi for KubeApi {
             // An Event about a ConfigMap or Secret (a halted change's source): its uid is not
             // kept for each of them, and `kubectl describe` finds Events by it.
             event.involved_object.uid = self.object_uid(&event, &namespace, timeout).await;
+        }
+        event.reporting_instance = Some(self.reporter.instance.clone());
+        if !self.reporter.labels.is_empty() {
+            event.metadata.labels = Some(self.reporter.labels.clone());
         }
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         match tokio::time::timeout(timeout, api.create(&super::post_params(), &event)).await {
@@ -149,7 +163,7 @@ mod tests {
     fn api() -> (KubeApi, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
         let (client, sent) = recording::client();
         let source = Arc::new(KubeSource::new(client.clone(), ObjectScope::default()));
-        (KubeApi { client, source }, sent)
+        (KubeApi { client, source, reporter: Reporter::default() }, sent)
     }
 
     #[tokio::test]

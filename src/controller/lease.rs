@@ -6,24 +6,50 @@
 //! after its last successful renewal began (client-go's renew deadline), so
 //! a leader that cannot renew — even one whose calls hang — stops patching
 //! before any other replica can take the Lease over.
+//!
+//! With `--shard I/N` each shard has its own Lease (`model::shard`). Shards of two counts
+//! overlap during a change of N, so a replica that does not lead yet will not begin while a
+//! Lease of another count is held: it checks before taking its Lease and again after (a
+//! LIST, which the API server answers from etcd), and gives the Lease back if another count
+//! appeared in between. A leader already at work never yields to a newcomer; newcomers that
+//! meet each other both yield and try again after a random delay. So the namespaces of one
+//! count are handed to the next once, when the last of the old count has stopped.
 
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::ListParams;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
 pub use super::model::leadership::Leadership;
+use super::model::shard::Shard;
 
 pub struct LeaderElector {
     api: Api<Lease>,
+    /// `--lease-name`: every count of shards names its Leases after it.
+    base: String,
+    /// This shard's Lease.
     name: String,
+    shard: Shard,
     identity: String,
     duration: Duration,
+}
+
+/// What one try of the campaign found.
+#[derive(Debug, PartialEq, Eq)]
+enum Campaign {
+    Leading,
+    Following,
+    /// Another count of shards still holds this Lease: not taken, or given back.
+    Waiting {
+        lease: String,
+        gave_back: bool,
+    },
 }
 
 impl LeaderElector {
@@ -31,13 +57,16 @@ impl LeaderElector {
     pub fn new(
         client: Client,
         namespace: &str,
-        name: &str,
+        base: &str,
+        shard: Shard,
         identity: &str,
         duration: Duration,
     ) -> Self {
         LeaderElector {
             api: Api::namespaced(client, namespace),
-            name: name.to_owned(),
+            base: base.to_owned(),
+            name: shard.lease_name(base),
+            shard,
             identity: identity.to_owned(),
             duration,
         }
@@ -48,20 +77,35 @@ impl LeaderElector {
         let period = self.duration / 5;
         let renew_deadline = self.duration * 2 / 3;
         let mut current = Leadership::default();
+        let mut waiting_for = None;
         loop {
             let started = Instant::now();
+            let mut pause = period;
             // Bounded: a hung call must not outlive the next renewal.
-            let attempt = tokio::time::timeout(period, self.try_acquire_or_renew()).await;
+            let newcomer = !current.is_leading(started);
+            let attempt = tokio::time::timeout(period, self.campaign(newcomer)).await;
             let now = Instant::now();
             match attempt {
-                Ok(Ok(true)) => {
+                Ok(Ok(Campaign::Leading)) => {
                     if !current.is_leading(now) {
                         current.term += 1;
-                        info!(identity = %self.identity, lease = %self.name, term = current.term, "became the leader");
+                        info!(identity = %self.identity, lease = %self.name, shard = %self.shard, term = current.term, "became the leader");
                     }
                     current.until = Some(started + renew_deadline);
+                    waiting_for = None;
                 }
-                Ok(Ok(false)) => current.until = None,
+                Ok(Ok(Campaign::Following)) => current.until = None,
+                Ok(Ok(Campaign::Waiting { lease, gave_back })) => {
+                    current.until = None;
+                    if waiting_for.as_ref() != Some(&lease) {
+                        info!(lease = %self.name, shard = %self.shard, held = %lease, "waiting: another count of shards still holds its Lease");
+                    }
+                    waiting_for = Some(lease);
+                    // Two newcomers that met each other both gave back: they try again apart.
+                    if gave_back {
+                        pause += period.mul_f64(crate::notify::retry::random_jitter());
+                    }
+                }
                 Ok(Err(e)) => warn!(error = %e, "cannot reach the Lease"),
                 Err(_) => warn!(timeout = ?period, "the Lease call timed out"),
             }
@@ -75,7 +119,7 @@ impl LeaderElector {
                 changed
             });
             tokio::select! {
-                _ = tokio::time::sleep(period) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = stop.changed() => break,
             }
         }
@@ -102,6 +146,39 @@ impl LeaderElector {
         }
     }
 
+    /// One try: renew; or, for a `newcomer`, take the Lease unless another count of shards
+    /// holds one, looking again once taken.
+    async fn campaign(&self, newcomer: bool) -> Result<Campaign, kube::Error> {
+        if newcomer {
+            if let Some(lease) = self.other_count_holding().await? {
+                return Ok(Campaign::Waiting { lease, gave_back: false });
+            }
+        }
+        if !self.try_acquire_or_renew().await? {
+            return Ok(Campaign::Following);
+        }
+        if newcomer {
+            if let Some(lease) = self.other_count_holding().await? {
+                self.release().await?;
+                return Ok(Campaign::Waiting { lease, gave_back: true });
+            }
+        }
+        Ok(Campaign::Leading)
+    }
+
+    /// A Lease of another count of shards that is held and not expired, if any.
+    async fn other_count_holding(&self) -> Result<Option<String>, kube::Error> {
+        let leases = self.api.list(&ListParams::default()).await?;
+        let now = Timestamp::now();
+        let held: Vec<(String, bool)> = leases
+            .items
+            .iter()
+            .filter_map(|l| Some((l.metadata.name.clone()?, is_held(l.spec.as_ref()?, now))))
+            .collect();
+        let names = held.iter().map(|(name, live)| (name.as_str(), *live));
+        Ok(self.shard.waits_for(&self.base, names).map(str::to_owned))
+    }
+
     /// `Ok(true)` while this replica holds the Lease.
     async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
         let now = Timestamp::now();
@@ -118,12 +195,7 @@ impl LeaderElector {
         if holder == self.identity {
             lease.spec = Some(self.spec(now, spec.acquire_time, transitions));
         } else {
-            let duration =
-                SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(15)));
-            let expired = spec
-                .renew_time
-                .is_none_or(|t| t.0.checked_add(duration).is_ok_and(|end| end < now));
-            if !holder.is_empty() && !expired {
+            if is_held(&spec, now) {
                 return Ok(false);
             }
             lease.spec = Some(self.spec(now, None, transitions + 1));
@@ -147,6 +219,17 @@ impl LeaderElector {
     }
 }
 
+/// A holder, renewed within its duration (15 s if the Lease does not say).
+fn is_held(spec: &LeaseSpec, now: Timestamp) -> bool {
+    let holder = spec.holder_identity.as_deref().unwrap_or_default();
+    let duration = SignedDuration::from_secs(i64::from(spec.lease_duration_seconds.unwrap_or(15)));
+    let expired = spec
+        .renew_time
+        .as_ref()
+        .is_none_or(|t| t.0.checked_add(duration).is_ok_and(|end| end < now));
+    !holder.is_empty() && !expired
+}
+
 fn conflict_is_false<T>(result: Result<T, kube::Error>) -> Result<bool, kube::Error> {
     match result {
         Ok(_) => Ok(true),
@@ -164,12 +247,12 @@ mod tests {
     async fn the_lease_is_created_and_replaced_with_the_field_manager_only() {
         use crate::lookup::well_formed_query::recording::{self, NOT_FOUND};
         let (client, sent) = recording::client_answering(|_| (404, NOT_FOUND.to_owned()));
-        let elector = LeaderElector::new(client, "ops", "configsum", "me", Duration::from_secs(15));
+        let elector = electing(client, Shard::default());
         let _ = elector.try_acquire_or_renew().await;
         let held = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease",
             "metadata":{"name":"configsum","resourceVersion":"3"},"spec":{"holderIdentity":"me"}}"#;
         let (client, replaced) = recording::client_answering(|_| (200, held.to_owned()));
-        let elector = LeaderElector::new(client, "ops", "configsum", "me", Duration::from_secs(15));
+        let elector = electing(client, Shard::default());
         let _ = elector.release().await;
         let leases = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
         assert_eq!(
@@ -182,6 +265,92 @@ mod tests {
                 format!("GET {leases}/configsum"),
                 format!("PUT {leases}/configsum?fieldManager=configsum")
             ]
+        );
+    }
+
+    fn electing(client: Client, shard: Shard) -> LeaderElector {
+        LeaderElector::new(client, "ops", "configsum", shard, "me", Duration::from_secs(15))
+    }
+
+    /// A Lease list holding `leases` (name, holder), each renewed just now.
+    fn lease_list(leases: &[(&str, &str)]) -> String {
+        let now = Timestamp::now();
+        let items: Vec<serde_json::Value> = leases
+            .iter()
+            .map(|(name, holder)| {
+                serde_json::json!({
+                    "metadata": {"name": name, "resourceVersion": "5"},
+                    "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                             "renewTime": MicroTime(now)}
+                })
+            })
+            .collect();
+        serde_json::json!({"apiVersion": "coordination.k8s.io/v1", "kind": "LeaseList",
+                           "metadata": {"resourceVersion": "9"}, "items": items})
+        .to_string()
+    }
+
+    const MINE: &str = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease",
+        "metadata":{"name":"configsum-0-of-3","resourceVersion":"3"},"spec":{"holderIdentity":"me"}}"#;
+
+    /// A shard of 3 that does not lead yet waits while a shard of 2 holds its Lease: it
+    /// lists, and neither reads nor takes its own.
+    #[tokio::test]
+    async fn a_newcomer_waits_while_another_count_holds_a_lease() {
+        use crate::lookup::well_formed_query::recording;
+        let listed = lease_list(&[("configsum-1-of-2", "old"), ("configsum-1-of-3", "peer")]);
+        let (client, sent) = recording::client_answering(move |_| (200, listed.clone()));
+        let shard = Shard::parse("0/3").expect("shard");
+        let campaign = electing(client, shard).campaign(true).await.expect("campaign");
+        let wanted = Campaign::Waiting { lease: "configsum-1-of-2".into(), gave_back: false };
+        assert_eq!(campaign, wanted);
+        let leases = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
+        assert_eq!(recording::sent(&sent), [format!("GET {leases}")]);
+    }
+
+    /// Two newcomers of different counts that took their Leases at once: the one that sees
+    /// the other after taking its own gives it back. A leader at work renews without looking.
+    #[tokio::test]
+    async fn a_newcomer_that_meets_another_count_after_taking_its_lease_gives_it_back() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        use crate::lookup::well_formed_query::recording;
+        let lists = std::sync::Arc::new(AtomicUsize::new(0));
+        let answer = move |request: &hyper::Request<kube::client::Body>| {
+            let path = request.uri().path();
+            match (request.method().as_str(), path.ends_with("/leases")) {
+                ("GET", true) if lists.fetch_add(1, Ordering::SeqCst) == 0 => {
+                    (200, lease_list(&[("configsum-0-of-2", "")]))
+                }
+                ("GET", true) => (200, lease_list(&[("configsum-0-of-2", "old")])),
+                _ => (200, MINE.to_owned()),
+            }
+        };
+        let (client, sent) = recording::client_answering(answer);
+        let shard = Shard::parse("0/3").expect("shard");
+        let campaign = electing(client, shard).campaign(true).await.expect("campaign");
+        let wanted = Campaign::Waiting { lease: "configsum-0-of-2".into(), gave_back: true };
+        assert_eq!(campaign, wanted);
+        let leases = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
+        let mine = format!("{leases}/configsum-0-of-3");
+        assert_eq!(
+            recording::sent(&sent),
+            [
+                format!("GET {leases}"),
+                format!("GET {mine}"),
+                format!("PUT {mine}?fieldManager=configsum"),
+                format!("GET {leases}"),
+                format!("GET {mine}"),
+                format!("PUT {mine}?fieldManager=configsum"),
+            ]
+        );
+
+        let (client, sent) = recording::client_answering(|_| (200, MINE.to_owned()));
+        let campaign = electing(client, shard).campaign(false).await.expect("campaign");
+        assert_eq!(campaign, Campaign::Leading);
+        assert_eq!(
+            recording::sent(&sent),
+            [format!("GET {mine}"), format!("PUT {mine}?fieldManager=configsum")]
         );
     }
 

@@ -9,7 +9,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tracing::info;
 
-use super::api::{ControllerApi as _, KubeApi};
+use super::api::{ControllerApi as _, KubeApi, Reporter};
 use super::lease::{LeaderElector, Leadership};
 use super::metrics::ControllerMetrics;
 use super::model::message::Message;
@@ -76,7 +76,11 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_owned()))
         .unwrap_or_else(|| format!("configsum-controller-{}", std::process::id()));
 
-    let mut metrics_registry = MetricsRegistry::new();
+    let mut metrics_registry = if args.shard.is_sharded() {
+        MetricsRegistry::labelled("shard", args.shard.to_string())
+    } else {
+        MetricsRegistry::new()
+    };
     let controller_metrics = ControllerMetrics::register(&mut metrics_registry);
     let notifications = controller_metrics.notifications.clone();
     let notifier = Notifier::start(targets, DeliveryLimits::default(), notifications)?;
@@ -89,13 +93,14 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
         RegistryConfig { reuse_for: Duration::ZERO, ..args.registries.config(Caller::Controller) };
     let registry = process::registry_client(registry_config, &controller_metrics.registries)?;
     let (running, signals) = Running::start(args.admin.metrics_listen, metrics_registry).await?;
-    info!(identity = %identity, metrics_listen = %running.admin_address, "configsum controller started");
+    info!(identity = %identity, shard = %args.shard, metrics_listen = %running.admin_address, "configsum controller started");
 
     let (leadership_tx, mut leadership) = watch::channel(Leadership::default());
     let elector = LeaderElector::new(
         client.clone(),
         &lease_namespace,
         &args.lease_name,
+        args.shard,
         &identity,
         args.lease_duration,
     );
@@ -104,7 +109,13 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     // Internally, an unreadable object means "retry", never "keep".
     let settings = process::settings(&args.annotations, &args.scope, LookupErrorPolicy::Deny);
     let source = Arc::new(KubeSource::new(client.clone(), settings.object_scope()));
-    let api = Arc::new(KubeApi { client: client.clone(), source: source.clone() });
+    // The API server's bound on an Event's reportingInstance.
+    let instance = identity.chars().take(128).collect();
+    let mut reporter = Reporter { instance, ..Reporter::default() };
+    if args.shard.is_sharded() {
+        reporter.labels.insert(settings.domain.shard(), args.shard.label_value());
+    }
+    let api = Arc::new(KubeApi { client: client.clone(), source: source.clone(), reporter });
     // Small: a full channel holds the watches back rather than buffering a list.
     let (tx, mut messages) = mpsc::channel::<Message>(1_024);
     let reconciler = Arc::new(Reconciler {
@@ -147,6 +158,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), StartupError> {
     let options = Options {
         settings,
         own_namespace,
+        shard: args.shard,
         window: args.window,
         min_interval: args.min_interval,
         poll_interval: args.image_poll_interval,

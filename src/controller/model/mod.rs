@@ -53,6 +53,7 @@ pub mod message;
 pub mod notice;
 pub mod polled_image;
 pub mod reading;
+pub mod shard;
 pub mod trigger;
 pub mod wave_record;
 pub mod work;

@@ -60,6 +60,7 @@ use self::scope::NamespaceScope;
 use self::workloads::WorkloadIndex;
 use crate::controller::model::leadership::Leadership;
 use crate::controller::model::message::{Message, ObjectVersion, Partition, partitions};
+use crate::controller::model::shard::Shard;
 use crate::controller::model::trigger::Source;
 use crate::controller::model::workload::WorkloadKey;
 use crate::core::inputs::workload_template::template_digest;
@@ -71,6 +72,8 @@ pub struct Options {
     pub settings: Settings,
     /// configsum's own namespace: never in scope, whatever its label says.
     pub own_namespace: String,
+    /// `--shard`: only the namespaces it owns are in scope.
+    pub shard: Shard,
     pub window: Duration,
     pub min_interval: Duration,
     /// `--image-poll-interval`.
@@ -183,7 +186,8 @@ impl State {
                 options.own_namespace,
                 options.settings.domain.roll_window(),
             )
-            .serving(options.settings.namespaces.clone()),
+            .serving(options.settings.namespaces.clone())
+            .sharded(options.shard),
             workloads: WorkloadIndex::new(options.settings),
             references: ReferenceIndex::default(),
             objects: TrackedObjects::default(),

@@ -8,6 +8,7 @@ use tracing::debug;
 
 use super::relist::WatchIndex;
 use crate::controller::model::message::ObjectVersion;
+use crate::controller::model::shard::Shard;
 
 #[derive(Debug)]
 pub struct NamespaceScope {
@@ -25,6 +26,8 @@ pub struct NamespaceScope {
     window_changes: Vec<(String, Option<String>)>,
     /// `--namespaces`, sorted: a namespace must be listed there too (empty: any).
     served: Vec<String>,
+    /// `--shard`: a namespace must be one this shard owns.
+    shard: Shard,
 }
 
 impl NamespaceScope {
@@ -40,12 +43,18 @@ impl NamespaceScope {
             windows: HashMap::new(),
             window_changes: Vec::new(),
             served: Vec::new(),
+            shard: Shard::default(),
         }
     }
 
     /// Only these namespaces (`--namespaces`, sorted) can be in scope, whatever their labels.
     pub fn serving(self, served: Vec<String>) -> Self {
         NamespaceScope { served, ..self }
+    }
+
+    /// Only the namespaces `shard` owns can be in scope: another shard rolls the rest.
+    pub fn sharded(self, shard: Shard) -> Self {
+        NamespaceScope { shard, ..self }
     }
 
     /// The namespaces whose maintenance window changed since the last call, with the new one.
@@ -90,7 +99,7 @@ impl WatchIndex<ObjectVersion> for NamespaceScope {
 
     fn key(&self, namespace: &ObjectVersion) -> Option<String> {
         let name = namespace.name.as_deref()?;
-        let served = crate::core::mutate::serves(&self.served, name);
+        let served = crate::core::mutate::serves(&self.served, name) && self.shard.owns(name);
         (served && name != self.own_namespace && name != "kube-system").then(|| name.to_owned())
     }
 
@@ -158,5 +167,33 @@ mod tests {
         assert!(scope.newly_in_scope());
         watch.handle(&mut scope, Event::Delete(namespace("a")));
         assert_eq!(scope.take_opted_out(), ["a"]);
+    }
+
+    /// Three shards, one namespace watch each: every opted-in namespace is in exactly one
+    /// shard's scope, and a namespace another shard owns is never opted out of this one.
+    #[test]
+    fn a_shard_scopes_only_the_namespaces_it_owns() {
+        let names: Vec<String> = (0..30).map(|n| format!("team-{n}")).collect();
+        let mut in_scopes = vec![0; names.len()];
+        for index in 0..3 {
+            let shard = Shard::parse(&format!("{index}/3")).expect("shard");
+            let mut scope = NamespaceScope::new("configsum".into(), "k".into()).sharded(shard);
+            let mut watch = Watch::default();
+            watch.handle(&mut scope, Event::Init);
+            for name in &names {
+                watch.handle(&mut scope, Event::InitApply(namespace(name)));
+            }
+            watch.handle(&mut scope, Event::InitDone);
+            for (n, name) in names.iter().enumerate() {
+                assert_eq!(scope.contains(name), shard.owns(name), "{name} in {shard}");
+                in_scopes[n] += usize::from(scope.contains(name));
+            }
+            let owned = names.iter().filter(|n| shard.owns(n)).count();
+            assert!(owned > 0, "30 namespaces leave no shard of 3 empty");
+            watch.handle(&mut scope, Event::Init);
+            watch.handle(&mut scope, Event::InitDone);
+            assert_eq!(scope.take_opted_out().len(), owned, "only its own namespaces leave");
+        }
+        assert!(in_scopes.iter().all(|&n| n == 1), "{in_scopes:?}");
     }
 }

@@ -80,6 +80,7 @@ impl Harness {
         let options = Options {
             settings,
             own_namespace: "configsum".into(),
+            shard: Shard::default(),
             window: WINDOW,
             min_interval: Duration::ZERO,
             poll_interval: HOUR,

@@ -124,6 +124,11 @@ impl AnnotationDomain {
         format!("{}/roll-window", self.domain)
     }
 
+    /// `<domain>/shard`: a label on the Events of a sharded controller, `<I>-of-<N>`.
+    pub fn shard(&self) -> String {
+        format!("{}/shard", self.domain)
+    }
+
     /// `<domain>/paused`: `"true"` on a workload: the controller never rolls it.
     pub fn paused(&self) -> String {
         format!("{}/paused", self.domain)
