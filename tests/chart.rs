@@ -117,6 +117,8 @@ fn the_schema_and_the_templates_refuse_bad_values() {
         (vec!["--set", "controller.registryRate=fast"], "registryRate"),
         (vec!["--set", "controller.fanOut=some"], "fanOut"),
         (vec!["--set", "controller.maxWave=0"], "maxWave"),
+        (vec!["--set", "controller.shards=0"], "shards"),
+        (vec!["--set", "controller.shards=257"], "shards"),
         (vec!["--set", "controller.maxWave=many"], "maxWave"),
         (vec!["--set", "controller.waveTimeout=forever"], "waveTimeout"),
         (vec!["--set", "controller.notify.secretName=Not_A_Name"], "secretName"),
@@ -325,6 +327,44 @@ fn rolling_values_reach_the_controller() {
         // Spaces and all, one argument.
         let flag = format!("--roll-window={window}");
         assert!(args.contains(&flag), "{helm:?}: {flag} in {args:?}");
+    }
+}
+
+/// `controller.shards=3`: three Deployments, each running one shard with its own selector
+/// (the index only, so that a change of N keeps each Deployment's immutable selector) and
+/// its own PodDisruptionBudget; every shard's pods are selected by their Deployment only.
+#[test]
+fn shards_render_one_deployment_per_shard() {
+    for helm in Helm::ALL {
+        let objects = by_identity(helm.render(NAMESPACE, &["--set", "controller.shards=3"]));
+        let of = |kind: &str, name: &str| {
+            objects.get(&(kind.to_owned(), NAMESPACE.to_owned(), name.to_owned()))
+        };
+        assert!(of("Deployment", "configsum-controller").is_none(), "{helm:?}");
+        let deployments: Vec<&Value> =
+            (0..3).map(|i| of("Deployment", &format!("configsum-controller-{i}")).expect("a shard")).collect();
+        assert!(of("Deployment", "configsum-controller-3").is_none(), "{helm:?}");
+        for (i, deployment) in deployments.iter().enumerate() {
+            let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+            assert!(args.contains(&format!("\"--shard={i}/3\"")), "{helm:?}: {args}");
+            assert!(args.contains("\"--lease-name=configsum-controller\""), "{args}");
+            let pdb = of("PodDisruptionBudget", &format!("configsum-controller-{i}")).expect("a PDB");
+            assert_eq!(pdb["spec"]["selector"], deployment["spec"]["selector"]);
+            for (j, other) in deployments.iter().enumerate() {
+                let labels: BTreeMap<&str, &str> = other["spec"]["template"]["metadata"]["labels"]
+                    .as_object()
+                    .expect("labels")
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str().expect("a string")))
+                    .collect();
+                let selected = structured_selects(&deployment["spec"]["selector"], &labels);
+                assert_eq!(selected, i == j, "{helm:?}: Deployment {i} selects shard {j}'s pods");
+            }
+        }
+        // One shard is the unsharded install, byte for byte the default.
+        let one = by_identity(helm.render(NAMESPACE, &["--set", "controller.shards=1"]));
+        assert_eq!(one, by_identity(helm.render(NAMESPACE, &[])), "{helm:?}");
+        assert!(!controller_args(helm, &[]).iter().any(|a| a.starts_with("--shard")));
     }
 }
 

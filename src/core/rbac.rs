@@ -20,8 +20,11 @@ pub const ROLLED_KIND_VERBS: &[&str] = &["list", "watch", "patch"];
 /// one object's data on a change.
 pub const TRACKED_KIND_VERBS: &[&str] = &["get", "list", "watch"];
 
-/// On its own Lease, in its own namespace: `create`, then `get` and `update` by name.
-pub const LEASE_VERBS: &[&str] = &["create", "get", "update"];
+/// On Leases, in its own namespace only: `create`, `get` and `update` its own, and `list`
+/// them all to see whether another count of shards still holds one (`--shard`). Not narrowed
+/// to names: each count of shards names its Leases differently, and during a change of N the
+/// old count must keep renewing its own until it stops.
+pub const LEASE_VERBS: &[&str] = &["create", "get", "list", "update"];
 
 /// The webhook's: `get` on every tracked kind of object, on ServiceAccounts for their image
 /// pull secrets, and on every workload kind another workload may track (its pod template),

@@ -47,6 +47,11 @@ securityContext:
 metadata:
   labels:
     app.kubernetes.io/name: {{ index . 1 }}
+    {{- if gt (len .) 2 }}
+    {{- range $key, $value := index . 2 }}
+    {{ $key }}: {{ $value | quote }}
+    {{- end }}
+    {{- end }}
   {{- with $annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}
