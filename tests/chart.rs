@@ -341,14 +341,16 @@ fn shards_render_one_deployment_per_shard() {
             objects.get(&(kind.to_owned(), NAMESPACE.to_owned(), name.to_owned()))
         };
         assert!(of("Deployment", "configsum-controller").is_none(), "{helm:?}");
-        let deployments: Vec<&Value> =
-            (0..3).map(|i| of("Deployment", &format!("configsum-controller-{i}")).expect("a shard")).collect();
+        let deployments: Vec<&Value> = (0..3)
+            .map(|i| of("Deployment", &format!("configsum-controller-{i}")).expect("a shard"))
+            .collect();
         assert!(of("Deployment", "configsum-controller-3").is_none(), "{helm:?}");
         for (i, deployment) in deployments.iter().enumerate() {
             let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
             assert!(args.contains(&format!("\"--shard={i}/3\"")), "{helm:?}: {args}");
             assert!(args.contains("\"--lease-name=configsum-controller\""), "{args}");
-            let pdb = of("PodDisruptionBudget", &format!("configsum-controller-{i}")).expect("a PDB");
+            let pdb =
+                of("PodDisruptionBudget", &format!("configsum-controller-{i}")).expect("a PDB");
             assert_eq!(pdb["spec"]["selector"], deployment["spec"]["selector"]);
             for (j, other) in deployments.iter().enumerate() {
                 let labels: BTreeMap<&str, &str> = other["spec"]["template"]["metadata"]["labels"]

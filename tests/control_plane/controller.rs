@@ -96,12 +96,25 @@ impl Controller {
         self.logs.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
+    pub async fn metrics(&self) -> String {
+        http_get(&self.metrics, "/metrics").await.1
+    }
+
+    /// Waits (20 s at most) for a log line `wanted` accepts.
+    pub async fn logged(&self, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(line) = self.logs().into_iter().find(|l| wanted(l)) {
+                return line;
+            }
+            assert!(Instant::now() < deadline, "not logged within 20 s: {:?}", self.logs());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The `patched` reconciliations, whatever other labels (a shard's) the series carries.
     pub async fn patches(&self) -> f64 {
-        let text = http_get(&self.metrics, "/metrics").await.1;
-        text.lines()
-            .filter(|l| l.starts_with("configsum_controller_patches_total{outcome=\"patched\"}"))
-            .filter_map(|l| l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()))
-            .sum()
+        sum_of(&self.metrics().await, "configsum_controller_patches_total{", "outcome=\"patched\"")
     }
 
     /// How many complete lists of `resource` the controller has applied (its first, then one
@@ -120,13 +133,23 @@ impl Controller {
     pub async fn idle(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let metrics = http_get(&self.metrics, "/metrics").await.1;
-            if metrics.contains("configsum_controller_queue_depth 0\n") {
+            let metrics = self.metrics().await;
+            let depth = metrics.lines().find(|l| {
+                l.strip_prefix("configsum_controller_queue_depth")
+                    .is_some_and(|rest| rest.starts_with([' ', '{']))
+            });
+            if depth.is_some_and(|l| l.ends_with(" 0")) {
                 return;
             }
             assert!(Instant::now() < deadline, "still busy after 30 s:\n{metrics}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// SIGKILL: no release of the Lease, no goodbye; the standby waits for it to expire.
+    pub async fn kill(mut self) {
+        self.child.start_kill().expect("SIGKILL");
+        let _ = self.child.wait().await;
     }
 
     /// Sends SIGTERM and asserts a clean exit: a controller that crashes or hangs on the way
@@ -141,6 +164,15 @@ impl Controller {
             .expect("wait");
         assert_eq!(exit.code(), Some(0), "exit after SIGTERM: {:?}", self.logs());
     }
+}
+
+/// The sum of the series of `metric` (its name and `{`) whose labels include `label`.
+fn sum_of(metrics: &str, metric: &str, label: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(metric) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()))
+        .sum()
 }
 
 /// A change after the ones under test that `controller` must act on: a Deployment `name` in

@@ -35,5 +35,6 @@ mod relist;
 mod render;
 mod scoped_install;
 mod seen_by_apiserver;
+mod shards;
 mod undo;
 mod webhook;
