@@ -17,4 +17,5 @@ mod application;
 mod cluster;
 mod configsum_pods;
 mod explain;
+mod shards;
 mod waves;
