@@ -146,15 +146,23 @@ impl LeaderElector {
         }
     }
 
-    /// One try: renew; or, for a `newcomer`, take the Lease unless another count of shards
-    /// holds one, looking again once taken.
+    /// One try: renew; or, for a `newcomer`, take the Lease if it is free, unless another
+    /// count of shards holds one, looking again once taken. A standby whose Lease is held
+    /// lists nothing.
     async fn campaign(&self, newcomer: bool) -> Result<Campaign, kube::Error> {
+        let now = Timestamp::now();
+        let lease = self.api.get_opt(&self.name).await?;
+        let spec = lease.as_ref().and_then(|l| l.spec.clone()).unwrap_or_default();
+        let mine = spec.holder_identity.as_deref() == Some(self.identity.as_str());
+        if !mine && is_held(&spec, now) {
+            return Ok(Campaign::Following);
+        }
         if newcomer {
             if let Some(lease) = self.other_count_holding().await? {
                 return Ok(Campaign::Waiting { lease, gave_back: false });
             }
         }
-        if !self.try_acquire_or_renew().await? {
+        if !self.take_or_renew(lease, spec, mine, now).await? {
             return Ok(Campaign::Following);
         }
         if newcomer {
@@ -179,27 +187,28 @@ impl LeaderElector {
         Ok(self.shard.waits_for(&self.base, names).map(str::to_owned))
     }
 
-    /// `Ok(true)` while this replica holds the Lease.
-    async fn try_acquire_or_renew(&self) -> Result<bool, kube::Error> {
-        let now = Timestamp::now();
-        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+    /// Writes the Lease as this replica's: created if `lease` is `None`, renewed if `mine`,
+    /// else taken over (it is free or expired). `Ok(false)` if another writer came first.
+    async fn take_or_renew(
+        &self,
+        lease: Option<Lease>,
+        spec: LeaseSpec,
+        mine: bool,
+        now: Timestamp,
+    ) -> Result<bool, kube::Error> {
+        let Some(mut lease) = lease else {
             let lease = Lease {
                 metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
                 spec: Some(self.spec(now, None, 0)),
             };
             return conflict_is_false(self.api.create(&super::post_params(), &lease).await);
         };
-        let spec = lease.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().unwrap_or_default();
         let transitions = spec.lease_transitions.unwrap_or(0);
-        if holder == self.identity {
-            lease.spec = Some(self.spec(now, spec.acquire_time, transitions));
+        lease.spec = Some(if mine {
+            self.spec(now, spec.acquire_time, transitions)
         } else {
-            if is_held(&spec, now) {
-                return Ok(false);
-            }
-            lease.spec = Some(self.spec(now, None, transitions + 1));
-        }
+            self.spec(now, None, transitions + 1)
+        });
         // The resourceVersion in `lease` guards against a concurrent writer.
         conflict_is_false(self.api.replace(&self.name, &super::post_params(), &lease).await)
     }
@@ -248,7 +257,7 @@ mod tests {
         use crate::lookup::well_formed_query::recording::{self, NOT_FOUND};
         let (client, sent) = recording::client_answering(|_| (404, NOT_FOUND.to_owned()));
         let elector = electing(client, Shard::default());
-        let _ = elector.try_acquire_or_renew().await;
+        let _ = elector.campaign(false).await;
         let held = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease",
             "metadata":{"name":"configsum","resourceVersion":"3"},"spec":{"holderIdentity":"me"}}"#;
         let (client, replaced) = recording::client_answering(|_| (200, held.to_owned()));
@@ -293,19 +302,38 @@ mod tests {
     const MINE: &str = r#"{"apiVersion":"coordination.k8s.io/v1","kind":"Lease",
         "metadata":{"name":"configsum-0-of-3","resourceVersion":"3"},"spec":{"holderIdentity":"me"}}"#;
 
-    /// A shard of 3 that does not lead yet waits while a shard of 2 holds its Lease: it
-    /// lists, and neither reads nor takes its own.
+    /// A shard of 3 that does not lead yet, its Lease free, waits while a shard of 2 holds
+    /// its Lease: it lists, and does not take its own. A standby whose Lease is held by its
+    /// leader lists nothing.
     #[tokio::test]
     async fn a_newcomer_waits_while_another_count_holds_a_lease() {
-        use crate::lookup::well_formed_query::recording;
+        use crate::lookup::well_formed_query::recording::{self, NOT_FOUND};
         let listed = lease_list(&[("configsum-1-of-2", "old"), ("configsum-1-of-3", "peer")]);
-        let (client, sent) = recording::client_answering(move |_| (200, listed.clone()));
+        let answer = move |request: &hyper::Request<kube::client::Body>| {
+            if request.uri().path().ends_with("/leases") {
+                (200, listed.clone())
+            } else {
+                (404, NOT_FOUND.to_owned())
+            }
+        };
+        let (client, sent) = recording::client_answering(answer);
         let shard = Shard::parse("0/3").expect("shard");
         let campaign = electing(client, shard).campaign(true).await.expect("campaign");
         let wanted = Campaign::Waiting { lease: "configsum-1-of-2".into(), gave_back: false };
         assert_eq!(campaign, wanted);
         let leases = "/apis/coordination.k8s.io/v1/namespaces/ops/leases";
-        assert_eq!(recording::sent(&sent), [format!("GET {leases}")]);
+        let mine = format!("{leases}/configsum-0-of-3");
+        assert_eq!(recording::sent(&sent), [format!("GET {mine}"), format!("GET {leases}")]);
+
+        let held = lease_list(&[("configsum-0-of-3", "leader")]);
+        let held: serde_json::Value = serde_json::from_str(&held).expect("a list");
+        let mut held = held["items"][0].clone();
+        held["apiVersion"] = "coordination.k8s.io/v1".into();
+        held["kind"] = "Lease".into();
+        let (client, sent) = recording::client_answering(move |_| (200, held.to_string()));
+        let campaign = electing(client, shard).campaign(true).await.expect("campaign");
+        assert_eq!(campaign, Campaign::Following);
+        assert_eq!(recording::sent(&sent), [format!("GET {mine}")]);
     }
 
     /// Two newcomers of different counts that took their Leases at once: the one that sees
@@ -336,8 +364,8 @@ mod tests {
         assert_eq!(
             recording::sent(&sent),
             [
-                format!("GET {leases}"),
                 format!("GET {mine}"),
+                format!("GET {leases}"),
                 format!("PUT {mine}?fieldManager=configsum"),
                 format!("GET {leases}"),
                 format!("GET {mine}"),
