@@ -60,6 +60,37 @@ pub fn namespace_with(cp: &ControlPlane, namespace: &str, objects: &[String]) {
     }
 }
 
+/// The chart's helm (Helm 3) against the cluster, with its own homes under the cluster's
+/// directory: `args` as given, run from the repository's root.
+#[must_use = "helm's exit status says whether it did anything"]
+pub fn helm(cp: &ControlPlane, args: &[&str]) -> Output {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::process::Command::new(root.join("target/tools/helm3/helm"))
+        .current_dir(root)
+        .args(args)
+        .env("KUBECONFIG", &cp.kubeconfig)
+        .env("HELM_CACHE_HOME", cp.dir.join("helm/cache"))
+        .env("HELM_CONFIG_HOME", cp.dir.join("helm/config"))
+        .env("HELM_DATA_HOME", cp.dir.join("helm/data"))
+        .output()
+        .expect("run helm")
+}
+
+/// An opted-in namespace with config-echo `api` reading `api-config` (value v1) and
+/// `api-secret` (password p1), once every pod serves them.
+pub fn api_serving_v1(cp: &ControlPlane, namespace: &str) {
+    namespace_with(
+        cp,
+        namespace,
+        &[
+            config_map(namespace, "api-config", &[("value", "v1")]),
+            secret(namespace, "api-secret", &[("password", "p1")]),
+            app(namespace, "api", 1).to_string(),
+        ],
+    );
+    served_by_every_pod(cp, namespace, "api");
+}
+
 /// A Deployment of config-echo, `app=<name>`: `VALUE` from key `value` of ConfigMap
 /// `<name>-config` (env), the file `password` of Secret `<name>-secret` (a volume), and
 /// `EXIT_CODE` from the ConfigMap's optional key `exit-code`. Ready when it serves.

@@ -11,15 +11,7 @@ use crate::cluster::*;
 use crate::control_plane::ControlPlane;
 
 fn helm_values(cp: &ControlPlane) -> Value {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = std::process::Command::new(root.join("target/tools/helm3/helm"))
-        .args(["get", "values", "configsum", "-n", SYSTEM, "-o", "json"])
-        .env("KUBECONFIG", &cp.kubeconfig)
-        .env("HELM_CACHE_HOME", cp.dir.join("helm/cache"))
-        .env("HELM_CONFIG_HOME", cp.dir.join("helm/config"))
-        .env("HELM_DATA_HOME", cp.dir.join("helm/data"))
-        .output()
-        .expect("helm get values");
+    let output = helm(cp, &["get", "values", "configsum", "-n", SYSTEM, "-o", "json"]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).expect("helm's JSON")
 }
@@ -130,16 +122,7 @@ fn deleting_the_leading_controller_pod_hands_the_lease_over() {
     let _alone = disrupting();
     let cp = cluster();
     let ns = "lease-handover";
-    namespace_with(
-        cp,
-        ns,
-        &[
-            config_map(ns, "api-config", &[("value", "v1")]),
-            secret(ns, "api-secret", &[("password", "p1")]),
-            app(ns, "api", 1).to_string(),
-        ],
-    );
-    served_by_every_pod(cp, ns, "api");
+    api_serving_v1(cp, ns);
     back_to_full_strength(cp);
     let leader = lease_holder(cp);
     let standby: Vec<String> = configsum_pods(cp, "configsum-controller")

@@ -11,18 +11,10 @@ use serde_json::Value;
 
 use crate::cluster::*;
 
-fn helm(cp: &ControlPlane, args: &[&str]) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = std::process::Command::new(root.join("target/tools/helm3/helm"))
-        .current_dir(root)
-        .args(args)
-        .args(["-n", SYSTEM, "--wait", "--timeout", "3m"])
-        .env("KUBECONFIG", &cp.kubeconfig)
-        .env("HELM_CACHE_HOME", cp.dir.join("helm/cache"))
-        .env("HELM_CONFIG_HOME", cp.dir.join("helm/config"))
-        .env("HELM_DATA_HOME", cp.dir.join("helm/data"))
-        .output()
-        .expect("run helm");
+/// `helm <args> -n configsum-system --wait`, which must succeed.
+fn helm_ok(cp: &ControlPlane, args: &[&str]) {
+    let args = [args, &["-n", SYSTEM, "--wait", "--timeout", "3m"]].concat();
+    let output = helm(cp, &args);
     assert!(output.status.success(), "helm {args:?}: {}", String::from_utf8_lossy(&output.stderr));
 }
 
@@ -69,19 +61,10 @@ fn two_shards_installed_by_the_chart_each_roll_their_own_namespaces() {
     }
     let namespaces: Vec<String> = namespaces.into_iter().flatten().collect();
     for ns in &namespaces {
-        namespace_with(
-            cp,
-            ns,
-            &[
-                config_map(ns, "api-config", &[("value", "v1")]),
-                secret(ns, "api-secret", &[("password", "p1")]),
-                app(ns, "api", 1).to_string(),
-            ],
-        );
-        served_by_every_pod(cp, ns, "api");
+        api_serving_v1(cp, ns);
     }
 
-    helm(
+    helm_ok(
         cp,
         &[
             "upgrade",
@@ -128,7 +111,7 @@ fn two_shards_installed_by_the_chart_each_roll_their_own_namespaces() {
     }
     report("node: controller.shards=2 by helm upgrade; each shard rolled its namespace");
 
-    helm(cp, &["rollback", "configsum", "1"]);
+    helm_ok(cp, &["rollback", "configsum", "1"]);
     rolled_out(cp, SYSTEM, "configsum-controller");
     // Left as the other tests expect it: unsharded pods only, one of them leading.
     wait_until("the unsharded controller leads again", Duration::from_secs(90), || {
