@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools krew control-plane control-plane-down cluster cluster-down fmt demo certs certs-overlay bench bench-controller bench-waves bench-instructions bench-render fuzz image node-images image-docker image-push deploy undeploy e2e clean
+.PHONY: help all build test lint tools krew control-plane control-plane-down cluster cluster-down fmt demo certs certs-overlay bench bench-controller bench-waves bench-instructions bench-allocations bench-render fuzz image node-images image-docker image-push deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -124,6 +124,11 @@ bench-waves:
 ## stable where wall-clock medians are not. Not part of `make test`.
 bench-instructions:
 	scripts/bench-instructions.sh
+
+## bench-allocations: allocations per review on the webhook's pure path (heaptrack).
+## Not part of `make test`.
+bench-allocations:
+	scripts/bench-allocations.sh
 
 ## fuzz: a long fuzzing campaign in release: FUZZ_CASES (default 40,000; about 10 minutes)
 ## hostile AdmissionReviews through the in-process HTTP app, each answer checked for status,

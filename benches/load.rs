@@ -313,11 +313,15 @@ async fn bench() {
 
 /// `configsum serve`: the binary cargo built, or `CONFIGSUM_BENCH_BIN`, to measure another build
 /// (an earlier commit's, the image's) the same way.
+/// Its log lines (one per review) are read and dropped, as a node's log collector reads them:
+/// kept, they grew a vector of this process, the load generator's, all through the bench.
 async fn start_configsum(args: &[&str], env: &[(&str, &str)], ca: &std::path::Path) -> Server {
-    match std::env::var("CONFIGSUM_BENCH_BIN") {
+    let server = match std::env::var("CONFIGSUM_BENCH_BIN") {
         Ok(bin) => Server::start_program(&[bin.as_str()], args, env, ca).await,
         Err(_) => Server::start(args, env, ca).await,
-    }
+    };
+    server.discard_logs();
+    server
 }
 
 fn peer_target<'a>(name: &'static str, peer: &'a peer::Peer) -> Target<'a> {

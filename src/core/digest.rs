@@ -8,7 +8,7 @@ use sha2::digest::Update;
 use sha2::{Digest as _, Sha256};
 
 use super::model::digest_mode::DigestMode;
-use super::model::hex::hex;
+use super::model::hex::prefixed_hex;
 use super::model::object_content::ObjectContent;
 use super::model::object_ref::ObjectRef;
 use super::refs::ConsumedKeys;
@@ -107,7 +107,7 @@ impl Digester {
             _ => {
                 let mut hasher = Sha256::new();
                 write_input(id, content, consumed, &mut hasher);
-                return format!("{SHA256_PREFIX}{}", hex(&hasher.finalize()));
+                return prefixed_hex(SHA256_PREFIX, &hasher.finalize());
             }
         };
         let signed = hmac_value(signing_key, id, content, consumed);
@@ -130,7 +130,7 @@ fn hmac_value(
     // HMAC accepts keys of any length; `new_from_slice` cannot fail for it.
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| unreachable!());
     write_input(id, content, consumed, &mut mac);
-    format!("{HMAC_PREFIX}{}", hex(&mac.finalize().into_bytes()))
+    prefixed_hex(HMAC_PREFIX, &mac.finalize().into_bytes())
 }
 
 /// Streams the v1 digest input into `out`, so no copy of the data is made.
@@ -172,6 +172,7 @@ fn write_str(out: &mut impl Update, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::model::hex::hex;
     use crate::core::model::object_ref::ObjectKind;
     use std::collections::BTreeSet;
 

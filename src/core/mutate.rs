@@ -22,7 +22,7 @@ use super::model::object_content::ObjectContent;
 use super::model::object_ref::{ObjectKey, ObjectRef, is_dns_subdomain};
 use super::model::object_scope::{ObjectScope, Standing};
 use super::model::warnings::{Subject, Warnings, kept_or_none};
-use super::patch::{AnnotationsLocation, annotations_patch, annotations_size};
+use super::patch::{AnnotationsLocation, annotations_patch, annotations_size, pointer};
 use super::refs::{References, add_named, references};
 use super::selection::{Reach, Target, Tracker, WorkloadTarget, select};
 use super::workload::{Template, Workload};
@@ -285,10 +285,9 @@ pub fn plan(
     if meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)) {
         return Plan::Skip(Skip::ControllerOwned);
     }
-    let annotation =
-        |name: String| meta.annotations.as_ref().and_then(|a| a.get(&name)).map(String::as_str);
     let domain = &settings.domain;
-    if annotation(domain.enabled()) == Some("false") {
+    let annotation = |name: &str| domain.value_in(meta.annotations.as_ref(), name);
+    if annotation(AnnotationDomain::ENABLED) == Some("false") {
         return Plan::Skip(Skip::Disabled);
     }
     let (mut refs, class_names) = match workload.template {
@@ -310,8 +309,8 @@ pub fn plan(
             "configsum: {beyond} values at reference paths beyond the first {MAX_NAMED} were not read"
         ));
     }
-    let track = annotation(domain.track());
-    let ignore = annotation(domain.ignore());
+    let track = annotation(AnnotationDomain::TRACK);
+    let ignore = annotation(AnnotationDomain::IGNORE);
     let serves = |other: &str| settings.serves(other);
     let tracker = Tracker { namespace: &namespace, serves: &serves };
     let mut selection = select(&refs, track, ignore, tracker, domain, &mut warnings);
@@ -325,13 +324,13 @@ pub fn plan(
         selection.workloads.retain(|t| !own(t));
     }
     let image_tracking = ImageTracking::parse(
-        annotation(domain.images()),
-        annotation(domain.image_policy()),
+        annotation(AnnotationDomain::IMAGES),
+        annotation(AnnotationDomain::IMAGE_POLICY),
         domain,
         &mut warnings,
     )
     .map(Box::new);
-    let image_env = match annotation(domain.image_env()) {
+    let image_env = match annotation(AnnotationDomain::IMAGE_ENV) {
         Some(text) => env::parse(text, &domain.image_env(), &mut warnings).into_boxed_slice(),
         None => Box::default(),
     };
@@ -700,7 +699,7 @@ impl Mutation {
 /// A `replace` of the string at `path` (a container's `image`, a pointer the
 /// image pass built from field names and indexes, which need no escaping).
 fn replace(path: &str, value: String) -> PatchOperation {
-    let path = json_patch::jsonptr::PointerBuf::from_tokens(path.split('/').skip(1));
+    let path = pointer(path.split('/').skip(1));
     PatchOperation::Replace(json_patch::ReplaceOperation {
         path,
         value: serde_json::Value::String(value),

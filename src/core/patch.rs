@@ -27,23 +27,48 @@ pub fn annotations_patch(
     owned: impl Fn(&str) -> bool,
 ) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
-    let pointer = |key: &str| PointerBuf::from_tokens(location.path.iter().copied().chain([key]));
+    let key_pointer = |key: &str| pointer(location.path.iter().copied().chain([key]));
     for key in current.keys().filter(|k| owned(k) && !desired.contains_key(*k)) {
-        ops.push(PatchOperation::Remove(RemoveOperation { path: pointer(key) }));
+        ops.push(PatchOperation::Remove(RemoveOperation { path: key_pointer(key) }));
     }
     let adds: Vec<_> = desired.iter().filter(|(k, v)| current.get(*k) != Some(*v)).collect();
     if !adds.is_empty() {
         for missing in location.present.min(location.path.len())..location.path.len() {
             ops.push(add(
-                PointerBuf::from_tokens(location.path[..=missing].iter().copied()),
+                pointer(location.path[..=missing].iter().copied()),
                 Value::Object(Default::default()),
             ));
         }
     }
     for (key, value) in adds {
-        ops.push(add(pointer(key), Value::String(value.clone())));
+        ops.push(add(key_pointer(key), Value::String(value.clone())));
     }
     ops
+}
+
+/// The JSON Pointer (RFC 6901) of `tokens`, escaped and built in one allocation of the right
+/// size: `PointerBuf::from_tokens` grows its string token by token and allocates for each
+/// token it escapes, about six allocations for a digest's path.
+pub fn pointer<'t>(tokens: impl Iterator<Item = &'t str> + Clone) -> PointerBuf {
+    let escaped =
+        |token: &str| token.len() + token.bytes().filter(|b| matches!(b, b'~' | b'/')).count();
+    let mut text = String::with_capacity(tokens.clone().map(|t| 1 + escaped(t)).sum());
+    for token in tokens.clone() {
+        text.push('/');
+        for (i, part) in token.split('~').enumerate() {
+            if i > 0 {
+                text.push_str("~0");
+            }
+            for (j, piece) in part.split('/').enumerate() {
+                if j > 0 {
+                    text.push_str("~1");
+                }
+                text.push_str(piece);
+            }
+        }
+    }
+    // Escaped as above, the text is a pointer; were it refused, the slower way builds it.
+    PointerBuf::parse(text).unwrap_or_else(|_| PointerBuf::from_tokens(tokens))
 }
 
 fn add(path: PointerBuf, value: Value) -> PatchOperation {
@@ -82,6 +107,19 @@ mod tests {
     }
 
     const PRESENT: AnnotationsLocation = AnnotationsLocation { path: TEMPLATE, present: 4 };
+
+    #[test]
+    fn pointers_are_escaped_as_json_patch_escapes_them() {
+        for tokens in [
+            &["spec", "template"][..],
+            &["a/b", "~", "~1/~0", "", "x~/y", "é/ü"],
+            &[],
+            &["metadata", "annotations", "configmap.configsum.dev/app-config"],
+        ] {
+            let expected = PointerBuf::from_tokens(tokens.iter().copied());
+            assert_eq!(pointer(tokens.iter().copied()), expected, "{tokens:?}");
+        }
+    }
 
     #[test]
     fn adds_changes_removes_and_leaves_the_rest() {

@@ -148,10 +148,12 @@ impl WorkloadKind {
                 let template = template.ok_or(ParseError::NoPodSpec)?;
                 let pod_spec = template.spec.ok_or(ParseError::NoPodSpec)?;
                 images_in_pass = template.images;
-                let values = template.metadata.as_ref().and_then(|m| m.annotations.clone());
+                let metadata_present = template.metadata.is_some();
+                // Taken, not copied: nothing reads the template's metadata after this.
+                let values = template.metadata.and_then(|m| m.annotations);
                 annotations = AnnotationsMap {
                     present: template_path_len
-                        + usize::from(template.metadata.is_some())
+                        + usize::from(metadata_present)
                         + usize::from(values.is_some()),
                     values,
                 };

@@ -10,12 +10,13 @@
 //! of `oldObject` only the map the digests are in. Any other `object` is kept
 //! as borrowed text.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
 use base64::Engine as _;
+use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::core::field_path::{Key, OrNull};
@@ -28,14 +29,15 @@ use crate::core::{
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
 
-/// `request` of an AdmissionReview.
+/// `request` of an AdmissionReview. Its strings are borrowed from the body unless they hold
+/// an escape: each owned one was an allocation per review.
 pub struct AdmissionRequest<'a> {
-    pub uid: String,
-    pub kind: GroupVersionKind,
-    pub sub_resource: Option<String>,
-    pub name: Option<String>,
-    pub namespace: Option<String>,
-    pub operation: String,
+    pub uid: Cow<'a, str>,
+    pub kind: GroupVersionKind<'a>,
+    pub sub_resource: Option<Cow<'a, str>>,
+    pub name: Option<Cow<'a, str>>,
+    pub namespace: Option<Cow<'a, str>>,
+    pub operation: Cow<'a, str>,
     pub object: Option<ObjectIn<'a>>,
     pub old_object: Option<OldObjectRead<'a>>,
     pub dry_run: Option<bool>,
@@ -58,12 +60,18 @@ pub enum OldObjectRead<'a> {
 }
 
 #[derive(Deserialize, Debug, Clone)]
-pub struct GroupVersionKind {
-    #[serde(default)]
-    pub group: String,
-    pub version: String,
-    pub kind: String,
+pub struct GroupVersionKind<'a> {
+    #[serde(default, borrow)]
+    pub group: Cow<'a, str>,
+    #[serde(borrow)]
+    pub version: Cow<'a, str>,
+    #[serde(borrow)]
+    pub kind: Cow<'a, str>,
 }
+
+/// A string of the review, borrowed from the body unless it holds an escape.
+#[derive(Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
 
 impl AdmissionRequest<'_> {
     /// The view the core decides on.
@@ -199,14 +207,20 @@ fn wrong_type(body: &str) -> Result<(), WireError> {
         kind: Option<String>,
     }
     match serde_json::from_str::<Envelope>(body) {
-        Ok(envelope) => check_type(envelope.api_version, envelope.kind),
+        Ok(envelope) => {
+            check_type(envelope.api_version.map(Cow::Owned), envelope.kind.map(Cow::Owned))
+        }
         Err(_) => Ok(()),
     }
 }
 
-fn check_type(api_version: Option<String>, kind: Option<String>) -> Result<(), WireError> {
+fn check_type(
+    api_version: Option<Cow<'_, str>>,
+    kind: Option<Cow<'_, str>>,
+) -> Result<(), WireError> {
     let (api_version, kind) = (api_version.unwrap_or_default(), kind.unwrap_or_default());
     if api_version != API_VERSION || kind != KIND {
+        let (api_version, kind) = (api_version.into_owned(), kind.into_owned());
         return Err(WireError::WrongType { api_version, kind });
     }
     Ok(())
@@ -220,8 +234,8 @@ enum Objects {
 }
 
 struct AdmissionReviewIn<'a> {
-    api_version: Option<String>,
-    kind: Option<String>,
+    api_version: Option<Cow<'a, str>>,
+    kind: Option<Cow<'a, str>>,
     request: Option<AdmissionRequest<'a>>,
 }
 
@@ -249,11 +263,11 @@ impl<'de> Visitor<'de> for ReviewSeed {
             match key.as_str() {
                 "apiVersion" => {
                     once(&mut api_version, "apiVersion")?;
-                    review.api_version = map.next_value()?;
+                    review.api_version = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
                 }
                 "kind" => {
                     once(&mut kind, "kind")?;
-                    review.kind = map.next_value()?;
+                    review.kind = map.next_value::<Option<Text<'de>>>()?.map(|t| t.0);
                 }
                 "request" => {
                     once(&mut request, "request")?;
@@ -293,9 +307,9 @@ impl<'de> Visitor<'de> for RequestVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut uid: Option<String> = None;
-        let mut kind: Option<GroupVersionKind> = None;
-        let mut operation: Option<String> = None;
+        let mut uid: Option<Cow<'de, str>> = None;
+        let mut kind: Option<GroupVersionKind<'de>> = None;
+        let mut operation: Option<Cow<'de, str>> = None;
         let (mut sub_resource, mut name, mut namespace) = (None, None, None);
         let (mut object, mut old_object, mut dry_run) = (None, None, None);
         while let Some(key) = map.next_key::<Key<'de>>()? {
@@ -310,7 +324,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
             match field {
                 "uid" => {
                     fresh(uid.is_some())?;
-                    uid = Some(map.next_value()?);
+                    uid = Some(map.next_value::<Text<'de>>()?.0);
                 }
                 "kind" => {
                     fresh(kind.is_some())?;
@@ -318,19 +332,19 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 }
                 "operation" => {
                     fresh(operation.is_some())?;
-                    operation = Some(map.next_value()?);
+                    operation = Some(map.next_value::<Text<'de>>()?.0);
                 }
                 "subResource" => {
                     fresh(sub_resource.is_some())?;
-                    sub_resource = Some(map.next_value::<Option<String>>()?);
+                    sub_resource = Some(map.next_value::<Option<Text<'de>>>()?.map(|t| t.0));
                 }
                 "name" => {
                     fresh(name.is_some())?;
-                    name = Some(map.next_value::<Option<String>>()?);
+                    name = Some(map.next_value::<Option<Text<'de>>>()?.map(|t| t.0));
                 }
                 "namespace" => {
                     fresh(namespace.is_some())?;
-                    namespace = Some(map.next_value::<Option<String>>()?);
+                    namespace = Some(map.next_value::<Option<Text<'de>>>()?.map(|t| t.0));
                 }
                 "object" => {
                     fresh(object.is_some())?;
@@ -414,71 +428,101 @@ fn json_error(e: serde_json::Error) -> WireError {
     WireError::Json { line: e.line(), column: e.column(), category }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct AdmissionReviewOut<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: AdmissionResponse<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct AdmissionResponse<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<Status<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    audit_annotations: BTreeMap<&'static str, String>,
-}
-
-#[derive(Serialize)]
-struct Status<'a> {
-    code: u16,
-    message: &'a str,
-}
-
 /// The AdmissionReview answer for `uid`: the patch as base64 JSON Patch when
-/// there is one, no `patch`/`patchType` otherwise.
+/// there is one, no `patch`/`patchType` otherwise. Written straight into one buffer, field by
+/// field in the order a derived `Serialize` wrote them (the bytes are the same, tested): the
+/// derived writing cost a buffer for the patch, another for its base64, and one per changed
+/// object's name.
 pub fn encode_response(uid: &str, decision: &Decision) -> Vec<u8> {
     let patch = (!decision.patch.is_empty()).then(|| {
-        let json = serde_json::to_vec(&decision.patch).unwrap_or_default();
-        base64::engine::general_purpose::STANDARD.encode(json)
+        let mut json = Vec::with_capacity(160 * decision.patch.len());
+        // Serialising JSON Patch operations (strings and maps of strings) cannot fail.
+        serde_json::to_writer(&mut json, &decision.patch).unwrap_or_default();
+        json
     });
-    let mut audit_annotations = BTreeMap::new();
-    if !decision.changed.is_empty()
-        || !decision.changed_workloads.is_empty()
-        || !decision.changed_classes.is_empty()
-        || !decision.changed_images.is_empty()
-        || !decision.changed_env.is_empty()
-    {
-        let objects = decision.changed.iter().map(ToString::to_string);
-        let objects = objects.chain(decision.changed_workloads.iter().cloned());
-        let objects = objects.chain(decision.changed_classes.iter().cloned());
-        let images = decision.changed_images.iter().map(|c| format!("image/{c}"));
-        let env = decision.changed_env.iter().map(|v| format!("image-env/{v}"));
-        let changed: Vec<String> = objects.chain(images).chain(env).collect();
-        audit_annotations.insert("changed", changed.join(", "));
+    let patch_len = patch.as_ref().map_or(0, |json| json.len().div_ceil(3) * 4);
+    let warnings_len: usize = decision.warnings.iter().map(|w| w.len() + 3).sum();
+    let mut out = Vec::with_capacity(160 + uid.len() + patch_len + warnings_len);
+    out.extend_from_slice(br#"{"apiVersion":""#);
+    out.extend_from_slice(API_VERSION.as_bytes());
+    out.extend_from_slice(br#"","kind":""#);
+    out.extend_from_slice(KIND.as_bytes());
+    out.extend_from_slice(br#"","response":{"uid":"#);
+    json_string(&mut out, uid);
+    out.extend_from_slice(match decision.denied {
+        None => br#","allowed":true"#.as_slice(),
+        Some(_) => br#","allowed":false"#.as_slice(),
+    });
+    if let Some(message) = &decision.denied {
+        out.extend_from_slice(br#","status":{"code":503,"message":"#);
+        json_string(&mut out, message);
+        out.push(b'}');
     }
-    let response = AdmissionResponse {
-        uid,
-        allowed: decision.denied.is_none(),
-        status: decision.denied.as_deref().map(|message| Status { code: 503, message }),
-        patch_type: patch.as_ref().map(|_| "JSONPatch"),
-        patch,
-        warnings: &decision.warnings,
-        audit_annotations,
+    if let Some(json) = patch {
+        out.extend_from_slice(br#","patch":""#);
+        let start = out.len();
+        out.resize(start + patch_len, 0);
+        let written = base64::engine::general_purpose::STANDARD
+            .encode_slice(&json, &mut out[start..])
+            .unwrap_or_default();
+        out.truncate(start + written);
+        out.extend_from_slice(br#"","patchType":"JSONPatch""#);
+    }
+    if !decision.warnings.is_empty() {
+        out.extend_from_slice(br#","warnings":["#);
+        for (i, warning) in decision.warnings.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            json_string(&mut out, warning);
+        }
+        out.push(b']');
+    }
+    if let Some(changed) = changed(decision) {
+        out.extend_from_slice(br#","auditAnnotations":{"changed":"#);
+        json_string(&mut out, &changed);
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// `changed` of the answer's `auditAnnotations`: every object, workload, class, image and
+/// image-env variable whose digest changed value, in that order; `None` when none did.
+fn changed(decision: &Decision) -> Option<String> {
+    use std::fmt::Write as _;
+    let mut changed = String::new();
+    let next = |changed: &mut String| {
+        if !changed.is_empty() {
+            changed.push_str(", ");
+        }
     };
-    let review = AdmissionReviewOut { api_version: API_VERSION, kind: KIND, response };
-    // Serialising plain strings, bools and maps of strings cannot fail.
-    serde_json::to_vec(&review).unwrap_or_default()
+    for object in &decision.changed {
+        next(&mut changed);
+        // Writing into a String cannot fail.
+        write!(changed, "{object}").unwrap_or_default();
+    }
+    for name in decision.changed_workloads.iter().chain(&decision.changed_classes) {
+        next(&mut changed);
+        changed.push_str(name);
+    }
+    for container in &decision.changed_images {
+        next(&mut changed);
+        changed.push_str("image/");
+        changed.push_str(container);
+    }
+    for variable in &decision.changed_env {
+        next(&mut changed);
+        changed.push_str("image-env/");
+        changed.push_str(variable);
+    }
+    (!changed.is_empty()).then_some(changed)
+}
+
+/// `text` as a JSON string, escaped as serde_json escapes it.
+fn json_string(out: &mut Vec<u8>, text: &str) {
+    // Writing a string into a Vec cannot fail.
+    serde_json::to_writer(&mut *out, text).unwrap_or_default();
 }
 
 #[cfg(test)]
@@ -735,6 +779,121 @@ mod tests {
         let b = br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7, "x": "hunter2"}}"#;
         let message = parse_review(b).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(!message.contains("hunter2") && !message.contains('7'), "{message}");
+    }
+
+    /// The derived encoder the answer was written with before: the reference for its bytes.
+    mod derived {
+        use super::super::{API_VERSION, KIND};
+        use crate::core::Decision;
+        use base64::Engine as _;
+        use serde::Serialize;
+        use std::collections::BTreeMap;
+
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct AdmissionReviewOut<'a> {
+            api_version: &'static str,
+            kind: &'static str,
+            response: AdmissionResponse<'a>,
+        }
+
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct AdmissionResponse<'a> {
+            uid: &'a str,
+            allowed: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            status: Option<Status<'a>>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            patch: Option<String>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            patch_type: Option<&'static str>,
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            warnings: &'a [String],
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            audit_annotations: BTreeMap<&'static str, String>,
+        }
+
+        #[derive(Serialize)]
+        struct Status<'a> {
+            code: u16,
+            message: &'a str,
+        }
+
+        /// The AdmissionReview answer for `uid`: the patch as base64 JSON Patch when
+        /// there is one, no `patch`/`patchType` otherwise.
+        pub fn encode_response(uid: &str, decision: &Decision) -> Vec<u8> {
+            let patch = (!decision.patch.is_empty()).then(|| {
+                let json = serde_json::to_vec(&decision.patch).unwrap_or_default();
+                base64::engine::general_purpose::STANDARD.encode(json)
+            });
+            let mut audit_annotations = BTreeMap::new();
+            if !decision.changed.is_empty()
+                || !decision.changed_workloads.is_empty()
+                || !decision.changed_classes.is_empty()
+                || !decision.changed_images.is_empty()
+                || !decision.changed_env.is_empty()
+            {
+                let objects = decision.changed.iter().map(ToString::to_string);
+                let objects = objects.chain(decision.changed_workloads.iter().cloned());
+                let objects = objects.chain(decision.changed_classes.iter().cloned());
+                let images = decision.changed_images.iter().map(|c| format!("image/{c}"));
+                let env = decision.changed_env.iter().map(|v| format!("image-env/{v}"));
+                let changed: Vec<String> = objects.chain(images).chain(env).collect();
+                audit_annotations.insert("changed", changed.join(", "));
+            }
+            let response = AdmissionResponse {
+                uid,
+                allowed: decision.denied.is_none(),
+                status: decision.denied.as_deref().map(|message| Status { code: 503, message }),
+                patch_type: patch.as_ref().map(|_| "JSONPatch"),
+                patch,
+                warnings: &decision.warnings,
+                audit_annotations,
+            };
+            let review = AdmissionReviewOut { api_version: API_VERSION, kind: KIND, response };
+            // Serialising plain strings, bools and maps of strings cannot fail.
+            serde_json::to_vec(&review).unwrap_or_default()
+        }
+    }
+
+    #[test]
+    fn the_answer_is_written_byte_for_byte_as_the_derived_encoder_wrote_it() {
+        let patch: Vec<json_patch::PatchOperation> = serde_json::from_value(json!([
+            {"op": "add", "path": "/spec/template/metadata/annotations", "value": {}},
+            {"op": "add", "path": "/spec/template/metadata/annotations/configmap.configsum.dev~1a", "value": "sha256:1"},
+            {"op": "remove", "path": "/spec/template/metadata/annotations/secret.configsum.dev~1b"},
+            {"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "app@sha256:2"}]))
+        .expect("patch");
+        let full = Decision {
+            patch: patch.clone(),
+            warnings: vec!["w \"quoted\" \u{1}\n".into(), "é ünïcode".into()],
+            changed: vec![
+                crate::core::ObjectRef::config_map("a"),
+                crate::core::ObjectRef::secret("b"),
+            ],
+            changed_images: vec!["app".into()],
+            changed_env: vec!["api/INGESTOR_IMAGE_DIGEST".into()],
+            changed_workloads: vec!["deployment/db".into()],
+            changed_classes: vec!["secretproviderclass/vault".into()],
+            ..Decision::default()
+        };
+        let decisions = [
+            Decision::default(),
+            full,
+            Decision { denied: Some("no \"way\"".into()), ..Decision::default() },
+            Decision { warnings: vec!["only".into()], ..Decision::default() },
+            Decision { changed_images: vec!["x".into()], ..Decision::default() },
+            Decision { patch: patch[..1].to_vec(), ..Decision::default() },
+            Decision { patch: patch[..2].to_vec(), ..Decision::default() },
+        ];
+        for uid in ["u", "705ab4f5-6393-11e8-b7cc-42010a800002", "\"\\\u{7f}"] {
+            for decision in &decisions {
+                let ours = encode_response(uid, decision);
+                let theirs = derived::encode_response(uid, decision);
+                assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&theirs));
+            }
+        }
     }
 
     #[test]

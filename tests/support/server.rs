@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -68,6 +69,8 @@ pub struct Server {
     pub metrics_addr: String,
     pub logs: Arc<Mutex<Vec<String>>>,
     pub ca: PathBuf,
+    /// Whether its log lines are still kept in `logs` ([`Server::discard_logs`]).
+    keep_logs: Arc<AtomicBool>,
 }
 
 impl Server {
@@ -90,15 +93,24 @@ impl Server {
             all.extend(["--log-format", "json"]);
         }
         all.extend_from_slice(args);
+        let keep_logs = Arc::new(AtomicBool::new(true));
         let (child, logs, line) =
-            spawn_program(program, &all, env, "configsum serve started").await;
+            spawn_keeping(program, &all, env, "configsum serve started", keep_logs.clone()).await;
         Server {
             child,
             addr: line["listen"].as_str().expect("listen").to_owned(),
             metrics_addr: line["metrics_listen"].as_str().expect("metrics_listen").to_owned(),
             logs,
             ca: ca.to_owned(),
+            keep_logs,
         }
+    }
+
+    /// From now on its log lines are read and dropped, not kept: a load bench's server logs a
+    /// line per request, and keeping them all grew a vector in the load generator's own process
+    /// (and runtime) by hundreds of thousands of lines.
+    pub fn discard_logs(&self) {
+        self.keep_logs.store(false, Ordering::Relaxed);
     }
 
     pub fn logs(&self) -> Vec<String> {
@@ -205,6 +217,17 @@ pub async fn spawn_program(
     env: &[(&str, &str)],
     started: &'static str,
 ) -> (Child, Arc<Mutex<Vec<String>>>, serde_json::Value) {
+    spawn_keeping(program, args, env, started, Arc::new(AtomicBool::new(true))).await
+}
+
+/// [`spawn_program`], keeping its log lines while `keep` holds.
+async fn spawn_keeping(
+    program: &[&str],
+    args: &[&str],
+    env: &[(&str, &str)],
+    started: &'static str,
+    keep: Arc<AtomicBool>,
+) -> (Child, Arc<Mutex<Vec<String>>>, serde_json::Value) {
     let (program, before) = program.split_first().expect("a program");
     let mut child = Command::new(program)
         .args(before)
@@ -230,7 +253,12 @@ pub async fn spawn_program(
                 }
             }
             sink.lock().expect("log lock").push(line);
+            if !keep.load(Ordering::Relaxed) {
+                break;
+            }
         }
+        // No longer kept: drained, so that the process never blocks on a full pipe.
+        let _ = tokio::io::copy(lines.get_mut(), &mut tokio::io::sink()).await;
     });
     let line = tokio::time::timeout(Duration::from_secs(30), started_rx)
         .await

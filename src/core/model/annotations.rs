@@ -2,6 +2,7 @@
 //! workload annotations it reads, all under one configurable domain.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use sha2::{Digest as _, Sha256};
 
@@ -53,6 +54,15 @@ pub struct AnnotationDomain {
 pub struct InvalidDomain(pub String);
 
 impl AnnotationDomain {
+    /// The names under the domain a workload's own annotations are read for, for
+    /// [`Self::value_in`].
+    pub const ENABLED: &'static str = "enabled";
+    pub const TRACK: &'static str = "track";
+    pub const IGNORE: &'static str = "ignore";
+    pub const IMAGES: &'static str = "images";
+    pub const IMAGE_POLICY: &'static str = "image-policy";
+    pub const IMAGE_ENV: &'static str = "image-env";
+
     pub fn new(domain: &str) -> Result<Self, InvalidDomain> {
         // The whole prefix, `<word>.<domain>`, may be 253 characters.
         let longest_word = ObjectKind::all().map(|kind| kind.prefix().len()).max().unwrap_or(0);
@@ -68,60 +78,91 @@ impl AnnotationDomain {
         })
     }
 
+    /// `<domain>/<name>`, sized at once: `format!` grows its buffer for these, two
+    /// allocations where one does.
+    fn under(&self, name: &str) -> String {
+        let mut key = String::with_capacity(self.domain.len() + 1 + name.len());
+        key.push_str(&self.domain);
+        key.push('/');
+        key.push_str(name);
+        key
+    }
+
+    /// The value of `<domain>/<name>` in `annotations`, its key built on the stack: a review
+    /// looks several up, and building each key was an allocation.
+    pub fn value_in<'m>(
+        &self,
+        annotations: Option<&'m BTreeMap<String, String>>,
+        name: &str,
+    ) -> Option<&'m str> {
+        let annotations = annotations?;
+        let mut buffer = [0u8; 320];
+        let len = self.domain.len() + 1 + name.len();
+        let Some(key) = buffer.get_mut(..len) else {
+            return annotations.get(&self.under(name)).map(String::as_str);
+        };
+        key[..self.domain.len()].copy_from_slice(self.domain.as_bytes());
+        key[self.domain.len()] = b'/';
+        key[self.domain.len() + 1..].copy_from_slice(name.as_bytes());
+        // Two strings joined by an ASCII byte are UTF-8.
+        let key = std::str::from_utf8(key).ok()?;
+        annotations.get(key).map(String::as_str)
+    }
+
     /// `<domain>/enabled`: `"false"` leaves the object untouched.
     pub fn enabled(&self) -> String {
-        format!("{}/enabled", self.domain)
+        self.under(Self::ENABLED)
     }
 
     /// `<domain>/track`: the refs to track (default `*`).
     pub fn track(&self) -> String {
-        format!("{}/track", self.domain)
+        self.under(Self::TRACK)
     }
 
     /// `<domain>/ignore`: refs never to track.
     pub fn ignore(&self) -> String {
-        format!("{}/ignore", self.domain)
+        self.under(Self::IGNORE)
     }
 
     /// `<domain>/readable-from`, on a ConfigMap or Secret: the namespaces whose workloads may
     /// track it (`secret/<namespace>/<name>`).
     pub fn readable_from(&self) -> String {
-        format!("{}/readable-from", self.domain)
+        self.under("readable-from")
     }
 
     /// `<domain>/images`: `*` or the containers whose image digests are tracked.
     pub fn images(&self) -> String {
-        format!("{}/images", self.domain)
+        self.under(Self::IMAGES)
     }
 
     /// `<domain>/image-policy`: `record` (the default) or `pin`.
     pub fn image_policy(&self) -> String {
-        format!("{}/image-policy", self.domain)
+        self.under(Self::IMAGE_POLICY)
     }
 
     /// `<domain>/image-env`: `<container>/<VAR>=<image>` entries, digests handed on.
     pub fn image_env(&self) -> String {
-        format!("{}/image-env", self.domain)
+        self.under(Self::IMAGE_ENV)
     }
 
     /// `<domain>/canary`: `"true"` on a workload puts it in the first wave of every change.
     pub fn canary(&self) -> String {
-        format!("{}/canary", self.domain)
+        self.under("canary")
     }
 
     /// `<domain>/fan-out`: `"all"` on a ConfigMap or Secret skips waves for its changes.
     pub fn fan_out(&self) -> String {
-        format!("{}/fan-out", self.domain)
+        self.under("fan-out")
     }
 
     /// `<domain>/resume`: on a source, the id of a halted change to go on with.
     pub fn resume(&self) -> String {
-        format!("{}/resume", self.domain)
+        self.under("resume")
     }
 
     /// `<domain>/roll-window`: when the controller may roll a workload (or a namespace's).
     pub fn roll_window(&self) -> String {
-        format!("{}/roll-window", self.domain)
+        self.under("roll-window")
     }
 
     /// `<domain>/shard`: a label on the Events of a sharded controller, `<I>-of-<N>`.
@@ -131,18 +172,18 @@ impl AnnotationDomain {
 
     /// `<domain>/paused`: `"true"` on a workload: the controller never rolls it.
     pub fn paused(&self) -> String {
-        format!("{}/paused", self.domain)
+        self.under("paused")
     }
 
     /// `<domain>/waves`: on a workload's own metadata, the waves it rolled in, per source —
     /// what a new leader needs to go on with a fan-out where it stood.
     pub fn waves(&self) -> String {
-        format!("{}/waves", self.domain)
+        self.under("waves")
     }
 
     /// `image.<domain>/<container>`: the digest behind a container's tag.
     pub fn image_key(&self, container: &str) -> String {
-        format!("{}{}", self.image_prefix, name_part(container))
+        joined(&self.image_prefix, &name_part(container))
     }
 
     /// Whether `key` is an image digest annotation.
@@ -155,10 +196,8 @@ impl AnnotationDomain {
         let prefix = &self.prefixes[object.kind as usize];
         match &object.namespace {
             // `_` is in no namespace or object name: never the key of a local object.
-            Some(namespace) => {
-                format!("{prefix}{}", name_part(&format!("{namespace}_{}", object.name)))
-            }
-            None => format!("{prefix}{}", name_part(&object.name)),
+            Some(namespace) => joined(prefix, &name_part(&format!("{namespace}_{}", object.name))),
+            None => joined(prefix, &name_part(&object.name)),
         }
     }
 
@@ -189,7 +228,7 @@ impl AnnotationDomain {
     /// domain close to its limit).
     pub fn provider_class_key(&self, class: &str) -> Option<String> {
         (self.provider_class_prefix.len() <= 254)
-            .then(|| format!("{}{}", self.provider_class_prefix, name_part(class)))
+            .then(|| joined(&self.provider_class_prefix, &name_part(class)))
     }
 
     /// Whether `key` is a SecretProviderClass's digest annotation.
@@ -215,6 +254,14 @@ impl Default for AnnotationDomain {
 /// The name itself up to 63 characters; else its first 52 characters, `-` and
 /// the first 10 hex digits of SHA-256(name), which keeps the key a valid
 /// qualified name. Valid object names are ASCII, so byte slicing is safe.
+/// `prefix` and `rest` in one allocation of the right size.
+fn joined(prefix: &str, rest: &str) -> String {
+    let mut key = String::with_capacity(prefix.len() + rest.len());
+    key.push_str(prefix);
+    key.push_str(rest);
+    key
+}
+
 fn name_part(name: &str) -> Cow<'_, str> {
     if name.len() <= MAX_NAME_PART {
         return Cow::Borrowed(name);
