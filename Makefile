@@ -125,7 +125,8 @@ bench-waves:
 ## as its ServiceAccounts): creates/s of Deployments reading 4 ConfigMaps and 4 Secrets at 1 and
 ## 16 concurrent writers with and without the webhook, the API server's own webhook admission
 ## duration, requests per admission and per Secret change (report in target/bench/apiserver.md;
-## about two minutes; BENCH_APISERVER_SECONDS, _WRITERS, _WORKLOADS). Not part of `make test`.
+## about 90 s after the build; BENCH_APISERVER_SECONDS, _WRITERS, _WORKLOADS; needs `make tools`).
+## Not part of `make test`.
 bench-apiserver:
 	$(CARGO) bench --bench apiserver
 
