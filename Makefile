@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools krew control-plane control-plane-down cluster cluster-down fmt demo certs certs-overlay bench bench-controller bench-waves bench-instructions bench-allocations bench-render fuzz image node-images image-docker image-push deploy undeploy e2e clean
+.PHONY: help all build test lint tools krew control-plane control-plane-down cluster cluster-down fmt demo certs certs-overlay bench bench-controller bench-waves bench-apiserver bench-instructions bench-allocations bench-render fuzz image node-images image-docker image-push deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -119,6 +119,16 @@ bench-controller:
 ## minutes). Not part of `make test`.
 bench-waves:
 	$(CARGO) bench --bench waves
+
+## bench-apiserver: what configsum costs a real API server (the control plane of `make
+## control-plane`, the chart installed, the release `configsum serve` and `configsum controller`
+## as its ServiceAccounts): creates/s of Deployments reading 4 ConfigMaps and 4 Secrets at 1 and
+## 16 concurrent writers with and without the webhook, the API server's own webhook admission
+## duration, requests per admission and per Secret change (report in target/bench/apiserver.md;
+## about 90 s after the build; BENCH_APISERVER_SECONDS, _WRITERS, _WORKLOADS; needs `make tools`).
+## Not part of `make test`.
+bench-apiserver:
+	$(CARGO) bench --bench apiserver
 
 ## bench-instructions: instructions per review on the webhook's pure path (callgrind),
 ## stable where wall-clock medians are not. Not part of `make test`.
