@@ -63,7 +63,7 @@ pub fn judge(
     let judged = trackers
         .iter()
         .map(|t| {
-            let across = object.namespace != t.workload.namespace;
+            let across = *object.namespace != *t.workload.namespace;
             let observation = match content {
                 // Without its owner's consent, as good as absent (`Mutation::observe`).
                 Some(c) if across && !c.readable_from(&t.workload.namespace) => Observation::Absent,

@@ -35,7 +35,7 @@ impl ReferenceIndex {
     pub fn upsert(&mut self, key: WorkloadKey, objects: Vec<ObjectRef>) -> Change {
         let mut change = self.remove(&key);
         for object in &objects {
-            let object = object.clone().within(key.namespace.clone());
+            let object = object.clone().within(&*key.namespace);
             let workloads = self.by_object.entry(object.clone()).or_default();
             if workloads.is_empty() {
                 // Dropped and re-added in one upsert: neither.
@@ -58,7 +58,7 @@ impl ReferenceIndex {
         let mut change = Change::default();
         let Some(old) = self.workloads.remove(key) else { return change };
         for object in old {
-            let object = object.within(key.namespace.clone());
+            let object = object.within(&*key.namespace);
             if let Some(workloads) = self.by_object.get_mut(&object) {
                 if let Ok(at) = workloads.binary_search(key) {
                     workloads.remove(at);
@@ -84,7 +84,7 @@ impl ReferenceIndex {
 
     /// Every workload in `namespace`.
     pub fn workloads_in<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = &'a WorkloadKey> {
-        self.workloads.keys().filter(move |k| k.namespace == namespace)
+        self.workloads.keys().filter(move |k| *k.namespace == *namespace)
     }
 
     pub fn len(&self) -> usize {
