@@ -13,9 +13,11 @@ pub fn tracked_by(mutation: &Mutation) -> Vec<ObjectRef> {
     mutation.targets.iter().filter(|t| t.is_read()).map(|t| t.object.clone()).collect()
 }
 
+/// Both maps hold an entry per tracked workload or object, tens of thousands of them: each
+/// list is allocated at its size (a `Vec`'s first push makes room for four).
 #[derive(Debug, Default)]
 pub struct ReferenceIndex {
-    workloads: HashMap<WorkloadKey, Vec<ObjectRef>>,
+    workloads: HashMap<WorkloadKey, Box<[ObjectRef]>>,
     /// Sorted; most objects have one workload, so a Vec rather than a set
     /// (a B-tree node per object was most of the controller's memory).
     by_object: HashMap<ObjectKey, Vec<WorkloadKey>>,
@@ -36,7 +38,8 @@ impl ReferenceIndex {
         let mut change = self.remove(&key);
         for object in &objects {
             let object = object.clone().within(&*key.namespace);
-            let workloads = self.by_object.entry(object.clone()).or_default();
+            let workloads =
+                self.by_object.entry(object.clone()).or_insert_with(|| Vec::with_capacity(1));
             if workloads.is_empty() {
                 // Dropped and re-added in one upsert: neither.
                 match change.dropped.iter().position(|s| *s == object) {
@@ -50,7 +53,7 @@ impl ReferenceIndex {
                 workloads.insert(at, key.clone());
             }
         }
-        self.workloads.insert(key, objects);
+        self.workloads.insert(key, objects.into_boxed_slice());
         change
     }
 
