@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools krew control-plane control-plane-down cluster cluster-down fmt demo certs certs-overlay bench bench-controller bench-waves bench-apiserver bench-instructions bench-allocations bench-render fuzz image node-images image-docker image-push deploy undeploy e2e clean
+.PHONY: help all build test lint tools krew control-plane control-plane-down cluster cluster-down fmt demo certs certs-overlay bench bench-controller bench-controller-million bench-waves bench-apiserver bench-instructions bench-allocations bench-render fuzz image node-images image-docker image-push deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -107,11 +107,19 @@ bench-render: build
 	scripts/bench-render.sh
 
 ## bench-controller: the release `configsum controller` against the fake API server with
-## 100,000 Secrets, 20,000 ConfigMaps and 10,000 Deployments: readiness, memory, start-up
-## patches, API requests and reaction times (report in target/bench/controller.md).
-## Not part of `make test`.
+## 100,000 Secrets, 20,000 ConfigMaps and 10,000 Deployments, in two shapes (base; realistic:
+## Helm's metadata, waves records, a relist of every watch): readiness, memory, start-up
+## patches, API requests and reaction times (report in target/bench/controller.md; about
+## three minutes). BENCH_CONTROLLER_SHAPES=base|realistic|million (comma-separated) picks
+## shapes. Not part of `make test`.
 bench-controller:
 	$(CARGO) bench --bench controller
+
+## bench-controller-million: the million shape only (opt-in; 1,000,000 Secrets, 100,000
+## ConfigMaps, 50,000 Deployments in 500 namespaces; the fake API server takes about 2 GB;
+## under ten minutes). Not part of `make test`.
+bench-controller-million:
+	BENCH_CONTROLLER_SHAPES=million $(CARGO) bench --bench controller
 
 ## bench-waves: the release `configsum controller` against the fake API server, rolling 8, 40
 ## and 400 Deployments that share a Secret in health-gated waves at the defaults, the bench

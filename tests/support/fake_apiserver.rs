@@ -220,6 +220,7 @@ use hyper::{HeaderMap, Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde::Serialize;
 use serde::ser::SerializeMap as _;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -598,8 +599,69 @@ struct Change {
     res: usize,
     key: ObjKey,
     kind: ChangeKind,
-    object: Arc<Value>,
-    prev: Option<Arc<Value>>,
+    object: Arc<Stored>,
+    prev: Option<Arc<Stored>>,
+}
+
+/// An object as stored: its compact JSON, from which every answer is cut, and where its
+/// `metadata` lies in it. As `Value` trees a million Helm-managed Secrets took several GB;
+/// their text is a fraction of that, and a metadata-only list page copies each item's
+/// `metadata` without reading (or building a tree of) the rest, however large its data.
+#[derive(Debug)]
+struct Stored {
+    text: Box<str>,
+    metadata: std::ops::Range<usize>,
+}
+
+impl Stored {
+    /// `object`'s text, as `serde_json` writes it (a map's keys sorted).
+    fn new(object: &Value) -> Arc<Stored> {
+        let mut text = Vec::new();
+        let mut metadata = 0..0;
+        match object.as_object() {
+            Some(fields) => {
+                text.push(b'{');
+                for (i, (key, value)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        text.push(b',');
+                    }
+                    let _ = serde_json::to_writer(&mut text, key);
+                    text.push(b':');
+                    let start = text.len();
+                    let _ = serde_json::to_writer(&mut text, value);
+                    if key == "metadata" {
+                        metadata = start..text.len();
+                    }
+                }
+                text.push(b'}');
+            }
+            None => {
+                let _ = serde_json::to_writer(&mut text, object);
+            }
+        }
+        let text = String::from_utf8(text).unwrap_or_default().into_boxed_str();
+        Arc::new(Stored { text, metadata })
+    }
+
+    /// The object as a tree, to read or change.
+    fn tree(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_default()
+    }
+
+    /// The whole object, as stored.
+    fn raw(&self) -> Option<&RawValue> {
+        serde_json::from_str(&self.text).ok()
+    }
+
+    /// Its top-level fields, in the order they were stored (a `Value`'s map is sorted).
+    fn fields(&self) -> BTreeMap<String, &RawValue> {
+        serde_json::from_str(&self.text).unwrap_or_default()
+    }
+
+    /// Its `metadata`, as stored.
+    fn metadata(&self) -> Option<&RawValue> {
+        serde_json::from_str(self.text.get(self.metadata.clone())?).ok()
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -618,7 +680,7 @@ impl FaultRule {
 
 struct State {
     /// Objects by collection (index into RESOURCES), then (namespace, name).
-    objects: Vec<BTreeMap<ObjKey, Arc<Value>>>,
+    objects: Vec<BTreeMap<ObjKey, Arc<Stored>>>,
     resource_version: u64,
     history: VecDeque<Arc<Change>>,
     history_limit: usize,
@@ -669,7 +731,7 @@ impl State {
         key: ObjKey,
         mut object: Value,
         staged: bool,
-    ) -> (Arc<Value>, bool) {
+    ) -> (Arc<Stored>, bool) {
         let resource = &RESOURCES[res];
         if !object.is_object() {
             object = json!({});
@@ -680,7 +742,8 @@ impl State {
             object["metadata"] = json!({});
         }
         omit_empty(&mut object, resource);
-        let previous = self.objects[res].get(&key).cloned();
+        let previous_stored = self.objects[res].get(&key).cloned();
+        let previous = previous_stored.as_ref().map(|p| p.tree());
         let uid = match &previous {
             Some(prev) => prev["metadata"]["uid"].clone(),
             None if object["metadata"]["uid"].is_string() => object["metadata"]["uid"].clone(),
@@ -728,29 +791,29 @@ impl State {
             };
             object["metadata"]["generation"] = json!(generation);
         }
-        if let Some(prev) = &previous {
-            if **prev == object {
-                return (prev.clone(), false);
+        if let (Some(prev), Some(stored)) = (&previous, &previous_stored) {
+            if *prev == object {
+                return (stored.clone(), false);
             }
         }
         self.resource_version += 1;
         let rv = self.resource_version;
         object["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let object = Arc::new(object);
+        let object = Stored::new(&object);
         self.objects[res].insert(key.clone(), object.clone());
         let kind = if previous.is_some() { ChangeKind::Modified } else { ChangeKind::Added };
-        self.record(Change { rv, res, key, kind, object: object.clone(), prev: previous });
+        self.record(Change { rv, res, key, kind, object: object.clone(), prev: previous_stored });
         (object, true)
     }
 
     /// Deletes the object at `key`; the deleted object at the deletion's resourceVersion.
-    fn remove(&mut self, res: usize, key: &ObjKey) -> Option<Arc<Value>> {
+    fn remove(&mut self, res: usize, key: &ObjKey) -> Option<Arc<Stored>> {
         let prev = self.objects[res].remove(key)?;
         self.resource_version += 1;
         let rv = self.resource_version;
-        let mut last = (*prev).clone();
+        let mut last = prev.tree();
         last["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let last = Arc::new(last);
+        let last = Stored::new(&last);
         self.record(Change {
             rv,
             res,
@@ -799,13 +862,13 @@ impl State {
         after: Option<&ObjKey>,
         snapshot: u64,
         limit: usize,
-        keep: &dyn Fn(&Value) -> bool,
-    ) -> (Vec<Arc<Value>>, bool) {
+        keep: &dyn Fn(&Stored) -> bool,
+    ) -> (Vec<Arc<Stored>>, bool) {
         let in_namespace = |k: &ObjKey| namespace.is_none_or(|ns| k.0 == ns);
         let beyond = |k: &ObjKey| after.is_none_or(|a| k > a);
         // Undo every change made after the snapshot: the first change of a
         // key after it holds the key's state at the snapshot.
-        let mut undo: BTreeMap<&ObjKey, Option<&Arc<Value>>> = BTreeMap::new();
+        let mut undo: BTreeMap<&ObjKey, Option<&Arc<Stored>>> = BTreeMap::new();
         if snapshot < self.resource_version {
             let start = self.history.partition_point(|c| c.rv <= snapshot);
             for change in self.history.range(start..) {
@@ -1139,7 +1202,7 @@ impl FakeApiServer {
     /// The stored object at `path` (with `apiVersion` and `kind`), if any.
     pub fn object(&self, path: &str) -> Option<Value> {
         let target = parse_target(path).filter(|t| t.name.is_some())?;
-        self.shared.state().objects[target.res].get(&target.key()).map(|o| (**o).clone())
+        self.shared.state().objects[target.res].get(&target.key()).map(|o| o.tree())
     }
 
     /// Every stored object of a collection path (e.g. `/api/v1/namespaces/ns/events`).
@@ -1151,7 +1214,7 @@ impl FakeApiServer {
         state.objects[target.res]
             .iter()
             .filter(|(k, _)| target.namespace.as_ref().is_none_or(|ns| &k.0 == ns))
-            .map(|(_, v)| (**v).clone())
+            .map(|(_, v)| v.tree())
             .collect()
     }
 
@@ -1441,7 +1504,7 @@ impl FakeApiServer {
                 _ => state.resource_version,
             };
             let after = continued.as_ref().map(|(_, key)| key);
-            let keep = |object: &Value| selector.matches(object);
+            let keep = |object: &Stored| selector.matches_stored(object);
             let (items, more) =
                 state.page(target.res, target.namespace.as_deref(), after, snapshot, limit, &keep);
             (items, more, snapshot)
@@ -1449,7 +1512,7 @@ impl FakeApiServer {
         let mut metadata = json!({"resourceVersion": snapshot.to_string()});
         if more {
             if let Some(last) = items.last() {
-                metadata["continue"] = json!(encode_continue(snapshot, last, target));
+                metadata["continue"] = json!(encode_continue(snapshot, &last.tree(), target));
             }
         } else if resource.custom {
             // A custom resource's list is unstructured on the real server: its last page
@@ -1594,7 +1657,7 @@ impl FakeApiServer {
         }
         let (stored, _) = state.store(target.res, key, object, false);
         drop(state);
-        Ok(bytes_response(StatusCode::CREATED, to_json(&*stored)))
+        Ok(bytes_response(StatusCode::CREATED, Bytes::from(stored.text.to_string())))
     }
 
     fn replace(&self, target: &Target, body: &[u8]) -> Result<Response<Body>, ApiError> {
@@ -1605,7 +1668,7 @@ impl FakeApiServer {
         let mut state = self.shared.state();
         let current = state.objects[target.res]
             .get(&target.key())
-            .cloned()
+            .map(|o| o.tree())
             .ok_or_else(|| ApiError::not_found(resource, &name))?;
         let sent = object["metadata"]["resourceVersion"].as_str().filter(|rv| !rv.is_empty());
         if sent.is_some_and(|rv| Some(rv) != current["metadata"]["resourceVersion"].as_str()) {
@@ -1613,7 +1676,7 @@ impl FakeApiServer {
         }
         let (stored, _) = state.store(target.res, target.key(), object, false);
         drop(state);
-        Ok(bytes_response(StatusCode::OK, to_json(&*stored)))
+        Ok(bytes_response(StatusCode::OK, Bytes::from(stored.text.to_string())))
     }
 
     fn patch(
@@ -1650,16 +1713,16 @@ impl FakeApiServer {
         let mut state = self.shared.state();
         if let Some(concurrent) = state.interleaved.remove(path) {
             if let Some(current) = state.objects[target.res].get(&target.key()).cloned() {
-                let mut changed = (*current).clone();
+                let mut changed = current.tree();
                 json_patch::merge(&mut changed, &concurrent);
                 state.store(target.res, target.key(), changed, false);
             }
         }
         let current = state.objects[target.res]
             .get(&target.key())
-            .cloned()
+            .map(|o| o.tree())
             .ok_or_else(|| ApiError::not_found(resource, &name))?;
-        let mut patched = (*current).clone();
+        let mut patched = current.clone();
         match &patch {
             Kind::Merge(patch) => json_patch::merge(&mut patched, patch),
             // The real server says no more than this about a failing operation.
@@ -1679,7 +1742,7 @@ impl FakeApiServer {
         }
         let (stored, _) = state.store(target.res, target.key(), patched, false);
         drop(state);
-        Ok(bytes_response(StatusCode::OK, to_json(&*stored)))
+        Ok(bytes_response(StatusCode::OK, Bytes::from(stored.text.to_string())))
     }
 
     fn remove(&self, target: &Target, body: &[u8]) -> Result<Response<Body>, ApiError> {
@@ -1690,7 +1753,7 @@ impl FakeApiServer {
         let mut state = self.shared.state();
         let current = state.objects[target.res]
             .get(&target.key())
-            .cloned()
+            .map(|o| o.tree())
             .ok_or_else(|| ApiError::not_found(resource, &name))?;
         // `BeforeDelete` (`staging/src/k8s.io/apiserver/pkg/registry/rest/delete.go`): the UID
         // first, then the resourceVersion; the Conflict names the kind.
@@ -1864,7 +1927,7 @@ impl WatchSpec {
         self.namespace.as_ref().is_none_or(|ns| &key.0 == ns)
     }
 
-    fn line(&self, kind: &str, object: &Value) -> Bytes {
+    fn line(&self, kind: &str, object: &Stored) -> Bytes {
         line(&EventLine { kind, object: Item::single(object, &self.shape) })
     }
 
@@ -1873,17 +1936,18 @@ impl WatchSpec {
         if change.res != self.res || !self.in_scope(&change.key) {
             return None;
         }
-        let now = change.kind != ChangeKind::Deleted && self.selector.matches(&change.object);
-        let before = change.prev.as_ref().is_some_and(|p| self.selector.matches(p));
+        let now =
+            change.kind != ChangeKind::Deleted && self.selector.matches_stored(&change.object);
+        let before = change.prev.as_ref().is_some_and(|p| self.selector.matches_stored(p));
         match (change.kind, now, before) {
             (ChangeKind::Deleted, _, true) => Some(self.line("DELETED", &change.object)),
             (_, true, true) => Some(self.line("MODIFIED", &change.object)),
             (_, true, false) => Some(self.line("ADDED", &change.object)),
             (_, false, true) => {
                 // Stopped matching: its previous state, at this change's resourceVersion.
-                let mut last = change.prev.as_deref().cloned().unwrap_or_default();
+                let mut last = change.prev.as_deref().map(Stored::tree).unwrap_or_default();
                 last["metadata"]["resourceVersion"] = json!(change.rv.to_string());
-                Some(self.line("DELETED", &last))
+                Some(self.line("DELETED", &Stored::new(&last)))
             }
             _ => None,
         }
@@ -1925,14 +1989,14 @@ async fn run_watch(shared: Arc<Shared>, spec: WatchSpec, tx: mpsc::Sender<Bytes>
                     Some(ns) => Bound::Included((ns.clone(), String::new())),
                     None => Bound::Unbounded,
                 };
-                let objects: Vec<Arc<Value>> = state.objects[spec.res]
+                let objects: Vec<Arc<Stored>> = state.objects[spec.res]
                     .range((lower, Bound::Unbounded))
                     .take_while(|(k, _)| spec.in_scope(k))
                     .map(|(_, v)| v.clone())
                     .collect();
                 (objects, state.resource_version)
             };
-            for object in objects.iter().filter(|o| spec.selector.matches(o)) {
+            for object in objects.iter().filter(|o| spec.selector.matches_stored(o)) {
                 if tx.send(spec.line("ADDED", object)).await.is_err() {
                     return;
                 }
@@ -2244,6 +2308,11 @@ impl Selector {
         Ok(selector)
     }
 
+    /// A stored object matches: its tree is built only when there is something to match.
+    fn matches_stored(&self, object: &Stored) -> bool {
+        (self.labels.is_empty() && self.fields.is_empty()) || self.matches(&object.tree())
+    }
+
     fn matches(&self, object: &Value) -> bool {
         let label = |k: &str| object["metadata"]["labels"][k].as_str();
         let labels_match = self.labels.iter().all(|req| match req {
@@ -2464,12 +2533,12 @@ enum ItemShape {
 }
 
 struct Item<'a> {
-    object: &'a Value,
+    object: &'a Stored,
     shape: ItemShape,
 }
 
 impl<'a> Item<'a> {
-    fn single(object: &'a Value, shape: &Shape) -> Item<'a> {
+    fn single(object: &'a Stored, shape: &Shape) -> Item<'a> {
         let shape = match shape {
             Shape::Full => ItemShape::Full,
             Shape::Meta(v) | Shape::MetaList(v) => ItemShape::Meta(v),
@@ -2480,12 +2549,11 @@ impl<'a> Item<'a> {
 
 impl Serialize for Item<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // Every stored object is a JSON object with `metadata` (`State::store`).
         match &self.shape {
-            ItemShape::Full => self.object.serialize(serializer),
+            ItemShape::Full => self.object.raw().serialize(serializer),
             ItemShape::Bare => {
-                let Some(fields) = self.object.as_object() else {
-                    return self.object.serialize(serializer);
-                };
+                let fields = self.object.fields();
                 let mut map = serializer.serialize_map(None)?;
                 for (k, v) in fields.iter().filter(|(k, _)| *k != "apiVersion" && *k != "kind") {
                     map.serialize_entry(k, v)?;
@@ -2496,12 +2564,12 @@ impl Serialize for Item<'_> {
                 let mut map = serializer.serialize_map(Some(3))?;
                 map.serialize_entry("kind", "PartialObjectMetadata")?;
                 map.serialize_entry("apiVersion", &format!("meta.k8s.io/{version}"))?;
-                map.serialize_entry("metadata", &self.object["metadata"])?;
+                map.serialize_entry("metadata", &self.object.metadata())?;
                 map.end()
             }
             ItemShape::MetaBare => {
                 let mut map = serializer.serialize_map(Some(1))?;
-                map.serialize_entry("metadata", &self.object["metadata"])?;
+                map.serialize_entry("metadata", &self.object.metadata())?;
                 map.end()
             }
         }

@@ -137,8 +137,8 @@ fn on_workload(key: &WorkloadKey, uid: Option<String>, reason: &str, message: St
     let involved = ObjectReference {
         api_version: Some(resource.api_version),
         kind: Some(resource.kind),
-        name: Some(key.name.clone()),
-        namespace: Some(key.namespace.clone()),
+        name: Some(key.name.to_string()),
+        namespace: Some(key.namespace.to_string()),
         uid,
         ..ObjectReference::default()
     };

@@ -19,8 +19,8 @@ pub fn workload(key: &WorkloadKey) -> NoticeWorkload {
     NoticeWorkload {
         kind: resource.kind,
         resource: resource.plural,
-        namespace: key.namespace.clone(),
-        name: key.name.clone(),
+        namespace: key.namespace.to_string(),
+        name: key.name.to_string(),
     }
 }
 

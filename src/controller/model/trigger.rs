@@ -107,9 +107,9 @@ impl Source {
     /// Whether `workload` may be among those this source's change rolls.
     pub fn concerns(&self, workload: &WorkloadKey) -> bool {
         match self {
-            Source::Object(key) => key.namespace == workload.namespace,
+            Source::Object(key) => *key.namespace == *workload.namespace,
             Source::Workload(key) => key.namespace == workload.namespace,
-            Source::ProviderClass { namespace, .. } => *namespace == workload.namespace,
+            Source::ProviderClass { namespace, .. } => **namespace == *workload.namespace,
             Source::Image(_) => true,
         }
     }

@@ -59,10 +59,14 @@ impl WaveEntry {
 
 /// Every source's entry, by the source's name (`secret/db`, `image ghcr.io/acme/web:1`), in
 /// that order: a short sorted list rather than a map, whose every node would hold room for
-/// eleven entries on each workload that rolled.
+/// eleven entries on each workload that rolled. Every workload that rolled keeps one, so it
+/// is two allocations of exactly its size, whatever its length: the names one after another,
+/// and the entries, each with where its name ends (a list and a name apiece took twice the
+/// memory, the list's room for four entries included).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WaveRecord {
-    entries: Vec<(Box<str>, WaveEntry)>,
+    names: Box<str>,
+    entries: Box<[(u32, WaveEntry)]>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -83,7 +87,7 @@ impl WaveRecord {
         let Ok(wire) = serde_json::from_str::<BTreeMap<String, serde_json::Value>>(text) else {
             return WaveRecord::default();
         };
-        let entries = wire
+        let entries: Vec<(String, WaveEntry)> = wire
             .into_iter()
             .filter_map(|(source, value)| {
                 let wire: Wire = serde_json::from_value(value).ok()?;
@@ -93,19 +97,50 @@ impl WaveRecord {
                 let at = SystemTime::UNIX_EPOCH
                     .checked_add(Duration::from_secs(u64::try_from(at.as_second()).ok()?))?;
                 let entry = WaveEntry { change, wave: wire.wave, at, digest };
-                (wire.wave > 0).then_some((source.into_boxed_str(), entry))
+                (wire.wave > 0).then_some((source, entry))
             })
             .take(MAX_ENTRIES)
             .collect();
         // A JSON object's keys come sorted from the map it was read into.
-        WaveRecord { entries }
+        WaveRecord::packed(entries.iter().map(|(source, entry)| (source.as_str(), entry.clone())))
+    }
+
+    /// The record of `entries`, sorted by source, packed.
+    fn packed<'a>(entries: impl Iterator<Item = (&'a str, WaveEntry)>) -> WaveRecord {
+        let mut names = String::new();
+        let mut packed = Vec::new();
+        for (source, entry) in entries {
+            names.push_str(source);
+            // Within MAX_BYTES, and at most MAX_ENTRIES names of a source each.
+            let Ok(end) = u32::try_from(names.len()) else { break };
+            packed.push((end, entry));
+        }
+        WaveRecord { names: names.into_boxed_str(), entries: packed.into_boxed_slice() }
+    }
+
+    /// The name of the source of entry `at`.
+    fn source(&self, at: usize) -> &str {
+        let start = at.checked_sub(1).map_or(0, |before| self.entries[before].0 as usize);
+        self.names.get(start..self.entries[at].0 as usize).unwrap_or_default()
+    }
+
+    fn find(&self, source: &str) -> Result<usize, usize> {
+        let (mut low, mut high) = (0, self.entries.len());
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match self.source(middle).cmp(source) {
+                std::cmp::Ordering::Less => low = middle + 1,
+                std::cmp::Ordering::Greater => high = middle,
+                std::cmp::Ordering::Equal => return Ok(middle),
+            }
+        }
+        Err(low)
     }
 
     /// The annotation's value.
     pub fn render(&self) -> String {
         let wire: BTreeMap<&str, Wire> = self
-            .entries
-            .iter()
+            .entries()
             .map(|(source, entry)| {
                 let seconds = entry
                     .at
@@ -119,19 +154,19 @@ impl WaveRecord {
                     at: at.to_string(),
                     digest: entry.digest.map(|d| d.as_str().to_owned()),
                 };
-                (&**source, wire)
+                (source, wire)
             })
             .collect();
         serde_json::to_string(&wire).unwrap_or_default()
     }
 
     pub fn get(&self, source: &str) -> Option<&WaveEntry> {
-        let at = self.entries.binary_search_by(|(s, _)| (**s).cmp(source)).ok()?;
+        let at = self.find(source).ok()?;
         Some(&self.entries[at].1)
     }
 
     pub fn entries(&self) -> impl Iterator<Item = (&str, &WaveEntry)> {
-        self.entries.iter().map(|(source, entry)| (&**source, entry))
+        self.entries.iter().enumerate().map(|(at, (_, entry))| (self.source(at), entry))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -141,15 +176,18 @@ impl WaveRecord {
     /// Records `entry` for `source`, replacing its last one; past [`MAX_ENTRIES`] the oldest
     /// entries go.
     pub fn record(&mut self, source: &str, entry: WaveEntry) {
-        match self.entries.binary_search_by(|(s, _)| (**s).cmp(source)) {
-            Ok(at) => self.entries[at].1 = entry,
-            Err(at) => self.entries.insert(at, (source.into(), entry)),
+        let mut entries: Vec<(&str, WaveEntry)> =
+            self.entries().map(|(s, e)| (s, e.clone())).collect();
+        match self.find(source) {
+            Ok(at) => entries[at].1 = entry,
+            Err(at) => entries.insert(at, (source, entry)),
         }
-        while self.entries.len() > MAX_ENTRIES {
-            let oldest = self.entries.iter().enumerate().min_by_key(|(_, (_, e))| e.at);
+        while entries.len() > MAX_ENTRIES {
+            let oldest = entries.iter().enumerate().min_by_key(|(_, (_, e))| e.at);
             let Some((at, _)) = oldest else { break };
-            self.entries.remove(at);
+            entries.remove(at);
         }
+        *self = WaveRecord::packed(entries.into_iter());
     }
 }
 
@@ -207,8 +245,8 @@ mod tests {
 
     #[test]
     fn an_entry_is_small_and_kept_without_a_map() {
-        // Every workload that rolled in a wave keeps one: ids inline, one list per workload.
-        assert!(std::mem::size_of::<(Box<str>, WaveEntry)>() <= 64);
+        // Every workload that rolled in a wave keeps one: ids inline, its names in one string.
+        assert!(std::mem::size_of::<(u32, WaveEntry)>() <= 56);
         assert_eq!(
             Id::parse("0123456789AB").map(|id| id.as_str().to_owned()).as_deref(),
             Some("0123456789AB")

@@ -4,6 +4,7 @@
 //! (kubernetes/kubernetes#3030), so the object's own fields cannot say it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
@@ -20,12 +21,14 @@ use crate::core::{AnnotationDomain, Mutation, Plan, Settings, plan};
 
 use super::wave_record::WaveRecord;
 
-/// A workload the controller may roll.
+/// A workload the controller may roll. Its names are shared, not copied: every index holds
+/// the key of each workload it knows (the snapshots, the references both ways, the queue),
+/// and a clone is a count rather than two allocations.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WorkloadKey {
     pub kind: WorkloadKind,
-    pub namespace: String,
-    pub name: String,
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
 }
 
 impl std::fmt::Display for WorkloadKey {
@@ -121,8 +124,8 @@ impl WatchedWorkload {
     pub fn key(&self, kind: WorkloadKind) -> Option<WorkloadKey> {
         Some(WorkloadKey {
             kind,
-            namespace: self.meta.namespace.clone()?,
-            name: self.meta.name.clone()?,
+            namespace: self.meta.namespace.as_deref()?.into(),
+            name: self.meta.name.as_deref()?.into(),
         })
     }
 

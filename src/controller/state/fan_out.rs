@@ -345,11 +345,7 @@ impl FanOut {
 
 /// Namespace, kind (its Kind string), name.
 fn rollout_order(a: &WorkloadKey, b: &WorkloadKey) -> std::cmp::Ordering {
-    (a.namespace.as_str(), a.kind.as_str(), a.name.as_str()).cmp(&(
-        b.namespace.as_str(),
-        b.kind.as_str(),
-        b.name.as_str(),
-    ))
+    (&*a.namespace, a.kind.as_str(), &*a.name).cmp(&(&*b.namespace, b.kind.as_str(), &*b.name))
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub fn judge(
     let judged = trackers
         .iter()
         .map(|t| {
-            let across = object.namespace != t.workload.namespace;
+            let across = *object.namespace != *t.workload.namespace;
             let observation = match content {
                 // Without its owner's consent, as good as absent (`Mutation::observe`).
                 Some(c) if across && !c.readable_from(&t.workload.namespace) => Observation::Absent,
@@ -119,6 +119,8 @@ struct Known {
     dirty: bool,
     /// Reads failed in a row.
     failures: u32,
+    /// Listed by the relist of its kind under way (`WatchIndex::begin_marking`).
+    listed: bool,
 }
 
 /// What is known of each tracked object, and the reads waiting, running or to retry.
@@ -330,14 +332,34 @@ impl WatchIndex<ObjectVersion> for ObjectWatch<'_> {
     }
 
     /// The tracked objects of this kind that exist as far as the controller knows and the
-    /// relist did not list.
-    fn unlisted(&self, listed: &HashSet<ObjectKey>) -> Vec<ObjectKey> {
-        let gone = |key: &&ObjectKey| key.object.kind == self.kind && !listed.contains(*key);
-        self.objects.existing().filter(gone).cloned().collect()
+    /// relist did not mark listed (`listed` is empty: see `begin_marking`).
+    fn unlisted(&self, _listed: &HashSet<ObjectKey>) -> Vec<ObjectKey> {
+        let known = &self.objects.known;
+        let gone = |(key, known): &(&ObjectKey, &Known)| {
+            key.object.kind == self.kind && !known.listed && !matches!(known.digest, Some(None))
+        };
+        known.iter().filter(gone).map(|(key, _)| key.clone()).collect()
     }
 
     fn namespace_of(key: &ObjectKey) -> Option<&str> {
         Some(&key.namespace)
+    }
+
+    /// Tens of thousands of objects may be tracked: a relist marks them rather than
+    /// collecting a copy of every key it lists.
+    fn begin_marking(&mut self, within: Option<&str>) -> bool {
+        for (key, known) in &mut self.objects.known {
+            if key.object.kind == self.kind && within.is_none_or(|ns| key.namespace == ns) {
+                known.listed = false;
+            }
+        }
+        true
+    }
+
+    fn mark_listed(&mut self, key: &ObjectKey) {
+        if let Some(known) = self.objects.known.get_mut(key) {
+            known.listed = true;
+        }
     }
 }
 

@@ -13,9 +13,11 @@ pub fn tracked_by(mutation: &Mutation) -> Vec<ObjectRef> {
     mutation.targets.iter().filter(|t| t.is_read()).map(|t| t.object.clone()).collect()
 }
 
+/// Both maps hold an entry per tracked workload or object, tens of thousands of them: each
+/// list is allocated at its size (a `Vec`'s first push makes room for four).
 #[derive(Debug, Default)]
 pub struct ReferenceIndex {
-    workloads: HashMap<WorkloadKey, Vec<ObjectRef>>,
+    workloads: HashMap<WorkloadKey, Box<[ObjectRef]>>,
     /// Sorted; most objects have one workload, so a Vec rather than a set
     /// (a B-tree node per object was most of the controller's memory).
     by_object: HashMap<ObjectKey, Vec<WorkloadKey>>,
@@ -35,8 +37,9 @@ impl ReferenceIndex {
     pub fn upsert(&mut self, key: WorkloadKey, objects: Vec<ObjectRef>) -> Change {
         let mut change = self.remove(&key);
         for object in &objects {
-            let object = object.clone().within(key.namespace.clone());
-            let workloads = self.by_object.entry(object.clone()).or_default();
+            let object = object.clone().within(&*key.namespace);
+            let workloads =
+                self.by_object.entry(object.clone()).or_insert_with(|| Vec::with_capacity(1));
             if workloads.is_empty() {
                 // Dropped and re-added in one upsert: neither.
                 match change.dropped.iter().position(|s| *s == object) {
@@ -50,7 +53,7 @@ impl ReferenceIndex {
                 workloads.insert(at, key.clone());
             }
         }
-        self.workloads.insert(key, objects);
+        self.workloads.insert(key, objects.into_boxed_slice());
         change
     }
 
@@ -58,7 +61,7 @@ impl ReferenceIndex {
         let mut change = Change::default();
         let Some(old) = self.workloads.remove(key) else { return change };
         for object in old {
-            let object = object.within(key.namespace.clone());
+            let object = object.within(&*key.namespace);
             if let Some(workloads) = self.by_object.get_mut(&object) {
                 if let Ok(at) = workloads.binary_search(key) {
                     workloads.remove(at);
@@ -84,7 +87,7 @@ impl ReferenceIndex {
 
     /// Every workload in `namespace`.
     pub fn workloads_in<'a>(&'a self, namespace: &'a str) -> impl Iterator<Item = &'a WorkloadKey> {
-        self.workloads.keys().filter(move |k| k.namespace == namespace)
+        self.workloads.keys().filter(move |k| *k.namespace == *namespace)
     }
 
     pub fn len(&self) -> usize {

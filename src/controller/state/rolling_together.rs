@@ -215,8 +215,8 @@ impl RollingTogether {
 pub fn key_of(mutation: &Mutation, target: &WorkloadTarget) -> WorkloadKey {
     WorkloadKey {
         kind: target.kind,
-        namespace: mutation.namespace.clone(),
-        name: target.name.clone(),
+        namespace: mutation.namespace.as_str().into(),
+        name: target.name.as_str().into(),
     }
 }
 

@@ -818,7 +818,7 @@ fn patched_in_wave(h: &mut Harness, work: Work) {
 
 /// The workloads of the work handed out so far, emptied.
 fn rolled(h: &mut Harness) -> Vec<String> {
-    let mut names: Vec<String> = h.work.drain(..).map(|w| w.due.key.name).collect();
+    let mut names: Vec<String> = h.work.drain(..).map(|w| w.due.key.name.to_string()).collect();
     names.sort();
     names
 }
@@ -998,7 +998,7 @@ fn a_dry_run_reports_every_wave_at_once() {
     let mut waves: Vec<(String, u32)> = h
         .work
         .drain(..)
-        .map(|w| (w.due.key.name.clone(), w.waves.first().map_or(0, |m| m.wave)))
+        .map(|w| (w.due.key.name.to_string(), w.waves.first().map_or(0, |m| m.wave)))
         .collect();
     waves.sort();
     let expected: Vec<(String, u32)> = [1, 2, 2, 3, 3, 3, 3, 4]
@@ -1018,11 +1018,7 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
     h.secret_changed("two", "11");
     h.wait(WINDOW);
     let work: Vec<Work> = h.work.drain(..).collect();
-    assert_eq!(
-        work.iter().map(|w| w.due.key.name.as_str()).collect::<Vec<_>>(),
-        ["app-0"],
-        "wave 1"
-    );
+    assert_eq!(work.iter().map(|w| &*w.due.key.name).collect::<Vec<_>>(), ["app-0"], "wave 1");
     let marks = &work[0].waves;
     assert_eq!(marks.len(), 1);
     assert_eq!((marks[0].change.source.record_name().as_str(), marks[0].wave), ("secret/db", 1));
@@ -1045,7 +1041,7 @@ fn a_change_rolls_in_health_gated_waves_and_halts_at_a_failed_rollout() {
     apply(&mut h, next);
     h.wait(WINDOW);
     let work: Vec<Work> = h.work.drain(..).collect();
-    let mut names: Vec<&str> = work.iter().map(|w| w.due.key.name.as_str()).collect();
+    let mut names: Vec<&str> = work.iter().map(|w| &*w.due.key.name).collect();
     names.sort();
     assert_eq!(names, ["app-1", "app-2"], "wave 2: twice wave 1");
     assert!(work.iter().all(|w| w.waves.iter().all(|m| m.wave == 2 && m.change.id == change_id)));
@@ -1177,7 +1173,7 @@ fn a_paused_workload_is_never_rolled_and_rolls_once_when_unpaused() {
     h.wait(WINDOW);
     let work: Vec<Work> = h.work.drain(..).collect();
     assert_eq!(work.len(), 1);
-    assert_eq!(work[0].due.key.name, "app-0");
+    assert_eq!(&*work[0].due.key.name, "app-0");
     assert!(work[0].due.triggers.contains(&Trigger::Object(ObjectRef::secret("db"))));
     assert!(!h.state.verdicts().iter().any(|(v, _)| *v == Verdict::Paused));
 }
@@ -1294,7 +1290,7 @@ fn a_source_that_says_fan_out_all_skips_waves() {
     source_changed(&mut h, "two", "11", &[("configsum.dev/fan-out", "all")]);
     h.wait(WINDOW);
     let work: Vec<Work> = h.work.drain(..).collect();
-    let mut names: Vec<&str> = work.iter().map(|w| w.due.key.name.as_str()).collect();
+    let mut names: Vec<&str> = work.iter().map(|w| &*w.due.key.name).collect();
     names.sort();
     assert_eq!(names, ["app-0", "app-1", "app-2", "app-3"]);
     assert!(work.iter().all(|w| w.waves.is_empty()), "no wave to record");
@@ -1440,7 +1436,7 @@ fn a_rotation_rolls_once_and_its_roll_and_first_observations_never_do() {
     status_event(&mut h, Event::Apply(vault_status("fresh-a", 22, "2")));
     let work: Vec<Work> = std::mem::take(&mut h.work);
     for (at, done) in work.into_iter().enumerate() {
-        let name = done.due.key.name.clone();
+        let name = done.due.key.name.to_string();
         patched_from(&mut h, done, if name == "web" { "1" } else { "2" });
         apply(&mut h, mounting_vault(&name, Some(&v2), &format!("{}", 10 + at)));
     }

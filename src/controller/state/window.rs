@@ -61,14 +61,14 @@ impl Windows {
             None => self.namespaces.remove(namespace),
         };
         for (workload, waiting) in &mut self.waiting {
-            waiting.changed |= workload.namespace == namespace;
+            waiting.changed |= *workload.namespace == *namespace;
         }
     }
 
     fn window_text(&self, workload: &WorkloadKey) -> Option<&str> {
         effective(
             self.workloads.get(workload).map(AsRef::as_ref),
-            self.namespaces.get(&workload.namespace).map(AsRef::as_ref),
+            self.namespaces.get(&*workload.namespace).map(AsRef::as_ref),
             self.flag.as_deref(),
         )
     }

@@ -89,9 +89,9 @@ impl WorkloadIndex {
 
     /// Forgets every workload in `namespace` (it left the scope); returns the planned ones.
     pub fn forget_namespace(&mut self, namespace: &str) -> Vec<WorkloadKey> {
-        self.skipped.retain(|key, _| key.namespace != namespace);
+        self.skipped.retain(|key, _| *key.namespace != *namespace);
         let keys: Vec<WorkloadKey> =
-            self.snapshots.keys().filter(|k| k.namespace == namespace).cloned().collect();
+            self.snapshots.keys().filter(|k| *k.namespace == *namespace).cloned().collect();
         for key in &keys {
             self.forget(key);
         }
@@ -130,13 +130,16 @@ pub struct WorkloadWatch<'a> {
 impl WatchIndex<WatchedWorkload> for WorkloadWatch<'_> {
     type Key = WorkloadKey;
 
+    /// The key the index already holds, if it does: its names are then shared by the relist's
+    /// set of listed keys and by every index the change goes on to, not copied again.
     fn key(&self, workload: &WatchedWorkload) -> Option<WorkloadKey> {
-        workload.key(self.kind)
+        let key = workload.key(self.kind)?;
+        Some(self.index.snapshots.get_key_value(&key).map_or(key, |(held, _)| held.clone()))
     }
 
     fn apply(&mut self, workload: WatchedWorkload) {
+        let Some(key) = self.key(&workload) else { return };
         let (kind, index) = (self.kind, &mut *self.index);
-        let Some(key) = workload.key(kind) else { return };
         if !self.scope.contains(&key.namespace) {
             return;
         }
