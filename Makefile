@@ -110,8 +110,9 @@ bench-render: build
 ## 100,000 Secrets, 20,000 ConfigMaps and 10,000 Deployments, in two shapes (base; realistic:
 ## Helm's metadata, waves records, a relist of every watch): readiness, memory, start-up
 ## patches, API requests and reaction times (report in target/bench/controller.md; about
-## three minutes). BENCH_CONTROLLER_SHAPES=base|realistic|million (comma-separated) picks
-## shapes. Not part of `make test`.
+## three minutes). BENCH_CONTROLLER_SHAPES=base|realistic|million|million-sharded
+## (comma-separated) picks shapes; million-sharded runs BENCH_CONTROLLER_SHARDS (3)
+## controllers with --shard I/N at once. Not part of `make test`.
 bench-controller:
 	$(CARGO) bench --bench controller
 

@@ -319,7 +319,17 @@ struct Controller {
 
 impl Controller {
     async fn spawn(kubeconfig: &str, key_file: &str) -> Controller {
-        let args = [
+        Controller::spawn_as(kubeconfig, key_file, "bench", &[]).await
+    }
+
+    /// The same as `identity`, with `extra` arguments (a shard's `--shard I/N`).
+    async fn spawn_as(
+        kubeconfig: &str,
+        key_file: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> Controller {
+        let mut args = vec![
             "controller",
             "--digest-key-file",
             key_file,
@@ -332,7 +342,7 @@ impl Controller {
             "--lease-namespace",
             "configsum-system",
             "--identity",
-            "bench",
+            identity,
             "--log-format",
             "json",
             // Scale and reaction are measured here: the fake completes no rollout, so the 100
@@ -340,6 +350,7 @@ impl Controller {
             "--fan-out",
             "all",
         ];
+        args.extend_from_slice(extra);
         // A profiler in front (`heaptrack`), for where the memory goes; VmHWM is then the wrapper's.
         let wrapper = std::env::var("BENCH_CONTROLLER_WRAPPER").unwrap_or_default();
         let mut program: Vec<&str> = wrapper.split_whitespace().collect();
@@ -666,8 +677,11 @@ async fn main() {
             "base" => base(&mut report).await,
             "realistic" => loaded(&mut report, &REALISTIC).await,
             "million" => loaded(&mut report, &MILLION).await,
+            "million-sharded" => sharded(&mut report, &MILLION, shard_count()).await,
             other => {
-                panic!("BENCH_CONTROLLER_SHAPES: no shape {other:?} (base, realistic, million)")
+                panic!(
+                    "BENCH_CONTROLLER_SHAPES: no shape {other:?} (base, realistic, million, million-sharded)"
+                )
             }
         };
     }
@@ -956,6 +970,110 @@ async fn loaded(report: &mut Report, shape: &Shape) -> usize {
     }
     let code = controller.stop().await;
     report.note(format!("{name}: controller exit code after SIGTERM: {code:?}"));
+    startup_patches
+}
+
+/// `BENCH_CONTROLLER_SHARDS`: how many shards `million-sharded` runs (default 3).
+fn shard_count() -> u32 {
+    std::env::var("BENCH_CONTROLLER_SHARDS").ok().and_then(|n| n.parse().ok()).unwrap_or(3).max(1)
+}
+
+/// `shape` served by `count` controllers at once, each `--shard I/N`, as a cluster too large
+/// for one would run them: each shard's spawn to ready and peak RSS, synced and after a relist
+/// of every watch, the content reads of that relist, and the reactions. Returns the PATCHes
+/// at start-up.
+async fn sharded(report: &mut Report, shape: &Shape, count: u32) -> usize {
+    let name = format!("{} in {count} shards", shape.name);
+    let api = FakeApiServer::start().await;
+    eprintln!("filling the fake API server ({name}) ...");
+    let filled = fill(&api, shape);
+    report.note(format!("{name}: fake API server filled in {:.1} s", filled.as_secs_f64()));
+    let dir = TempDir::new("bench-controller-sharded");
+    let key_file = dir.path("digest.key");
+    std::fs::write(&key_file, DIGEST_KEY).expect("digest key");
+    let key_file = key_file.display().to_string();
+    let kubeconfig = api.kubeconfig_for(&dir.0, TOKEN).display().to_string();
+    api.clear_log();
+
+    let spawned = Instant::now();
+    let mut shards = Vec::new();
+    for i in 0..count {
+        let shard = format!("{i}/{count}");
+        let identity = format!("bench-{i}");
+        shards.push(
+            Controller::spawn_as(&kubeconfig, &key_file, &identity, &["--shard", &shard]).await,
+        );
+    }
+    let mut ready = Vec::new();
+    for controller in &mut shards {
+        ready.push(until_ready(report, controller, spawned, shape.deadline).await);
+    }
+    for (i, controller) in shards.iter().enumerate() {
+        settle(report, controller, &format!("{name}, shard {i}, start-up"), shape.deadline).await;
+    }
+    let startup_patches = api.log().iter().filter(|l| l.method == "PATCH").count();
+    for (i, controller) in shards.iter().enumerate() {
+        let tracked = metric(
+            &controller.get("/metrics").await.unwrap_or_default().1,
+            "configsum_controller_watched_objects",
+        );
+        report.row(
+            &format!("{name}: shard {i}/{count}, spawn to ready / peak RSS synced (VmHWM)"),
+            format!("{:.1} s / {:.1} MiB", ready[i].as_secs_f64(), controller.memory_mib("VmHWM:")),
+            &format!("{tracked} tracked objects"),
+        );
+    }
+    report.row(&format!("{name}: PATCHes at start-up"), startup_patches.to_string(), "0");
+
+    api.clear_log();
+    let expired = Instant::now();
+    for plural in ["namespaces", "secrets", "configmaps", "deployments"] {
+        api.expire_watches(plural);
+    }
+    // Every shard lists again: one watch of each resource per shard, opened after the expiry.
+    loop {
+        let log = api.log();
+        let relisted = [
+            "/api/v1/namespaces",
+            "/api/v1/secrets",
+            "/api/v1/configmaps",
+            "/apis/apps/v1/deployments",
+        ]
+        .iter()
+        .all(|p| {
+            log.iter()
+                .filter(|l| l.path == *p && l.query.contains("watch=") && l.at >= expired)
+                .count()
+                >= count as usize
+        });
+        if relisted {
+            break;
+        }
+        if expired.elapsed() > shape.deadline {
+            fail(report, &shards[0], &format!("{name}: the shards did not list again in time"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (i, controller) in shards.iter().enumerate() {
+        settle(report, controller, &format!("{name}, shard {i}, relist"), shape.deadline).await;
+    }
+    let reads = api.log().iter().filter(|l| is_content_read(l)).count();
+    report.row(
+        &format!("{name}: content reads on a relist, nothing changed"),
+        reads.to_string(),
+        "0",
+    );
+    for (i, controller) in shards.iter().enumerate() {
+        report.row(
+            &format!("{name}: shard {i}/{count}, peak RSS after the relist (VmHWM)"),
+            format!("{:.1} MiB", controller.memory_mib("VmHWM:")),
+            &format!("≤ {} MiB", shape.rss_target_mib),
+        );
+    }
+    reactions(report, &api, &shards[0], shape).await;
+    for controller in shards {
+        controller.stop().await;
+    }
     startup_patches
 }
 
