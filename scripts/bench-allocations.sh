@@ -9,19 +9,10 @@
 #   scripts/bench-allocations.sh [review-bench-binary]
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-if ! command -v heaptrack >/dev/null; then
-  sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-  $sudo apt-get update -qq && $sudo apt-get install -y -qq heaptrack
-fi
-bin="${1:-}"
-if [ -z "$bin" ]; then
-  bin=$(cd "$here" && cargo bench --bench review --no-run --message-format=json 2>/dev/null |
-    python3 -c 'import json,sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("target", {}).get("name") == "review" and m.get("executable"):
-        print(m["executable"])')
-fi
+# shellcheck source=scripts/bench-lib.sh
+. "$here/scripts/bench-lib.sh"
+ensure_command heaptrack heaptrack
+bin=$(review_bench_binary "${1:-}")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 count() {
