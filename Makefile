@@ -37,6 +37,7 @@ tools:
 	scripts/install-helm.sh
 	scripts/install-python-tools.sh
 	scripts/control-plane.sh build >/dev/null
+	scripts/cert-manager.sh build >/dev/null
 	scripts/install-gitops-crds.sh
 	scripts/install-operator-crds.sh
 

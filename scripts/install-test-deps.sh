@@ -10,6 +10,8 @@
 # the real control plane of tests/control_plane (scripts/control-plane.sh build:
 # kube-apiserver, kube-controller-manager, kubectl and etcd from Go modules with
 # the machine's Go, cached under ~/.cache/configsum; curl waits for it to start), and
+# cert-manager's controller and CA injector for tests/control_plane/cert_manager_tls.rs
+# (scripts/cert-manager.sh build, from its Go module, cached beside it), and
 # for tests/control_plane/gitops.rs jq (it runs docs/gitops.md's jq expressions) and the
 # Argo CD and Flux CRDs in target/gitops-crds (scripts/install-gitops-crds.sh, from Go
 # modules), and Knative Serving's Service CRD in target/operator-crds
@@ -79,6 +81,7 @@ rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup comp
 "$(dirname "$0")/install-python-tools.sh"
 # The control plane the tests start (minutes when cold, nothing when cached).
 "$(dirname "$0")/control-plane.sh" build >/dev/null
+"$(dirname "$0")/cert-manager.sh" build >/dev/null
 # The Argo CD and Flux CRDs docs/gitops.md's snippets are checked against (seconds; cached).
 "$(dirname "$0")/install-gitops-crds.sh"
 # Knative Serving's Service CRD that docs/custom-kinds.md's declaration is checked against.
