@@ -9,6 +9,8 @@
 //! namespaces of its own. Tests that restart kube-apiserver (relist, differential) start a
 //! control plane of their own.
 
+#[path = "../support/cert_manager.rs"]
+mod cert_manager;
 #[path = "../support/chart.rs"]
 mod chart;
 #[path = "../support/control_plane.rs"]
@@ -23,6 +25,7 @@ mod registry;
 mod server;
 
 mod across_namespaces;
+mod cert_manager_tls;
 mod controller;
 mod csi;
 mod custom_kinds;
