@@ -34,6 +34,39 @@ fn ready(certificate: &Value) -> bool {
     })
 }
 
+/// Asks cert-manager to issue `certificate` again now, as `cmctl renew` does: the `Issuing`
+/// condition, set through the status subresource.
+fn renew(cp: &ControlPlane, certificate: &str) {
+    let condition = serde_json::json!({
+        "type": "Issuing",
+        "status": "True",
+        "reason": "ManuallyTriggered",
+        "message": "renewal asked for by the test",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    });
+    let patch =
+        serde_json::json!([{"op": "add", "path": "/status/conditions/-", "value": condition}]);
+    cp.kubectl_ok(&[
+        "patch",
+        "certificate",
+        certificate,
+        "-n",
+        SYSTEM,
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        &patch.to_string(),
+    ]);
+}
+
+/// The DER bytes of each certificate of a PEM bundle.
+fn certificates(pem: &[u8]) -> Vec<Vec<u8>> {
+    use rustls::pki_types::pem::PemObject as _;
+    rustls::pki_types::CertificateDer::pem_slice_iter(pem)
+        .map(|certificate| certificate.expect("a PEM certificate").to_vec())
+        .collect()
+}
+
 /// A field of a Secret's data, decoded.
 fn secret_field(secret: &Value, field: &str) -> Option<Vec<u8>> {
     let encoded = secret["data"][field].as_str()?;
@@ -105,6 +138,28 @@ fn cert_manager_issues_the_serving_certificate_and_injects_its_root() {
             webhook.handshake_as("localhost").await.is_err(),
             "the certificate names the Service only"
         );
+
+        // The root renewed (as cert-manager does 30 days before its 10 years end): the injector
+        // puts the new root in the caBundle at once, while serve still presents the leaf the old
+        // root signed, until that leaf's own renewal, up to 60 days later. The API server must
+        // keep verifying it, or every review in between fails open.
+        renew(&cp, "configsum-root-ca");
+        let renewed = wait_for("the renewed root injected", || {
+            let configuration = cp.get_json(&["mutatingwebhookconfiguration", "configsum"]);
+            let bundle = configuration["webhooks"][0]["clientConfig"]["caBundle"].as_str()?;
+            let bundle = base64::engine::general_purpose::STANDARD.decode(bundle).ok()?;
+            (bundle != root_certificate).then_some(bundle)
+        });
+        // cert-manager's injector merges: the old root stays in the bundle until it expires.
+        let (old, now) = (certificates(&root_certificate), certificates(&renewed));
+        assert_eq!(now.len(), 2, "the old root and the new");
+        assert!(now.contains(&old[0]), "the old root kept");
+        // serve's files are the old leaf's: the test wrote them and leaves them be.
+        std::fs::write(dir.path("ca.crt"), &renewed).expect("ca.crt");
+        webhook
+            .handshake_as(&service)
+            .await
+            .expect("the renewed root verifies the leaf the old root signed");
         cp.stop();
     });
 }
