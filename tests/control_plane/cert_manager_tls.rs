@@ -2,7 +2,9 @@
 //! (tests/support/cert_manager.rs): the chart's Issuers and Certificates become Ready, the
 //! serving certificate's Secret is issued, the CA injector fills the webhook configuration's
 //! `caBundle` with the root, and `configsum serve`, given that Secret, presents a certificate
-//! that the injected root verifies for the chart's Service name.
+//! that the injected root verifies for the chart's Service name. When the root is renewed, the
+//! injector keeps the old root beside the new one in the bundle, which so still verifies the
+//! leaf the old root signed.
 //!
 //! Its own control plane: the shared one's installation uses `tls.mode=secret`.
 
