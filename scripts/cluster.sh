@@ -9,10 +9,11 @@
 #   scripts/control-plane.sh down DIR   stops it all (`make cluster-down`)
 #
 # The chart is given the image (configsum:<version>, imported into the node's containerd, so
-# pullPolicy Never) and, as there is no cert-manager here, tls.mode=secret with a serving
-# certificate from certs/make-dev-certs.sh for the Service's name; and controller.fanOut=waves,
-# the chart's default, set explicitly so that the node's tests of waves (tests/node/waves.rs)
-# do not depend on it. Nothing else is set.
+# pullPolicy Never) and controller.fanOut=waves, the chart's default, set explicitly so that
+# the node's tests of waves (tests/node/waves.rs) do not depend on it. Nothing else is set: TLS
+# takes the chart's default path, cert-manager, whose controller and CA injector run beside the
+# node as processes of the run (scripts/cert-manager.sh builds them; their images cannot be
+# pulled here), with its CRDs of the same version.
 #
 # Options (environment): CONTROL_PLANE_OWNER as for control-plane.sh; CLUSTER_DEMO=false skips
 # the demo application.
@@ -30,16 +31,12 @@ up() {
   local kubectl=$dir/kubectl helm=$here/target/tools/helm3/helm
   export HELM_CACHE_HOME=$dir/helm/cache HELM_CONFIG_HOME=$dir/helm/config HELM_DATA_HOME=$dir/helm/data
 
-  "$here/certs/make-dev-certs.sh" "$dir/webhook-tls" >/dev/null
-  "$kubectl" create namespace "$SYSTEM" >/dev/null
-  "$kubectl" -n "$SYSTEM" create secret tls configsum-webhook-tls \
-    --cert "$dir/webhook-tls/tls.crt" --key "$dir/webhook-tls/tls.key" >/dev/null
+  cert_manager
   local version
   version=$(sed -n 's/^appVersion: "\(.*\)"/\1/p' "$here/charts/configsum/Chart.yaml")
   log "helm install configsum (image configsum:$version)"
-  "$helm" install configsum "$here/charts/configsum" --namespace "$SYSTEM" \
+  "$helm" install configsum "$here/charts/configsum" --namespace "$SYSTEM" --create-namespace \
     --set image.repository=configsum --set image.pullPolicy=Never \
-    --set tls.mode=secret --set-file "tls.caBundle=$dir/webhook-tls/ca.crt" \
     --set controller.fanOut=waves \
     --wait --wait-for-jobs --timeout 5m >"$dir/logs/helm-install.log"
 
@@ -58,6 +55,26 @@ kubectl -n demo rollout status deployment/demo
 $here/target/$(uname -m)-unknown-linux-gnu/release/configsum explain deployment/demo -n demo
 # Then: make cluster-down
 EOF
+}
+
+# cert-manager's CRDs, established, and its controller and CA injector started with the
+# admin's kubeconfig, recorded in DIR/pids so that `down` stops them with the rest.
+cert_manager() {
+  local cm component deadline=$((SECONDS + 60))
+  cm=$("$here/scripts/cert-manager.sh" build)
+  "$kubectl" apply --server-side -f "$cm/crds" >/dev/null
+  # Right after its creation a CRD may have no conditions yet, which `kubectl wait` reports as
+  # an error rather than waiting.
+  until "$kubectl" wait --for=condition=Established --timeout=60s crd/certificates.cert-manager.io \
+    crd/certificaterequests.cert-manager.io crd/issuers.cert-manager.io >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || { log "cert-manager's CRDs not established"; exit 1; }
+    sleep 0.2
+  done
+  for component in controller cainjector; do
+    setsid "$cm/bin/cert-manager" "$component" --kubeconfig "$dir/kubeconfig" \
+      >"$dir/logs/cert-manager-$component.log" 2>&1 </dev/null &
+    echo "$! cert-manager-$component" >> "$dir/pids"
+  done
 }
 
 # Namespace demo (opted in): a ConfigMap read as an env var, a Secret read as a file, and two

@@ -233,3 +233,13 @@ pub fn explain(cp: &ControlPlane, args: &[&str]) -> Value {
     );
     serde_json::from_slice(&output.stdout).expect("explain's JSON")
 }
+
+/// The API server's count of calls to configsum's webhook that failed open.
+pub fn failed_open(cp: &ControlPlane) -> f64 {
+    cp.kubectl_ok(&["get", "--raw", "/metrics"])
+        .lines()
+        .filter(|l| l.starts_with("apiserver_admission_webhook_fail_open_count"))
+        .filter(|l| l.contains("name=\"mutate.configsum.dev\""))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()))
+        .sum()
+}

@@ -14,6 +14,7 @@
 mod control_plane;
 
 mod application;
+mod cert_manager;
 mod cluster;
 mod configsum_pods;
 mod explain;
