@@ -14,8 +14,8 @@
 # the chart's default, set explicitly so that the node's tests of waves (tests/node/waves.rs)
 # do not depend on it. Nothing else is set.
 #
-# Options (environment): CONTROL_PLANE_OWNER as for control-plane.sh; CLUSTER_DEMO=false skips
-# the demo application.
+# Options (environment): CONTROL_PLANE_OWNER as for control-plane.sh; NODE_MAX_PODS as for
+# node.sh; CLUSTER_DEMO=false skips the demo application.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 SYSTEM=configsum-system
