@@ -143,7 +143,7 @@ bench-apiserver:
 ## kubelet's maxPods raised to 250): 1, 10 and 100 one-replica config-echo Deployments reading
 ## one Secret, with the chart's default fan-out (waves) and with all at once (`helm upgrade
 ## --set controller.fanOut=all`): the first and last patch and new pod Ready, old pods gone,
-## each rolled once and serving the new value (report in target/bench/node.md; about fifteen
+## each rolled once and serving the new value (report in target/bench/node.md; about six
 ## minutes; BENCH_NODE_WORKLOADS, BENCH_NODE_FAN_OUTS). Needs root, `make tools image
 ## node-images`. Not part of `make test`.
 bench-node:
