@@ -1,6 +1,6 @@
 # configsum — see README.md. `make demo` shows it working; `make test` runs every test.
 # `make help` lists the targets and what each does.
-.PHONY: help all build test lint tools krew control-plane control-plane-down cluster cluster-down fmt demo certs certs-overlay bench bench-controller bench-controller-million bench-waves bench-apiserver bench-instructions bench-allocations bench-render fuzz image node-images image-docker image-push deploy undeploy e2e clean
+.PHONY: help all build test lint tools krew control-plane control-plane-down cluster cluster-down fmt demo certs certs-overlay bench bench-controller bench-controller-million bench-waves bench-apiserver bench-node bench-instructions bench-allocations bench-render fuzz image node-images image-docker image-push deploy undeploy e2e clean
 
 CARGO ?= cargo
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -139,6 +139,16 @@ bench-waves:
 ## Not part of `make test`.
 bench-apiserver:
 	$(CARGO) bench --bench apiserver
+
+## bench-node: a Secret write to the last new pod Ready on a real node (`make cluster`'s, the
+## kubelet's maxPods raised to 250): 1, 10 and 100 one-replica config-echo Deployments reading
+## one Secret, with the chart's default fan-out (waves) and with all at once (`helm upgrade
+## --set controller.fanOut=all`): the first and last patch and new pod Ready, old pods gone,
+## each rolled once and serving the new value (report in target/bench/node.md; about six
+## minutes; BENCH_NODE_WORKLOADS, BENCH_NODE_FAN_OUTS). Needs root, `make tools image
+## node-images`. Not part of `make test`.
+bench-node:
+	$(CARGO) bench --bench node
 
 ## bench-instructions: instructions per review on the webhook's pure path (callgrind),
 ## stable where wall-clock medians are not. Not part of `make test`.

@@ -15,8 +15,8 @@
 # node as processes of the run (scripts/cert-manager.sh builds them; their images cannot be
 # pulled here), with its CRDs of the same version.
 #
-# Options (environment): CONTROL_PLANE_OWNER as for control-plane.sh; CLUSTER_DEMO=false skips
-# the demo application.
+# Options (environment): CONTROL_PLANE_OWNER as for control-plane.sh; NODE_MAX_PODS as for
+# node.sh; CLUSTER_DEMO=false skips the demo application.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 SYSTEM=configsum-system

@@ -29,6 +29,7 @@
 #   CONTROL_PLANE_COMPACTION   kube-apiserver --etcd-compaction-interval (default 5m; tests that
 #                              need a 410 after compaction set a few seconds)
 #   CONTROL_PLANE_OWNER        a process id: when it exits, the control plane is stopped (tests)
+#   NODE_MAX_PODS              with --node: the kubelet's maxPods (scripts/node.sh)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 module="$here/tools/control-plane"

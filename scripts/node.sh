@@ -28,9 +28,14 @@
 # set six kernel sysctls (vm.overcommit_memory, kernel.panic, ...) machine-wide; inside the
 # namespace it reads files that already hold its values, so the machine's stay as they are.
 # Its iptables chains are turned off (makeIPTablesUtilChains: false).
+#
+# Options (environment): NODE_MAX_PODS, the kubelet's maxPods (default 110, the kubelet's own;
+# at most 250, as the pods' /24 holds 253 addresses). `make bench-node` raises it: 100
+# one-replica Deployments rolling at once hold 200 pods.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 NODE_NAME=configsum-node
+NODE_MAX_PODS=${NODE_MAX_PODS:-110}
 
 log() { echo "node: $*" >&2; }
 # shellcheck source=scripts/lib.sh
@@ -208,6 +213,7 @@ evictionHard:
   imagefs.available: 1%
   nodefs.inodesFree: 1%
 serializeImagePulls: false
+maxPods: $NODE_MAX_PODS
 EOF
 }
 
@@ -282,6 +288,8 @@ up() {
     command -v "$tool" >/dev/null || { log "needs $tool (scripts/install-test-deps.sh installs it)"; exit 1; }
   done
   [ -x /usr/lib/cni/bridge ] || { log "needs the CNI plugins in /usr/lib/cni (containernetworking-plugins)"; exit 1; }
+  [[ $NODE_MAX_PODS =~ ^[0-9]+$ ]] && [ "$NODE_MAX_PODS" -ge 1 ] && [ "$NODE_MAX_PODS" -le 250 ] ||
+    { log "NODE_MAX_PODS=$NODE_MAX_PODS: a number from 1 to 250"; exit 1; }
   : > "$node/pids"
   write_configs
   make_cgroups

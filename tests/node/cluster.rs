@@ -131,15 +131,10 @@ pub struct Pod {
     pub json: Value,
 }
 
-/// The pods labelled `app=<app>` in `namespace`.
-pub fn pods(cp: &ControlPlane, namespace: &str, app: &str) -> Vec<Pod> {
-    let list = cp.get_json(&["pods", "-n", namespace, "-l", &format!("app={app}")]);
-    list["items"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .map(|pod| Pod {
+impl Pod {
+    /// A pod as the API server returns it.
+    pub fn from_json(pod: &Value) -> Pod {
+        Pod {
             name: pod["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
             ip: pod["status"]["podIP"].as_str().map(str::to_owned),
             ready: pod["status"]["conditions"].as_array().is_some_and(|conditions| {
@@ -151,7 +146,19 @@ pub fn pods(cp: &ControlPlane, namespace: &str, app: &str) -> Vec<Pod> {
                 .unwrap_or_default()
                 .to_owned(),
             json: pod.clone(),
-        })
+        }
+    }
+}
+
+/// The pods labelled `app=<app>` in `namespace`.
+pub fn pods(cp: &ControlPlane, namespace: &str, app: &str) -> Vec<Pod> {
+    let list = cp.get_json(&["pods", "-n", namespace, "-l", &format!("app={app}")]);
+    list["items"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(Pod::from_json)
         .collect()
 }
 

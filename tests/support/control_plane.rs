@@ -45,7 +45,12 @@ impl ControlPlane {
     /// `make cluster`'s cluster (scripts/cluster.sh): the node, configsum installed by its
     /// chart from the image `make image` built, and the demo application.
     pub fn start_cluster() -> ControlPlane {
-        ControlPlane::up("scripts/cluster.sh", &[], &[])
+        ControlPlane::start_cluster_with(&[])
+    }
+
+    /// The same with `env` for scripts/cluster.sh (`CLUSTER_DEMO`, `NODE_MAX_PODS`).
+    pub fn start_cluster_with(env: &[(&str, &str)]) -> ControlPlane {
+        ControlPlane::up("scripts/cluster.sh", &[], env)
     }
 
     /// Runs `script up DIR args` in a directory under target/. Panics with the script's
