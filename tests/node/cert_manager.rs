@@ -3,7 +3,7 @@
 //! `tls.mode` at its default, `certManager`. cert-manager issued the webhook's certificate and
 //! injected its root, and the API server calls the webhook through the chart's Service over that
 //! TLS (every test of this binary relies on it). Here: the leaf renewed while workloads are
-//! written 20 a second; every write is admitted with its digest, the API server counts no call
+//! written 20 a second (dry runs, admitted in full); every write is admitted with its digest, the API server counts no call
 //! failed open, and the webhook's pods serve the new certificate without a restart.
 
 use std::sync::Arc;
@@ -190,6 +190,11 @@ fn the_leaf_renewed_under_writes_fails_none_open_and_serve_takes_it_without_a_re
         let deployments: Api<Deployment> = Api::namespaced(client(cp).await, namespace);
 
         // Writes at RATE a second, each in its own task so that a slow one delays no other.
+        // Dry runs: the API server admits each in full, calling the webhook (`sideEffects:
+        // None`) and counting a call that fails open, but stores nothing, so that a thousand
+        // writes leave no Deployments for kube-controller-manager to work through while the
+        // other tests roll theirs.
+        let dry_run = PostParams { dry_run: true, ..PostParams::default() };
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let writer = tokio::spawn({
             let deployments = deployments.clone();
@@ -201,12 +206,10 @@ fn the_leaf_renewed_under_writes_fails_none_open_and_serve_takes_it_without_a_re
                         _ = tick.tick() => {}
                         _ = stopped.changed() => break,
                     }
-                    let deployments = deployments.clone();
+                    let (deployments, dry_run) = (deployments.clone(), dry_run.clone());
                     writes.push(tokio::spawn(async move {
                         let name = format!("renewal-{n}");
-                        let created = deployments
-                            .create(&PostParams::default(), &workload(namespace, &name))
-                            .await;
+                        let created = deployments.create(&dry_run, &workload(namespace, &name)).await;
                         let annotated = created.as_ref().is_ok_and(|d| {
                             let template = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
                             template
