@@ -3,8 +3,10 @@
 //! `tls.mode` at its default, `certManager`. cert-manager issued the webhook's certificate and
 //! injected its root, and the API server calls the webhook through the chart's Service over that
 //! TLS (every test of this binary relies on it). Here: the leaf renewed while workloads are
-//! written 20 a second (dry runs, admitted in full); every write is admitted with its digest, the API server counts no call
-//! failed open, and the webhook's pods serve the new certificate without a restart.
+//! written 20 a second (dry runs, admitted in full); every write is admitted with its digest,
+//! the API server counts no call failed open, and the webhook's pods serve the new certificate
+//! without a restart. Then the root renewed under the same writes: the injector keeps the old
+//! root beside the new, and still nothing fails open.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +40,11 @@ fn serial(der: &[u8]) -> String {
     let certificate = x509_cert::Certificate::from_der(der).expect("an X.509 certificate");
     let bytes = certificate.tbs_certificate.serial_number.as_bytes().to_vec();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn certificates_in(pem: &[u8]) -> usize {
+    use rustls::pki_types::pem::PemObject as _;
+    rustls::pki_types::CertificateDer::pem_slice_iter(pem).count()
 }
 
 /// The webhook configuration's caBundle, PEM.
@@ -156,7 +163,7 @@ async fn client(cp: &ControlPlane) -> kube::Client {
 }
 
 #[test]
-fn the_leaf_renewed_under_writes_fails_none_open_and_serve_takes_it_without_a_restart() {
+fn leaf_and_root_renewed_under_writes_fail_none_open_and_serve_needs_no_restart() {
     let _shared = sharing();
     let cp = cluster();
     for certificate in ["configsum-root-ca", "configsum-webhook"] {
@@ -209,12 +216,14 @@ fn the_leaf_renewed_under_writes_fails_none_open_and_serve_takes_it_without_a_re
                     let (deployments, dry_run) = (deployments.clone(), dry_run.clone());
                     writes.push(tokio::spawn(async move {
                         let name = format!("renewal-{n}");
-                        let created = deployments.create(&dry_run, &workload(namespace, &name)).await;
+                        let created =
+                            deployments.create(&dry_run, &workload(namespace, &name)).await;
                         let annotated = created.as_ref().is_ok_and(|d| {
-                            let template = d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
-                            template
-                                .and_then(|m| m.annotations.as_ref())
-                                .is_some_and(|a| a.contains_key("configmap.configsum.dev/renewal-config"))
+                            let template =
+                                d.spec.as_ref().and_then(|s| s.template.metadata.as_ref());
+                            template.and_then(|m| m.annotations.as_ref()).is_some_and(|a| {
+                                a.contains_key("configmap.configsum.dev/renewal-config")
+                            })
                         });
                         (name, created.err().map(|e| e.to_string()), annotated)
                     }));
@@ -249,28 +258,53 @@ fn the_leaf_renewed_under_writes_fails_none_open_and_serve_takes_it_without_a_re
         let served_after = renewed_at.elapsed();
         // Writes go on a little after the switch, which is where a reload would drop them.
         tokio::time::sleep(Duration::from_secs(3)).await;
+
+        // Then the root, with a new key: the injector merges the new root into the caBundle
+        // beside the old one, which still verifies the leaf being served (the old root signed
+        // it) until that leaf's own renewal. Writes go on throughout.
+        let root_renewed_at = Instant::now();
+        renew(cp, "configsum-root-ca");
+        let merged = loop {
+            let bundle = ca_bundle(cp);
+            if certificates_in(&bundle) == 2 {
+                break bundle;
+            }
+            assert!(root_renewed_at.elapsed() < Duration::from_secs(60), "no new root injected");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        let root_injected = root_renewed_at.elapsed();
+        // The API server takes the changed configuration from its watch, within a second or so.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        for (name, ip, _) in &pods {
+            let served = served_by(ip, &merged).await.expect("the old root's leaf, verified");
+            assert_eq!(served, new_leaf, "{name} serves the leaf the old root signed");
+        }
         stop.send(true).expect("the writer");
         let results = writer.await.expect("the writer");
 
         let failed: Vec<_> = results.iter().filter(|(_, error, _)| error.is_some()).collect();
         assert!(failed.is_empty(), "writes refused: {failed:?}");
-        let bare: Vec<&String> =
-            results.iter().filter(|(_, _, annotated)| !annotated).map(|(name, _, _)| name).collect();
+        let bare: Vec<&String> = results
+            .iter()
+            .filter(|(_, _, annotated)| !annotated)
+            .map(|(name, _, _)| name)
+            .collect();
         assert!(bare.is_empty(), "admitted without their digest: {bare:?}");
         let failed_open_during = failed_open(cp) - failed_before;
         assert_eq!(failed_open_during, 0.0, "calls the API server failed open");
         let after = webhook_pods(cp);
         assert_eq!(after, pods, "the same pods and processes, no restart");
         report(&format!(
-            "node: leaf renewed under {RATE} writes/s: {} writes, all with digests, {} failed open; \
-             Secret updated after {:.1} s, every webhook pod served the new leaf after {:.1} s \
-             (serial {} -> {}), no restart",
+            "node: leaf then root renewed under {RATE} writes/s: {} writes, all with digests, {} \
+             failed open; leaf: Secret updated after {:.1} s, every webhook pod served it after \
+             {:.1} s (serial {} -> {}), no restart; root: merged into the caBundle after {:.1} s",
             results.len(),
             failed_open_during,
             secret_after.unwrap_or_default().as_secs_f64(),
             served_after.as_secs_f64(),
             serial(&old_leaf),
             serial(&new_leaf),
+            root_injected.as_secs_f64(),
         ));
     });
 }
