@@ -483,6 +483,12 @@ fn cert_manager_chain_has_its_required_fields(m: &Manifests) {
         days(&root["spec"]["duration"]) > 10 * days(&leaf["spec"]["duration"]),
         "the root outlives many leaves"
     );
+    // When the root is renewed, the injector keeps the old one in the caBundle only until it
+    // expires; a leaf the old root signed just before must be replaced by then.
+    assert!(
+        days(&root["spec"]["renewBefore"]) > days(&leaf["spec"]["duration"]),
+        "the old root outlives every leaf it signed"
+    );
 }
 
 fn rbac_grants_what_the_code_calls_and_nothing_more(m: &Manifests) {
