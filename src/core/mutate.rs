@@ -2,6 +2,7 @@
 //! [`plan`] reads the request and says which objects to digest;
 //! [`Mutation::decide`] turns their digests into the patch, warnings and audit.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use json_patch::PatchOperation;
@@ -19,7 +20,7 @@ use super::model::annotations::{ABSENT, MAX_ANNOTATIONS_BYTES};
 use super::model::kinds::WorkloadKind;
 use super::model::label_selector::LabelSelector;
 use super::model::object_content::ObjectContent;
-use super::model::object_ref::{ObjectKey, ObjectRef, is_dns_subdomain};
+use super::model::object_ref::{ObjectRef, is_dns_subdomain};
 use super::model::object_scope::{ObjectScope, Standing};
 use super::model::warnings::{Subject, Warnings, kept_or_none};
 use super::patch::{AnnotationsLocation, annotations_patch, annotations_size, pointer};
@@ -727,14 +728,33 @@ impl SortedPairs {
     }
 }
 
+/// Where a lookup finds a target ([`Mutation::lookup_key`]): the namespace the object lives
+/// in, and the object as named from there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookupKey<'a> {
+    pub namespace: &'a str,
+    pub object: Cow<'a, ObjectRef>,
+}
+
 /// The outcome of looking up one object, before digesting.
 pub type Found<'a> = Result<Option<&'a ObjectContent>, String>;
 
 impl Mutation {
     /// Where a lookup finds `target`: its own namespace and name; `None` when it is never
-    /// read (another namespace's, outside `--namespaces`).
-    pub fn lookup_key(&self, target: &Target) -> Option<ObjectKey> {
-        target.is_read().then(|| target.object.clone().within(&self.namespace))
+    /// read (another namespace's, outside `--namespaces`). Borrowed from the plan but for
+    /// another namespace's object, which is named there without its namespace.
+    pub fn lookup_key<'a>(&'a self, target: &'a Target) -> Option<LookupKey<'a>> {
+        if !target.is_read() {
+            return None;
+        }
+        let object = &target.object;
+        Some(match &object.namespace {
+            None => LookupKey { namespace: &self.namespace, object: Cow::Borrowed(object) },
+            Some(namespace) => LookupKey {
+                namespace,
+                object: Cow::Owned(ObjectRef::new(object.kind, object.name.as_str())),
+            },
+        })
     }
 
     /// Digests the pod template a lookup found for a tracked workload (the template's JSON,
