@@ -24,7 +24,7 @@ use super::model::object_ref::{ObjectRef, is_dns_subdomain};
 use super::model::object_scope::{ObjectScope, Standing};
 use super::model::warnings::{Subject, Warnings, kept_or_none};
 use super::patch::{AnnotationsLocation, annotations_patch, annotations_size, pointer};
-use super::refs::{References, add_named, references};
+use super::refs::{References, add_named};
 use super::selection::{Reach, Target, Tracker, WorkloadTarget, select};
 use super::workload::{Template, Workload};
 
@@ -292,9 +292,7 @@ pub fn plan(
         return Plan::Skip(Skip::Disabled);
     }
     let (mut refs, class_names) = match workload.template {
-        Template::Present(template) => {
-            (references(&template.spec), secret_provider_class::classes(&template.spec))
-        }
+        Template::Present(template) => (template.spec.references, template.spec.classes),
         Template::WorkloadRef => return Plan::Skip(Skip::WorkloadRef),
         Template::None => (References::default(), BTreeSet::new()),
     };
@@ -303,7 +301,9 @@ pub fn plan(
     };
 
     let mut warnings = Warnings::default();
-    add_named(&mut refs, &workload.named);
+    for at in &workload.named {
+        add_named(&mut refs, at.reference, &at.values);
+    }
     let beyond: usize = workload.named.iter().map(|n| n.beyond).sum();
     if beyond > 0 {
         warnings.push_plain(format!(

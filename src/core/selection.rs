@@ -381,7 +381,7 @@ fn tokens<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::pod_spec::PodSpec;
+    use crate::core::refs::PodSpec;
     use serde_json::json;
 
     fn refs(names: &[(&str, &str)]) -> References {
@@ -395,7 +395,7 @@ mod tests {
         let spec: PodSpec =
             serde_json::from_value(json!({"containers": [{"name": "c", "envFrom": env_from}]}))
                 .expect("spec");
-        super::super::refs::references(&spec)
+        spec.references
     }
 
     /// A workload of namespace `app`, where every namespace is served.
@@ -545,7 +545,7 @@ mod tests {
         let spec: PodSpec = serde_json::from_value(json!({"containers": [{"name": "c"}],
             "volumes": [{"name": "v", "configMap": {"name": "cm", "items": items}}]}))
         .expect("spec");
-        let refs = super::super::refs::references(&spec);
+        let refs = spec.references;
         let track = vec!["configmap/cm"; 10_000].join(",");
         let before = crate::cpu_time::this_thread();
         let (selection, warnings) = run(&refs, Some(&track), None);
