@@ -314,7 +314,7 @@ pub fn plan(
     let ignore = annotation(AnnotationDomain::IGNORE);
     let serves = |other: &str| settings.serves(other);
     let tracker = Tracker { namespace: &namespace, serves: &serves };
-    let mut selection = select(&refs, track, ignore, tracker, domain, &mut warnings);
+    let mut selection = select(refs, track, ignore, tracker, domain, &mut warnings);
     // Its own template digest would change with every change of its own: a roll each time.
     let own = |target: &WorkloadTarget| {
         target.kind == kind && meta.name.as_deref() == Some(target.name.as_str())
@@ -664,13 +664,13 @@ impl Mutation {
             };
         }
 
-        let mut patch =
-            annotations_patch(location, &current, &desired, |k| settings.domain.owns(k));
+        // Counted before the patch takes the desired values.
+        let others = current.iter().filter(|(k, _)| !settings.domain.owns(k));
+        let size = annotations_size(others.chain(desired.iter()));
+        let mut patch = annotations_patch(location, &current, desired, |k| settings.domain.owns(k));
         patch.extend(images.images.into_iter().map(|(path, image)| replace(&path, image)));
         patch.extend(images.env);
         if !patch.is_empty() {
-            let others = current.iter().filter(|(k, _)| !settings.domain.owns(k));
-            let size = annotations_size(others.chain(desired.iter()));
             if size > MAX_ANNOTATIONS_BYTES {
                 warnings.push_plain(format_args!(
                     "configsum: no digests written: the annotations would total {size} bytes, over the 262144 limit"

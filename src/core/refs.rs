@@ -149,6 +149,15 @@ impl References {
     }
 }
 
+impl IntoIterator for References {
+    type Item = (ObjectRef, Consumption);
+    type IntoIter = std::collections::btree_map::IntoIter<ObjectRef, Consumption>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
 /// An object as [`References`] orders it, from borrowed parts: the map is searched by the name
 /// as the reader read it, without copying it. Ordered as `ObjectRef`'s derived order.
 trait ObjectName {
