@@ -670,17 +670,15 @@ impl Mutation {
         let mut patch = annotations_patch(location, &current, desired, |k| settings.domain.owns(k));
         patch.extend(images.images.into_iter().map(|(path, image)| replace(&path, image)));
         patch.extend(images.env);
-        if !patch.is_empty() {
-            if size > MAX_ANNOTATIONS_BYTES {
-                warnings.push_plain(format_args!(
-                    "configsum: no digests written: the annotations would total {size} bytes, over the 262144 limit"
-                ));
-                return Decision {
-                    warnings: warnings.into_response(),
-                    unreadable,
-                    ..Decision::default()
-                };
-            }
+        if !patch.is_empty() && size > MAX_ANNOTATIONS_BYTES {
+            warnings.push_plain(format_args!(
+                "configsum: no digests written: the annotations would total {size} bytes, over the 262144 limit"
+            ));
+            return Decision {
+                warnings: warnings.into_response(),
+                unreadable,
+                ..Decision::default()
+            };
         }
         Decision {
             patch,
