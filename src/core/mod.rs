@@ -32,8 +32,8 @@ pub use model::kinds::WorkloadKind;
 pub use model::object_content::ObjectContent;
 pub use model::object_ref::{ObjectKey, ObjectKind, ObjectRef};
 pub use mutate::{
-    ClassTarget, DEFAULT_OWN_NAMESPACE, Decision, Found, LookupErrorPolicy, Meaning, Mutation,
-    Observation, Observed, Plan, Settings, Skip, exists, meaning, plan,
+    ClassTarget, DEFAULT_OWN_NAMESPACE, Decision, Found, LookupErrorPolicy, LookupKey, Meaning,
+    Mutation, Observation, Observed, Plan, Settings, Skip, exists, meaning, plan,
 };
 pub use review::{OldObject, Request, plan_read_review, plan_review, review};
 pub use selection::{Reach, Target};

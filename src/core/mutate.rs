@@ -2,6 +2,7 @@
 //! [`plan`] reads the request and says which objects to digest;
 //! [`Mutation::decide`] turns their digests into the patch, warnings and audit.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use json_patch::PatchOperation;
@@ -19,11 +20,11 @@ use super::model::annotations::{ABSENT, MAX_ANNOTATIONS_BYTES};
 use super::model::kinds::WorkloadKind;
 use super::model::label_selector::LabelSelector;
 use super::model::object_content::ObjectContent;
-use super::model::object_ref::{ObjectKey, ObjectRef, is_dns_subdomain};
+use super::model::object_ref::{ObjectRef, is_dns_subdomain};
 use super::model::object_scope::{ObjectScope, Standing};
 use super::model::warnings::{Subject, Warnings, kept_or_none};
 use super::patch::{AnnotationsLocation, annotations_patch, annotations_size, pointer};
-use super::refs::{References, add_named, references};
+use super::refs::{References, add_named};
 use super::selection::{Reach, Target, Tracker, WorkloadTarget, select};
 use super::workload::{Template, Workload};
 
@@ -291,9 +292,7 @@ pub fn plan(
         return Plan::Skip(Skip::Disabled);
     }
     let (mut refs, class_names) = match workload.template {
-        Template::Present(template) => {
-            (references(&template.spec), secret_provider_class::classes(&template.spec))
-        }
+        Template::Present(template) => (template.spec.references, template.spec.classes),
         Template::WorkloadRef => return Plan::Skip(Skip::WorkloadRef),
         Template::None => (References::default(), BTreeSet::new()),
     };
@@ -302,7 +301,9 @@ pub fn plan(
     };
 
     let mut warnings = Warnings::default();
-    add_named(&mut refs, &workload.named);
+    for at in &workload.named {
+        add_named(&mut refs, at.reference, &at.values);
+    }
     let beyond: usize = workload.named.iter().map(|n| n.beyond).sum();
     if beyond > 0 {
         warnings.push_plain(format!(
@@ -313,7 +314,7 @@ pub fn plan(
     let ignore = annotation(AnnotationDomain::IGNORE);
     let serves = |other: &str| settings.serves(other);
     let tracker = Tracker { namespace: &namespace, serves: &serves };
-    let mut selection = select(&refs, track, ignore, tracker, domain, &mut warnings);
+    let mut selection = select(refs, track, ignore, tracker, domain, &mut warnings);
     // Its own template digest would change with every change of its own: a roll each time.
     let own = |target: &WorkloadTarget| {
         target.kind == kind && meta.name.as_deref() == Some(target.name.as_str())
@@ -663,23 +664,21 @@ impl Mutation {
             };
         }
 
-        let mut patch =
-            annotations_patch(location, &current, &desired, |k| settings.domain.owns(k));
+        // Counted before the patch takes the desired values.
+        let others = current.iter().filter(|(k, _)| !settings.domain.owns(k));
+        let size = annotations_size(others.chain(desired.iter()));
+        let mut patch = annotations_patch(location, &current, desired, |k| settings.domain.owns(k));
         patch.extend(images.images.into_iter().map(|(path, image)| replace(&path, image)));
         patch.extend(images.env);
-        if !patch.is_empty() {
-            let others = current.iter().filter(|(k, _)| !settings.domain.owns(k));
-            let size = annotations_size(others.chain(desired.iter()));
-            if size > MAX_ANNOTATIONS_BYTES {
-                warnings.push_plain(format_args!(
-                    "configsum: no digests written: the annotations would total {size} bytes, over the 262144 limit"
-                ));
-                return Decision {
-                    warnings: warnings.into_response(),
-                    unreadable,
-                    ..Decision::default()
-                };
-            }
+        if !patch.is_empty() && size > MAX_ANNOTATIONS_BYTES {
+            warnings.push_plain(format_args!(
+                "configsum: no digests written: the annotations would total {size} bytes, over the 262144 limit"
+            ));
+            return Decision {
+                warnings: warnings.into_response(),
+                unreadable,
+                ..Decision::default()
+            };
         }
         Decision {
             patch,
@@ -727,14 +726,33 @@ impl SortedPairs {
     }
 }
 
+/// Where a lookup finds a target ([`Mutation::lookup_key`]): the namespace the object lives
+/// in, and the object as named from there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LookupKey<'a> {
+    pub namespace: &'a str,
+    pub object: Cow<'a, ObjectRef>,
+}
+
 /// The outcome of looking up one object, before digesting.
 pub type Found<'a> = Result<Option<&'a ObjectContent>, String>;
 
 impl Mutation {
     /// Where a lookup finds `target`: its own namespace and name; `None` when it is never
-    /// read (another namespace's, outside `--namespaces`).
-    pub fn lookup_key(&self, target: &Target) -> Option<ObjectKey> {
-        target.is_read().then(|| target.object.clone().within(&self.namespace))
+    /// read (another namespace's, outside `--namespaces`). Borrowed from the plan but for
+    /// another namespace's object, which is named there without its namespace.
+    pub fn lookup_key<'a>(&'a self, target: &'a Target) -> Option<LookupKey<'a>> {
+        if !target.is_read() {
+            return None;
+        }
+        let object = &target.object;
+        Some(match &object.namespace {
+            None => LookupKey { namespace: &self.namespace, object: Cow::Borrowed(object) },
+            Some(namespace) => LookupKey {
+                namespace,
+                object: Cow::Owned(ObjectRef::new(object.kind, object.name.as_str())),
+            },
+        })
     }
 
     /// Digests the pod template a lookup found for a tracked workload (the template's JSON,

@@ -23,25 +23,31 @@ pub struct AnnotationsLocation {
 pub fn annotations_patch(
     location: AnnotationsLocation,
     current: &BTreeMap<String, String>,
-    desired: &BTreeMap<String, String>,
+    desired: BTreeMap<String, String>,
     owned: impl Fn(&str) -> bool,
 ) -> Vec<PatchOperation> {
-    let mut ops = Vec::new();
+    let removed = || current.keys().filter(|k| owned(k) && !desired.contains_key(*k));
+    let is_add = |(key, value): &(&String, &String)| current.get(*key) != Some(*value);
+    let adds = desired.iter().filter(is_add).count();
+    let missing = match adds {
+        0 => 0..0,
+        _ => location.present.min(location.path.len())..location.path.len(),
+    };
+    // Sized at once: the operations are counted before any is built.
+    let mut ops = Vec::with_capacity(removed().count() + missing.len() + adds);
     let key_pointer = |key: &str| pointer(location.path.iter().copied().chain([key]));
-    for key in current.keys().filter(|k| owned(k) && !desired.contains_key(*k)) {
+    for key in removed() {
         ops.push(PatchOperation::Remove(RemoveOperation { path: key_pointer(key) }));
     }
-    let adds: Vec<_> = desired.iter().filter(|(k, v)| current.get(*k) != Some(*v)).collect();
-    if !adds.is_empty() {
-        for missing in location.present.min(location.path.len())..location.path.len() {
-            ops.push(add(
-                pointer(location.path[..=missing].iter().copied()),
-                Value::Object(Default::default()),
-            ));
-        }
+    for missing in missing {
+        ops.push(add(
+            pointer(location.path[..=missing].iter().copied()),
+            Value::Object(Default::default()),
+        ));
     }
-    for (key, value) in adds {
-        ops.push(add(key_pointer(key), Value::String(value.clone())));
+    // The values are moved into the patch, not copied.
+    for (key, value) in desired.into_iter().filter(|(k, v)| current.get(k) != Some(v)) {
+        ops.push(add(key_pointer(&key), Value::String(value)));
     }
     ops
 }
@@ -102,7 +108,7 @@ mod tests {
         current: &[(&str, &str)],
         desired: &[(&str, &str)],
     ) -> Value {
-        serde_json::to_value(annotations_patch(location, &map(current), &map(desired), owned))
+        serde_json::to_value(annotations_patch(location, &map(current), map(desired), owned))
             .expect("json")
     }
 

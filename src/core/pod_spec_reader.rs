@@ -15,8 +15,7 @@
 //! elements that reference something are kept by the tracked kinds' table
 //! ([`crate::core::inputs::DECLARED`]), whose sites this reader asks.
 
-use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::Deserialize;
@@ -30,9 +29,9 @@ use super::inputs::image::containers::{
 use super::inputs::secret_provider_class;
 use super::model::kinds::WorkloadKind;
 use super::model::pod_spec::{
-    self, EnvFromSource, EnvVarSource, PodSpec, References, SparseList, Volume, VolumeProjection,
-    field,
+    Borrowed, EnvFromSource, EnvVarSource, References, Volume, VolumeProjection, field,
 };
+use super::refs::{self, PodSpec};
 
 /// Whether the object's pass should read the image pass's fields too, from the workload's
 /// annotations. Only a hint, the same under any annotation domain: reading the fields when
@@ -183,6 +182,7 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for PodSpecV
         let reads = reads::<R, I, E>();
         let (references, images) = (reads.references, reads.images);
         let mut spec = PodSpec::default();
+        let refs = &mut spec.references;
         let mut lists: [Option<Indexed>; 2] = [None, None];
         let (mut pull_secrets, mut service_account) = (None, None);
         let mut seen = [false; 5];
@@ -190,17 +190,15 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for PodSpecV
             match key.as_str() {
                 field::CONTAINERS if references || images => {
                     once(&mut seen[0], field::CONTAINERS)?;
-                    let read = map.next_value_seed(OrNull(ContainersSeed::<R, I, E>))?;
-                    (spec.containers, lists[0]) = read.unzip();
+                    lists[0] = map.next_value_seed(OrNull(ContainersSeed::<R, I, E>(refs)))?;
                 }
                 field::INIT_CONTAINERS if references || images => {
                     once(&mut seen[1], field::INIT_CONTAINERS)?;
-                    let read = map.next_value_seed(OrNull(ContainersSeed::<R, I, E>))?;
-                    (spec.init_containers, lists[1]) = read.unzip();
+                    lists[1] = map.next_value_seed(OrNull(ContainersSeed::<R, I, E>(refs)))?;
                 }
                 field::VOLUMES if references => {
                     once(&mut seen[2], field::VOLUMES)?;
-                    spec.volumes = map.next_value::<Option<SparseList<_>>>()?.map(|l| l.0);
+                    map.next_value_seed(OrNull(VolumesSeed { refs, classes: &mut spec.classes }))?;
                 }
                 field::IMAGE_PULL_SECRETS if images => {
                     once(&mut seen[3], field::IMAGE_PULL_SECRETS)?;
@@ -215,10 +213,6 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for PodSpecV
                 }
             }
         }
-        if !references {
-            // Read for the image pass alone: the references' reading would have kept nothing.
-            (spec.containers, spec.init_containers) = (None, None);
-        }
         let images = images.then(|| ImagesInPass {
             pod: PodImages::assemble(self.pointer, lists, pull_secrets, service_account),
             env: reads.env,
@@ -232,12 +226,11 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for PodSpecV
         if reads::<R, I, E>() != Reads::REFERENCES {
             return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
         }
-        let mut containers = || seq.next_element_seed(OrNull(ContainersSeed::<R, I, E>));
-        let spec = PodSpec {
-            containers: containers()?.flatten().map(|(c, _)| c),
-            init_containers: containers()?.flatten().map(|(c, _)| c),
-            volumes: seq.next_element::<Option<SparseList<_>>>()?.flatten().map(|l| l.0),
-        };
+        let mut spec = PodSpec::default();
+        let refs = &mut spec.references;
+        seq.next_element_seed(OrNull(ContainersSeed::<R, I, E>(refs)))?;
+        seq.next_element_seed(OrNull(ContainersSeed::<R, I, E>(refs)))?;
+        seq.next_element_seed(OrNull(VolumesSeed { refs, classes: &mut spec.classes }))?;
         Ok((spec, None))
     }
 }
@@ -247,52 +240,47 @@ fn once<E: de::Error>(seen: &mut bool, field: &'static str) -> Result<(), E> {
     if std::mem::replace(seen, true) { Err(E::duplicate_field(field)) } else { Ok(()) }
 }
 
-/// A string, borrowed from the text when it holds no escape.
-#[derive(Deserialize)]
-struct Borrowed<'a>(#[serde(borrow)] Cow<'a, str>);
-
-/// `containers` or `initContainers`: those that reference something, and the image pass's.
-struct ContainersSeed<const R: bool, const I: bool, const E: bool>;
+/// `containers` or `initContainers`: what they reference, added as read, and the image pass's.
+struct ContainersSeed<'r, const R: bool, const I: bool, const E: bool>(&'r mut refs::References);
 
 impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de>
-    for ContainersSeed<R, I, E>
+    for ContainersSeed<'_, R, I, E>
 {
-    type Value = (Vec<pod_spec::Container>, Indexed);
+    type Value = Indexed;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
-impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for ContainersSeed<R, I, E> {
-    type Value = (Vec<pod_spec::Container>, Indexed);
+impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de>
+    for ContainersSeed<'_, R, I, E>
+{
+    type Value = Indexed;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list of containers")
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let (mut referencing, mut images) = (Vec::new(), Capped::new());
+        let mut images = Capped::new();
         let mut index = 0;
-        while let Some((container, image)) = seq.next_element_seed(ContainerSeed::<R, I, E>)? {
-            if reads::<R, I, E>().references && container.references_anything() {
-                referencing.push(container);
-            }
+        while let Some(image) = seq.next_element_seed(ContainerSeed::<R, I, E>(&mut *self.0))? {
             images.offer(index, image, MAX_CONTAINERS_READ);
             index += 1;
         }
-        Ok((referencing, images))
+        Ok(images)
     }
 }
 
 /// One container, as a map only: the references' reading, and the image pass's when it has
 /// a name and an image.
-struct ContainerSeed<const R: bool, const I: bool, const E: bool>;
+struct ContainerSeed<'r, const R: bool, const I: bool, const E: bool>(&'r mut refs::References);
 
 impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de>
-    for ContainerSeed<R, I, E>
+    for ContainerSeed<'_, R, I, E>
 {
-    type Value = (pod_spec::Container, Option<Container>);
+    type Value = Option<Container>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         // A struct: a map, or (for the references alone) a list.
@@ -300,8 +288,8 @@ impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de>
     }
 }
 
-impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for ContainerSeed<R, I, E> {
-    type Value = (pod_spec::Container, Option<Container>);
+impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for ContainerSeed<'_, R, I, E> {
+    type Value = Option<Container>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a container map")
@@ -310,7 +298,7 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for Containe
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let Reads { references, images, .. } = reads::<R, I, E>();
         let (mut name, mut image, mut pull_policy) = (None, None, None);
-        let (mut env, mut env_from) = (None, None);
+        let mut env = None;
         let mut seen = [false; 5];
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_str() {
@@ -328,27 +316,24 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for Containe
                 }
                 field::ENV => {
                     once(&mut seen[3], field::ENV)?;
-                    env = map.next_value_seed(OrNull(EnvSeed::<R, I, E>))?;
+                    env = map.next_value_seed(OrNull(EnvSeed::<R, I, E>(&mut *self.0)))?;
                 }
                 field::ENV_FROM if references => {
                     once(&mut seen[4], field::ENV_FROM)?;
-                    env_from = map.next_value::<Option<SparseList<EnvFromSource>>>()?;
+                    map.next_value_seed(OrNull(EnvFromSeed(&mut *self.0)))?;
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        let (env, image_env) = env.unzip();
-        let referencing =
-            pod_spec::Container { env, env_from: env_from.map(|l: SparseList<_>| l.0) };
         let image = name.zip(image).map(|(name, image)| Container {
             name: name.0.into_owned(),
             image: image.0.into_owned(),
             image_pull_policy: pull_policy.map(|p| p.0.into_owned()),
-            env: image_env.flatten(),
+            env: env.flatten(),
         });
-        Ok((referencing, image))
+        Ok(image)
     }
 
     /// As [`PodSpecSeed::visit_seq`]: `[env, envFrom]`, for the references alone.
@@ -356,53 +341,52 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for Containe
         if reads::<R, I, E>() != Reads::REFERENCES {
             return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
         }
-        let env = seq.next_element_seed(OrNull(EnvSeed::<R, I, E>))?.flatten().map(|(e, _)| e);
-        let env_from = seq.next_element::<Option<SparseList<_>>>()?.flatten().map(|l| l.0);
-        Ok((pod_spec::Container { env, env_from }, None))
+        seq.next_element_seed(OrNull(EnvSeed::<R, I, E>(&mut *self.0)))?;
+        seq.next_element_seed(OrNull(EnvFromSeed(&mut *self.0)))?;
+        Ok(None)
     }
 }
 
-/// A container's `env`: the entries that reference something, and (when kept) the image
+/// A container's `env`: what its entries reference, added as read, and (when kept) the image
 /// pass's names and values.
-struct EnvSeed<const R: bool, const I: bool, const E: bool>;
+struct EnvSeed<'r, const R: bool, const I: bool, const E: bool>(&'r mut refs::References);
 
-impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de> for EnvSeed<R, I, E> {
-    type Value = (Vec<pod_spec::EnvVar>, Option<Capped<EnvVar>>);
+impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de>
+    for EnvSeed<'_, R, I, E>
+{
+    type Value = Option<Capped<EnvVar>>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
-impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvSeed<R, I, E> {
-    type Value = (Vec<pod_spec::EnvVar>, Option<Capped<EnvVar>>);
+impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvSeed<'_, R, I, E> {
+    type Value = Option<Capped<EnvVar>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list of environment variables")
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let (mut referencing, mut kept) = (Vec::new(), Capped::new());
+        let mut kept = Capped::new();
         let mut index = 0;
-        while let Some((var, named)) = seq.next_element_seed(EnvVarSeed::<R, I, E>)? {
-            if var.references_anything() {
-                referencing.push(var);
-            }
+        while let Some(named) = seq.next_element_seed(EnvVarSeed::<R, I, E>(&mut *self.0))? {
             kept.offer(index, named, MAX_ENV_READ);
             index += 1;
         }
-        Ok((referencing, (reads::<R, I, E>().images && reads::<R, I, E>().env).then_some(kept)))
+        Ok((reads::<R, I, E>().images && reads::<R, I, E>().env).then_some(kept))
     }
 }
 
-/// One `env` entry, as a map only. For the image pass, its name and value are checked to be
-/// strings whether or not they are kept.
-struct EnvVarSeed<const R: bool, const I: bool, const E: bool>;
+/// One `env` entry, as a map only: what its `valueFrom` references, added. For the image pass,
+/// its name and value are checked to be strings whether or not they are kept.
+struct EnvVarSeed<'r, const R: bool, const I: bool, const E: bool>(&'r mut refs::References);
 
 impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de>
-    for EnvVarSeed<R, I, E>
+    for EnvVarSeed<'_, R, I, E>
 {
-    type Value = (pod_spec::EnvVar, Option<EnvVar>);
+    type Value = Option<EnvVar>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         // A struct: a map, or (for the references alone) a list.
@@ -410,8 +394,8 @@ impl<'de, const R: bool, const I: bool, const E: bool> DeserializeSeed<'de>
     }
 }
 
-impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvVarSeed<R, I, E> {
-    type Value = (pod_spec::EnvVar, Option<EnvVar>);
+impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvVarSeed<'_, R, I, E> {
+    type Value = Option<EnvVar>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an environment variable map")
@@ -419,7 +403,7 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvVarSe
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let Reads { references, images, env } = reads::<R, I, E>();
-        let (mut name, mut value, mut value_from, mut from_present) = (None, None, None, false);
+        let (mut name, mut value, mut from_present) = (None, None, false);
         let mut seen = [false; 3];
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_str() {
@@ -433,8 +417,11 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvVarSe
                 }
                 field::VALUE_FROM if references => {
                     once(&mut seen[2], field::VALUE_FROM)?;
-                    value_from = map.next_value::<Option<EnvVarSource>>()?;
+                    let value_from = map.next_value::<Option<EnvVarSource<'de>>>()?;
                     from_present = value_from.is_some();
+                    if let Some(from) = &value_from {
+                        self.0.add_sites(|sites| (sites.env)(from));
+                    }
                 }
                 // The image pass only asks whether a value comes from elsewhere.
                 field::VALUE_FROM => {
@@ -448,7 +435,7 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvVarSe
         }
         let kept = (images && env)
             .then(|| EnvVar::read(name.map(|n| n.0), value.map(|v| v.0), from_present));
-        Ok((pod_spec::EnvVar { value_from }, kept.flatten()))
+        Ok(kept.flatten())
     }
 
     /// As [`PodSpecSeed::visit_seq`]: `[valueFrom]`, required, for the references alone.
@@ -456,10 +443,78 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvVarSe
         if reads::<R, I, E>() != Reads::REFERENCES {
             return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
         }
-        let Some(value_from) = seq.next_element::<Option<EnvVarSource>>()? else {
+        let Some(value_from) = seq.next_element::<Option<EnvVarSource<'de>>>()? else {
             return Err(de::Error::invalid_length(0, &self));
         };
-        Ok((pod_spec::EnvVar { value_from }, None))
+        if let Some(from) = &value_from {
+            self.0.add_sites(|sites| (sites.env)(from));
+        }
+        Ok(None)
+    }
+}
+
+/// A container's `envFrom`: what each entry references, added as read.
+struct EnvFromSeed<'r>(&'r mut refs::References);
+
+impl<'de> DeserializeSeed<'de> for EnvFromSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EnvFromSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(source) = seq.next_element::<EnvFromSource<'de>>()? {
+            self.0.add_sites(|sites| (sites.env_from)(&source));
+        }
+        Ok(())
+    }
+}
+
+/// The pod spec's `volumes`: what each volume and its projected sources reference, added as
+/// read, and the SecretProviderClass a CSI volume names.
+struct VolumesSeed<'r> {
+    refs: &'r mut refs::References,
+    classes: &'r mut BTreeSet<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for VolumesSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for VolumesSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(volume) = seq.next_element::<Volume<'de>>()? {
+            self.refs.add_sites(|sites| (sites.volume)(&volume));
+            let sources = volume.projected.iter().flat_map(|p| p.sources.iter().flatten());
+            for source in sources {
+                self.refs.add_sites(|sites| (sites.projection)(source));
+            }
+            if let Some(class) = secret_provider_class::class_of(&volume) {
+                if !self.classes.contains(class) {
+                    self.classes.insert(class.to_owned());
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -491,38 +546,7 @@ impl<'de> Deserialize<'de> for Names {
 
 // Which list elements are kept: those that reference something, by the tracked kinds' sites.
 
-impl References for pod_spec::Container {
-    fn references_anything(&self) -> bool {
-        self.env.as_ref().is_some_and(|e| !e.is_empty())
-            || self.env_from.as_ref().is_some_and(|e| !e.is_empty())
-    }
-}
-
-impl References for pod_spec::EnvVar {
-    fn references_anything(&self) -> bool {
-        let Some(from) = &self.value_from else { return false };
-        DECLARED.iter().any(|input| (input.sites.env)(from).is_some())
-    }
-}
-
-impl References for EnvFromSource {
-    fn references_anything(&self) -> bool {
-        DECLARED.iter().any(|input| (input.sites.env_from)(self).is_some())
-    }
-}
-
-impl References for Volume {
-    fn references_anything(&self) -> bool {
-        DECLARED.iter().any(|input| (input.sites.volume)(self).is_some())
-            || secret_provider_class::class_of(self).is_some()
-            || self
-                .projected
-                .as_ref()
-                .is_some_and(|p| p.sources.as_ref().is_some_and(|s| !s.is_empty()))
-    }
-}
-
-impl References for VolumeProjection {
+impl References for VolumeProjection<'_> {
     fn references_anything(&self) -> bool {
         DECLARED.iter().any(|input| (input.sites.projection)(self).is_some())
     }

@@ -1,16 +1,30 @@
 //! Reference discovery (README, "What it does"): which ConfigMaps and Secrets a pod spec
-//! consumes, and which of their keys. The walk visits every site a reference can
-//! sit at; what each kind finds there is declared in `core::inputs`.
+//! consumes, and which of their keys. The pod spec's one reader (`core::pod_spec_reader`)
+//! adds every site a reference can sit at as it reads it; what each kind finds there is
+//! declared in `core::inputs`.
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::field_path::Named;
 use super::inputs::DECLARED;
 use super::inputs::row::{ReferenceSites, Site, SiteKeys};
-use super::model::object_ref::ObjectRef;
-use super::model::pod_spec::{ItemKeys, PodSpec};
-use super::workload::NamedAt;
+use super::model::kinds::ReferenceDeclaration;
+use super::model::object_ref::{ObjectKind, ObjectRef};
+use super::model::pod_spec::ItemKeys;
+
+/// A pod spec as configsum reads it (its `Deserialize` is the reader's): the objects it
+/// consumes through env, envFrom, volumes and projected volumes of its containers and init
+/// containers, at the sites each kind declares in `core::inputs`, and the SecretProviderClasses
+/// its CSI volumes name (once each, in order; names as written). Image pull secrets and
+/// volume-driver credentials are not consumed by the application and are left out on purpose.
+#[derive(Clone, Debug, Default)]
+pub struct PodSpec {
+    pub references: References,
+    pub classes: BTreeSet<String>,
+}
 
 /// The keys of one object that the pods read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +48,32 @@ impl ConsumedKeys {
         match items {
             Some(items) if !items.is_empty() => ConsumedKeys::Keys(items.clone()),
             _ => ConsumedKeys::All,
+        }
+    }
+
+    /// The keys one site reads.
+    fn of_site(keys: &SiteKeys<'_>) -> Self {
+        match keys {
+            SiteKeys::All => ConsumedKeys::All,
+            SiteKeys::One(key) => {
+                ConsumedKeys::Keys(BTreeSet::from([key.unwrap_or_default().to_owned()]))
+            }
+            SiteKeys::Items(items) => ConsumedKeys::from_items(*items),
+        }
+    }
+
+    /// [`Self::merge`] of what one site reads, a key copied only when it is new: a pod spec
+    /// names the same key of an object in each container that reads it.
+    fn add_site(&mut self, keys: &SiteKeys<'_>) {
+        match (&mut *self, keys) {
+            (ConsumedKeys::All, _) => {}
+            (ConsumedKeys::Keys(mine), SiteKeys::One(key)) => {
+                let key = key.unwrap_or_default();
+                if !mine.contains(key) {
+                    mine.insert(key.to_owned());
+                }
+            }
+            (this, keys) => this.merge(ConsumedKeys::of_site(keys)),
         }
     }
 }
@@ -69,19 +109,26 @@ impl References {
     }
 
     /// Adds what one list element references, for every declared kind.
-    fn add_sites<'a>(&mut self, site_of: impl Fn(&ReferenceSites) -> Option<Site<'a>>) {
+    pub(crate) fn add_sites<'a>(&mut self, site_of: impl Fn(&ReferenceSites) -> Option<Site<'a>>) {
         for input in &DECLARED {
             if let Some(site) = site_of(&input.sites) {
                 // A missing name is the empty name, which the selection rejects as invalid.
-                let object = ObjectRef::new(input.kind, site.name.unwrap_or_default());
-                let keys = match site.keys {
-                    SiteKeys::All => ConsumedKeys::All,
-                    SiteKeys::One(key) => {
-                        ConsumedKeys::Keys(BTreeSet::from([key.unwrap_or_default().to_owned()]))
+                let name = site.name.unwrap_or_default();
+                let optional = site.optional.unwrap_or(false);
+                // Found by the name as read: it is copied once, when the object is new.
+                match self.0.get_mut(&(input.kind, name) as &dyn ObjectName) {
+                    Some(existing) => {
+                        existing.keys.add_site(&site.keys);
+                        existing.optional &= optional;
                     }
-                    SiteKeys::Items(items) => ConsumedKeys::from_items(items),
-                };
-                self.add(object, keys, site.optional);
+                    None => {
+                        let keys = ConsumedKeys::of_site(&site.keys);
+                        self.0.insert(
+                            ObjectRef::new(input.kind, name),
+                            Consumption { keys, optional },
+                        );
+                    }
+                }
             }
         }
     }
@@ -102,60 +149,83 @@ impl References {
     }
 }
 
-/// Adds the objects an operator's custom resource names at its kind's reference paths: a name,
-/// whose keys are the declaration's (all when it lists none), or a selector (`name` with `key`
-/// or `items`), whose keys are its own.
-pub fn add_named(refs: &mut References, named: &[NamedAt]) {
-    for at in named {
-        let declared = || match at.reference.keys {
-            Some(keys) => ConsumedKeys::Keys(keys.iter().map(|k| (*k).to_owned()).collect()),
-            None => ConsumedKeys::All,
-        };
-        for value in &at.values {
-            let (name, keys, optional) = match value {
-                Named::Name(name) => (name.clone(), declared(), None),
-                Named::Selector(selector) => {
-                    let keys = match (&selector.key, &selector.items) {
-                        (Some(key), _) => ConsumedKeys::Keys(BTreeSet::from([key.clone()])),
-                        (None, Some(items)) if !items.is_empty() => {
-                            ConsumedKeys::Keys(items.clone())
-                        }
-                        _ => declared(),
-                    };
-                    (selector.name.clone().unwrap_or_default(), keys, selector.optional)
-                }
-                Named::Nothing => continue,
-            };
-            refs.add(ObjectRef::new(at.reference.kind, name), keys, optional);
-        }
+impl IntoIterator for References {
+    type Item = (ObjectRef, Consumption);
+    type IntoIter = std::collections::btree_map::IntoIter<ObjectRef, Consumption>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
     }
 }
 
-/// Finds the objects that `spec` consumes through env, envFrom, volumes and
-/// projected volumes of its containers and init containers, at the sites each
-/// kind declares in `core::inputs`. Image pull secrets and volume-driver
-/// credentials are not consumed by the application and are left out on purpose.
-pub fn references(spec: &PodSpec) -> References {
-    let mut refs = References::default();
-    let containers = spec.containers.iter().chain(spec.init_containers.iter()).flatten();
-    for container in containers {
-        for env in container.env.iter().flatten() {
-            if let Some(from) = &env.value_from {
-                refs.add_sites(|sites| (sites.env)(from));
+/// An object as [`References`] orders it, from borrowed parts: the map is searched by the name
+/// as the reader read it, without copying it. Ordered as `ObjectRef`'s derived order.
+trait ObjectName {
+    fn parts(&self) -> (ObjectKind, Option<&str>, &str);
+}
+
+impl ObjectName for ObjectRef {
+    fn parts(&self) -> (ObjectKind, Option<&str>, &str) {
+        (self.kind, self.namespace.as_deref(), &self.name)
+    }
+}
+
+/// An object of the workload's own namespace, by kind and name.
+impl ObjectName for (ObjectKind, &str) {
+    fn parts(&self) -> (ObjectKind, Option<&str>, &str) {
+        (self.0, None, self.1)
+    }
+}
+
+impl<'a> Borrow<dyn ObjectName + 'a> for ObjectRef {
+    fn borrow(&self) -> &(dyn ObjectName + 'a) {
+        self
+    }
+}
+
+impl PartialEq for dyn ObjectName + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn ObjectName + '_ {}
+
+impl PartialOrd for dyn ObjectName + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn ObjectName + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+/// Adds the objects an operator's custom resource names at one of its kind's reference paths
+/// (`reference`): a name, whose keys are the declaration's (all when it lists none), or a
+/// selector (`name` with `key` or `items`), whose keys are its own.
+pub fn add_named(refs: &mut References, reference: &ReferenceDeclaration, values: &[Named]) {
+    let declared = || match reference.keys {
+        Some(keys) => ConsumedKeys::Keys(keys.iter().map(|k| (*k).to_owned()).collect()),
+        None => ConsumedKeys::All,
+    };
+    for value in values {
+        let (name, keys, optional) = match value {
+            Named::Name(name) => (name.clone(), declared(), None),
+            Named::Selector(selector) => {
+                let keys = match (&selector.key, &selector.items) {
+                    (Some(key), _) => ConsumedKeys::Keys(BTreeSet::from([key.clone()])),
+                    (None, Some(items)) if !items.is_empty() => ConsumedKeys::Keys(items.clone()),
+                    _ => declared(),
+                };
+                (selector.name.clone().unwrap_or_default(), keys, selector.optional)
             }
-        }
-        for env_from in container.env_from.iter().flatten() {
-            refs.add_sites(|sites| (sites.env_from)(env_from));
-        }
+            Named::Nothing => continue,
+        };
+        refs.add(ObjectRef::new(reference.kind, name), keys, optional);
     }
-    for volume in spec.volumes.iter().flatten() {
-        refs.add_sites(|sites| (sites.volume)(volume));
-        let sources = volume.projected.iter().flat_map(|p| p.sources.iter().flatten());
-        for source in sources {
-            refs.add_sites(|sites| (sites.projection)(source));
-        }
-    }
-    refs
 }
 
 #[cfg(test)]
@@ -164,8 +234,9 @@ mod tests {
     use serde_json::json;
 
     fn refs_of(spec: serde_json::Value) -> References {
-        let spec: PodSpec = serde_json::from_value(spec).expect("test pod spec");
-        references(&spec)
+        // From the text, as the webhook reads it: names are borrowed where they can be.
+        let spec: PodSpec = serde_json::from_str(&spec.to_string()).expect("test pod spec");
+        spec.references
     }
 
     fn keys(list: &[&str]) -> ConsumedKeys {
@@ -294,5 +365,50 @@ mod tests {
         assert_eq!(optional(ObjectRef::config_map("both")), Some(true));
         assert_eq!(optional(ObjectRef::config_map("mixed")), Some(false));
         assert_eq!(optional(ObjectRef::secret("unset")), Some(false));
+    }
+
+    #[test]
+    fn volumes_name_classes_of_the_secrets_store_driver_only() {
+        let secrets_store = crate::core::inputs::secret_provider_class::DRIVER;
+        let spec: PodSpec = serde_json::from_value(serde_json::json!({
+            "containers": [{"name": "app"}],
+            "volumes": [
+                {"name": "a", "csi": {"driver": secrets_store, "readOnly": true,
+                    "volumeAttributes": {"secretProviderClass": "vault", "other": "x"}}},
+                {"name": "b", "csi": {"driver": secrets_store,
+                    "volumeAttributes": {"secretProviderClass": "aws"}}},
+                {"name": "c", "csi": {"driver": secrets_store, "volumeAttributes": {"secretProviderClass": "vault"}}},
+                {"name": "d", "csi": {"driver": "ebs.csi.aws.com",
+                    "volumeAttributes": {"secretProviderClass": "ebs"}}},
+                {"name": "e", "csi": {"driver": secrets_store}},
+                {"name": "f", "emptyDir": {}}
+            ]
+        }))
+        .expect("pod spec");
+        assert_eq!(spec.classes, BTreeSet::from(["aws".to_owned(), "vault".to_owned()]));
+    }
+
+    #[test]
+    fn elements_that_reference_nothing_are_not_kept() {
+        let empties = vec!["{}"; 100_000].join(",");
+        let spec = format!(
+            r#"{{"containers": [{empties}, {{"env": [{empties}, {{"valueFrom": {{"secretKeyRef": {{"name": "s"}}}}}}],
+                "envFrom": [{empties}]}}],
+              "volumes": [{empties}, {{"projected": {{"sources": [{empties}]}}}}, {{"configMap": {{"name": "c"}}}}]}}"#
+        );
+        let spec: PodSpec = serde_json::from_str(&spec).expect("pod spec");
+        let objects: Vec<_> = spec.references.iter().map(|(object, _)| object.clone()).collect();
+        assert_eq!(objects, [ObjectRef::config_map("c"), ObjectRef::secret("s")]);
+    }
+
+    #[test]
+    fn names_and_keys_with_escapes_are_read_as_written() {
+        let spec = r#"{"containers": [{"name": "a", "env": [
+            {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c\u006d", "key": "k\"1"}}},
+            {"name": "B", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "k\"1"}}}
+        ]}]}"#;
+        let refs = serde_json::from_str::<PodSpec>(spec).expect("pod spec").references;
+        assert_eq!(only(&refs).0, &ObjectRef::config_map("cm"));
+        assert_eq!(only(&refs).1.keys, keys(&["k\"1"]));
     }
 }

@@ -157,7 +157,7 @@ pub fn decide_from_memory<'a>(
                 .iter()
                 .map(|t| {
                     let found = match mutation.lookup_key(t) {
-                        Some(key) => lookup(&key.namespace, &key.object),
+                        Some(key) => lookup(key.namespace, &key.object),
                         None => Ok(None),
                     };
                     mutation.observe(t, digester, found)

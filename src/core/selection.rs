@@ -106,7 +106,7 @@ pub struct Selection {
 /// `ignore: "*"` ignores every ConfigMap and Secret, tracked or referenced;
 /// images are not its business (`<domain>/images`).
 pub fn select(
-    refs: &References,
+    refs: References,
     track: Option<&str>,
     ignore: Option<&str>,
     tracker: Tracker<'_>,
@@ -115,10 +115,11 @@ pub fn select(
 ) -> Selection {
     let mut ignore_all = false;
     let mut ignored: BTreeSet<ObjectRef> = BTreeSet::new();
-    let ignore_annotation = domain.ignore();
+    // Its name is built only for a warning.
+    let ignore_annotation = || domain.ignore();
     let mut key_tokens_ignored = Vec::new();
     let mut workload_tokens_ignored = Vec::new();
-    for token in tokens(ignore.unwrap_or(""), &ignore_annotation, warnings) {
+    for token in tokens(ignore.unwrap_or(""), ignore_annotation, warnings) {
         match token {
             Token::All => ignore_all = true,
             Token::Ref(object) => {
@@ -130,12 +131,14 @@ pub fn select(
     }
     for (kind, name) in &workload_tokens_ignored {
         let text = format!("{}/{name}", kind.word());
-        let subject = Subject::Written { text: &text, annotation: &ignore_annotation };
+        let annotation = ignore_annotation();
+        let subject = Subject::Written { text: &text, annotation: &annotation };
         warnings.push(subject, "a workload is tracked only when named; skipped");
     }
     for (object, key) in &key_tokens_ignored {
         let text = format!("{object}/{key}");
-        let subject = Subject::Written { text: &text, annotation: &ignore_annotation };
+        let annotation = ignore_annotation();
+        let subject = Subject::Written { text: &text, annotation: &annotation };
         warnings.push(subject, "ignore names whole objects; skipped");
     }
 
@@ -149,7 +152,7 @@ pub fn select(
     let mut own_keys: BTreeSet<ObjectRef> = BTreeSet::new();
     let mut all = false;
     let mut workloads: BTreeSet<(WorkloadKind, String)> = BTreeSet::new();
-    for token in tokens(track.unwrap_or("*"), &domain.track(), warnings) {
+    for token in tokens(track.unwrap_or("*"), || domain.track(), warnings) {
         if let Token::Workload(kind, name) = token {
             // Named, never referenced: `ignore` is about ConfigMaps and Secrets.
             workloads.insert((kind, name));
@@ -198,12 +201,11 @@ pub fn select(
         named.insert(object.clone(), consumption);
     }
     // Named only by tokens that may name another namespace: those objects are candidates too.
-    let own_if_present = |object: &ObjectRef| {
-        maybe_across.contains_key(object)
-            && !own_keys.contains(object)
-            && !whole.contains(object)
-            && refs.get(object).is_none()
-    };
+    let own_if_present: BTreeSet<&ObjectRef> = maybe_across
+        .keys()
+        .filter(|o| !own_keys.contains(*o) && !whole.contains(*o) && refs.get(o).is_none())
+        .collect();
+    let own_if_present = |object: &ObjectRef| own_if_present.contains(object);
     for (object, names) in maybe_across.iter().filter(|(object, _)| own_if_present(object)) {
         for name in names {
             let across = ObjectRef::across(object.kind, &object.name, name.clone());
@@ -211,10 +213,10 @@ pub fn select(
             named.insert(across, consumption);
         }
     }
-    // The references themselves are borrowed, never copied: a pod spec may
+    // The references themselves are moved, never copied: a pod spec may
     // reference tens of thousands of objects, of which at most 128 are digested.
-    let referenced = (all && !ignore_all).then(|| refs.iter()).into_iter().flatten();
-    let chosen = merge_sorted(referenced, named.iter());
+    let referenced = (all && !ignore_all).then(|| refs.into_iter()).into_iter().flatten();
+    let chosen = merge_sorted(referenced, named.into_iter());
 
     let mut selection = Selection::default();
     let mut target_keys = BTreeSet::new();
@@ -226,30 +228,30 @@ pub fn select(
     // an own object, so a workload tracking many keys never pushes its own objects out.
     let (mut own_count, mut across_count) = (0, 0);
     for (object, consumption) in chosen {
-        if ignored.contains(object) {
+        if ignored.contains(&object) {
             continue;
         }
         let reach = match &object.namespace {
-            Some(namespace) if standing_aside.contains(&(object.kind, &**namespace)) => {
+            Some(namespace) if standing_aside.contains(&(object.kind, namespace.to_string())) => {
                 Reach::Across { readable: (tracker.serves)(namespace) }
             }
             Some(_) => continue,
-            None if own_if_present(object) => Reach::OwnIfPresent,
+            None if own_if_present(&object) => Reach::OwnIfPresent,
             None => Reach::Own,
         };
         if !is_valid_object_name(&object.name) {
-            warnings.push(Subject::InvalidObject(object), "not a valid object name; skipped");
+            warnings.push(Subject::InvalidObject(&object), "not a valid object name; skipped");
             continue;
         }
-        let key = domain.key_for(object);
+        let key = domain.key_for(&object);
         if target_keys.contains(&key) {
-            warnings.push(Subject::Object(object), KEY_TAKEN);
+            warnings.push(Subject::Object(&object), KEY_TAKEN);
             continue;
         }
         let count = if reach.is_across() { &mut across_count } else { &mut own_count };
         if *count == MAX_TRACKED {
             if selection.kept_keys.contains(&key) {
-                warnings.push(Subject::Object(object), KEY_TAKEN);
+                warnings.push(Subject::Object(&object), KEY_TAKEN);
             } else {
                 beyond_limit += 1;
                 selection.kept_keys.insert(key);
@@ -259,9 +261,8 @@ pub fn select(
         *count += 1;
         target_keys.insert(key.clone());
         if reach == Reach::OwnIfPresent {
-            standing_aside.insert((object.kind, object.name.as_str()));
+            standing_aside.insert((object.kind, object.name.clone()));
         }
-        let (object, consumption) = (object.clone(), consumption.clone());
         selection.targets.push(Target { object, consumption, key, reach });
     }
     if beyond_limit > 0 {
@@ -311,10 +312,10 @@ fn select_workloads(
 
 /// Two iterators sorted by object, merged in order; an object in both comes
 /// once, with `b`'s consumption (the tracked one, which holds the referenced one).
-fn merge_sorted<'a>(
-    a: impl Iterator<Item = (&'a ObjectRef, &'a Consumption)>,
-    b: impl Iterator<Item = (&'a ObjectRef, &'a Consumption)>,
-) -> impl Iterator<Item = (&'a ObjectRef, &'a Consumption)> {
+fn merge_sorted(
+    a: impl Iterator<Item = (ObjectRef, Consumption)>,
+    b: impl Iterator<Item = (ObjectRef, Consumption)>,
+) -> impl Iterator<Item = (ObjectRef, Consumption)> {
     let (mut a, mut b) = (a.peekable(), b.peekable());
     std::iter::from_fn(move || match (a.peek(), b.peek()) {
         (Some((x, _)), Some((y, _))) => match x.cmp(y) {
@@ -342,7 +343,7 @@ enum Token {
 /// Comma-separated tokens; blanks are skipped, unparseable ones warned about.
 fn tokens<'a>(
     list: &'a str,
-    annotation: &'a str,
+    annotation: impl Fn() -> String + 'a,
     warnings: &'a mut Warnings,
 ) -> impl Iterator<Item = Token> + 'a {
     list.split(',').map(str::trim).filter(|t| !t.is_empty()).filter_map(move |token| {
@@ -362,7 +363,8 @@ fn tokens<'a>(
             _ => Token::Ref(object),
         });
         if parsed.is_none() {
-            let subject = Subject::Written { text: token, annotation };
+            let annotation = annotation();
+            let subject = Subject::Written { text: token, annotation: &annotation };
             // `job/x`: a workload kind, but nothing rolls when a Job or a Pod changes.
             let workload_word = token
                 .split_once('/')
@@ -381,7 +383,7 @@ fn tokens<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::model::pod_spec::PodSpec;
+    use crate::core::refs::PodSpec;
     use serde_json::json;
 
     fn refs(names: &[(&str, &str)]) -> References {
@@ -395,7 +397,7 @@ mod tests {
         let spec: PodSpec =
             serde_json::from_value(json!({"containers": [{"name": "c", "envFrom": env_from}]}))
                 .expect("spec");
-        super::super::refs::references(&spec)
+        spec.references
     }
 
     /// A workload of namespace `app`, where every namespace is served.
@@ -407,8 +409,14 @@ mod tests {
         ignore: Option<&str>,
     ) -> (Selection, Vec<String>) {
         let mut warnings = Warnings::default();
-        let selection =
-            select(refs, track, ignore, TRACKER, &AnnotationDomain::default(), &mut warnings);
+        let selection = select(
+            refs.clone(),
+            track,
+            ignore,
+            TRACKER,
+            &AnnotationDomain::default(),
+            &mut warnings,
+        );
         (selection, warnings.into_response())
     }
 
@@ -523,7 +531,8 @@ mod tests {
         let before = crate::cpu_time::this_thread();
         let mut warnings = Warnings::default();
         let domain = AnnotationDomain::default();
-        let selection = select(&refs, Some(&stars), Some(&ignore), TRACKER, &domain, &mut warnings);
+        let selection =
+            select(refs.clone(), Some(&stars), Some(&ignore), TRACKER, &domain, &mut warnings);
         let took = crate::cpu_time::this_thread() - before;
         assert_eq!(selection.targets.len(), MAX_TRACKED);
         assert_eq!(
@@ -545,7 +554,7 @@ mod tests {
         let spec: PodSpec = serde_json::from_value(json!({"containers": [{"name": "c"}],
             "volumes": [{"name": "v", "configMap": {"name": "cm", "items": items}}]}))
         .expect("spec");
-        let refs = super::super::refs::references(&spec);
+        let refs = spec.references;
         let track = vec!["configmap/cm"; 10_000].join(",");
         let before = crate::cpu_time::this_thread();
         let (selection, warnings) = run(&refs, Some(&track), None);
@@ -564,7 +573,7 @@ mod tests {
         let track = vec!["bad token"; 1_000_000].join(",");
         let mut warnings = Warnings::default();
         let domain = AnnotationDomain::default();
-        let selection = select(&refs(&[]), Some(&track), None, TRACKER, &domain, &mut warnings);
+        let selection = select(refs(&[]), Some(&track), None, TRACKER, &domain, &mut warnings);
         assert!(selection.targets.is_empty());
         let sent = warnings.into_response();
         assert_eq!(sent.len(), 11);

@@ -13,8 +13,9 @@ use super::field_path::{AtPath, Key, LenientMapAt, Named, OrNull, collect_all, m
 use super::model::kinds::{KindRow, ReferenceDeclaration, WorkloadKind};
 use super::model::operation::Operation;
 use super::model::path_segment::Segment;
-use super::model::pod_spec::{Metadata, PodSpec};
+use super::model::pod_spec::Metadata;
 use super::pod_spec_reader::{ImageHint, ImagesInPass, PodSpecSeed, Reads};
+use super::refs::PodSpec;
 
 impl WorkloadKind {
     /// API group, version and resource (plural), as in webhook rules.
@@ -579,9 +580,8 @@ mod tests {
         );
         let workload = WorkloadKind::Pod.parse(&pod).expect("a Pod");
         let Template::Present(template) = workload.template else { panic!("a template") };
-        assert_eq!(template.spec.containers.map(|c| c.len()), Some(0));
-        assert_eq!(template.spec.init_containers.map(|c| c.len()), Some(0));
-        assert_eq!(template.spec.volumes.map(|v| v.len()), Some(1));
+        let objects: Vec<_> = template.spec.references.iter().map(|(o, _)| o.clone()).collect();
+        assert_eq!(objects, [super::super::model::object_ref::ObjectRef::secret("s")]);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::core::diagnosis::{
     ControllerEvent, Gates, Halts, Holds, NamespaceView, ReadWorkload, explain_workload, trackers,
 };
 use crate::core::model::kinds::WorkloadKind;
-use crate::core::{Digester, ObjectKey, ObjectRef, Settings};
+use crate::core::{Digester, LookupKey, ObjectRef, Settings};
 use crate::process::load_digest_keys;
 
 use cluster::ReadObject;
@@ -181,12 +181,12 @@ async fn explain(args: &ExplainArgs) -> Result<(String, bool), String> {
                 let planned =
                     plan.iter().flat_map(|plan| plan.targets.iter().map(move |t| (plan, t)));
                 for (plan, target) in planned {
-                    let Some(ObjectKey { namespace: lives_in, object }) = plan.lookup_key(target)
+                    let Some(LookupKey { namespace: lives_in, object }) = plan.lookup_key(target)
                     else {
                         objects.insert(target.object.clone(), Ok(None));
                         continue;
                     };
-                    let found = source.object(&lives_in, &object, &resume_key).await;
+                    let found = source.object(lives_in, &object, &resume_key).await;
                     if let Ok(Some(ReadObject { resume: Some(resume), .. })) = &found {
                         resumes.insert(target.object.to_string(), resume.clone());
                     }

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use crate::core::model::kinds::WorkloadKind;
 use crate::core::model::provider_class_status::StatusPage;
 use crate::core::{
-    Digester, Mutation, ObjectContent, ObjectKey, ObjectRef, Observation, Target, exists,
+    Digester, LookupKey, Mutation, ObjectContent, ObjectRef, Observation, Target, exists,
 };
 use crate::registry::PullCredential;
 
@@ -268,11 +268,11 @@ async fn observe_one<S: ObjectSource>(
     (index, arrived): (usize, Instant),
     target: &Target,
 ) -> (usize, Observation) {
-    let Some(ObjectKey { namespace, object }) = mutation.lookup_key(target) else {
+    let Some(LookupKey { namespace, object }) = mutation.lookup_key(target) else {
         return (index, mutation.observe(target, digester, Ok(None)));
     };
     let started = Instant::now();
-    let found = source.fetch_for_review(&namespace, &object, arrived).await;
+    let found = source.fetch_for_review(namespace, &object, arrived).await;
     metrics.observe(started.elapsed(), found.as_ref().err().map(LookupError::metric_label));
     let found = match &found {
         Ok(content) => Ok(content.as_deref()),

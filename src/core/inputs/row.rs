@@ -13,7 +13,7 @@ use crate::core::model::digest_mode::DigestMode;
 use crate::core::model::object_content::ObjectContent;
 use crate::core::model::object_ref::ObjectKind;
 use crate::core::model::pod_spec::{
-    EnvFromSource, EnvVarSource, ItemKeys, KeySelector, NamedSource,
+    Borrowed, EnvFromSource, EnvVarSource, ItemKeys, KeySelector, NamedSource,
 };
 use crate::core::model::pod_spec::{Volume, VolumeProjection};
 
@@ -58,13 +58,13 @@ pub enum Encoding {
 #[derive(Debug)]
 pub struct ReferenceSites {
     /// `env[].valueFrom`: one key.
-    pub env: fn(&EnvVarSource) -> Option<Site<'_>>,
+    pub env: for<'a> fn(&'a EnvVarSource<'a>) -> Option<Site<'a>>,
     /// `envFrom[]`: every key.
-    pub env_from: fn(&EnvFromSource) -> Option<Site<'_>>,
+    pub env_from: for<'a> fn(&'a EnvFromSource<'a>) -> Option<Site<'a>>,
     /// `volumes[]`: every key, or its `items`.
-    pub volume: fn(&Volume) -> Option<Site<'_>>,
+    pub volume: for<'a> fn(&'a Volume<'a>) -> Option<Site<'a>>,
     /// `volumes[].projected.sources[]`: every key, or its `items`.
-    pub projection: fn(&VolumeProjection) -> Option<Site<'_>>,
+    pub projection: for<'a> fn(&'a VolumeProjection<'a>) -> Option<Site<'a>>,
 }
 
 /// One reference, as written in the pod spec.
@@ -89,23 +89,24 @@ pub enum SiteKeys<'a> {
 
 impl<'a> Site<'a> {
     /// `configMapKeyRef` / `secretKeyRef`.
-    pub fn key(selector: &'a KeySelector) -> Self {
+    pub fn key(selector: &'a KeySelector<'a>) -> Self {
         Site {
-            name: selector.name.as_deref(),
-            keys: SiteKeys::One(selector.key.as_deref()),
+            name: selector.name.as_ref().map(Borrowed::as_str),
+            keys: SiteKeys::One(selector.key.as_ref().map(Borrowed::as_str)),
             optional: selector.optional,
         }
     }
 
     /// `envFrom[].configMapRef` / `.secretRef`.
-    pub fn every_key(source: &'a NamedSource) -> Self {
-        Site { name: source.name.as_deref(), keys: SiteKeys::All, optional: source.optional }
+    pub fn every_key(source: &'a NamedSource<'a>) -> Self {
+        let name = source.name.as_ref().map(Borrowed::as_str);
+        Site { name, keys: SiteKeys::All, optional: source.optional }
     }
 
     /// A volume or projected source with optional `items`.
-    pub fn items(source: &'a NamedSource) -> Self {
+    pub fn items(source: &'a NamedSource<'a>) -> Self {
         Site {
-            name: source.name.as_deref(),
+            name: source.name.as_ref().map(Borrowed::as_str),
             keys: SiteKeys::Items(source.items.as_ref()),
             optional: source.optional,
         }

@@ -26,7 +26,7 @@ pub(super) const SECRET: ObjectInput = ObjectInput {
         env_from: |from| from.secret_ref.as_ref().map(Site::every_key),
         volume: |volume| {
             volume.secret.as_ref().map(|secret| Site {
-                name: secret.secret_name.as_deref(),
+                name: secret.secret_name.as_ref().map(|name| name.as_str()),
                 keys: SiteKeys::Items(secret.items.as_ref()),
                 optional: secret.optional,
             })

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use sha2::{Digest as _, Sha256};
 
 use crate::core::model::hex::hex;
-use crate::core::model::pod_spec::{PodSpec, Volume};
+use crate::core::model::pod_spec::Volume;
 use crate::core::model::provider_class_status::ProviderClassStatus;
 
 /// The Secrets Store CSI driver's name, as a CSI volume's `driver` gives it.
@@ -28,17 +28,12 @@ pub const MAX_CLASSES: usize = 16;
 pub const MAX_IDS: usize = 256;
 
 /// The class a volume names, if it is a Secrets Store CSI volume that names one.
-pub fn class_of(volume: &Volume) -> Option<&str> {
+pub fn class_of<'a>(volume: &'a Volume<'_>) -> Option<&'a str> {
     let csi = volume.csi.as_ref()?;
-    if csi.driver.as_deref() != Some(DRIVER) {
+    if csi.driver.as_ref().map(|driver| driver.as_str()) != Some(DRIVER) {
         return None;
     }
-    csi.volume_attributes.as_ref()?.secret_provider_class.as_deref()
-}
-
-/// Every class the pod spec's volumes name, once each, in order; names as written.
-pub fn classes(spec: &PodSpec) -> BTreeSet<String> {
-    spec.volumes.iter().flatten().filter_map(class_of).map(str::to_owned).collect()
+    csi.volume_attributes.as_ref()?.secret_provider_class.as_ref().map(|class| class.as_str())
 }
 
 /// `sha256:` (lowercase hex) of the lines `<id>@<version>\n`, sorted.
@@ -194,25 +189,5 @@ mod tests {
         let pair = digest([(forged.as_str(), "2")]);
         assert_ne!(pair, digest([("a", "1"), ("b", "2")]));
         assert!(forged.starts_with("sha256:") && !forged.contains('\n'));
-    }
-
-    #[test]
-    fn volumes_name_classes_of_the_secrets_store_driver_only() {
-        let spec: PodSpec = serde_json::from_value(serde_json::json!({
-            "containers": [{"name": "app"}],
-            "volumes": [
-                {"name": "a", "csi": {"driver": DRIVER, "readOnly": true,
-                    "volumeAttributes": {"secretProviderClass": "vault", "other": "x"}}},
-                {"name": "b", "csi": {"driver": DRIVER,
-                    "volumeAttributes": {"secretProviderClass": "aws"}}},
-                {"name": "c", "csi": {"driver": DRIVER, "volumeAttributes": {"secretProviderClass": "vault"}}},
-                {"name": "d", "csi": {"driver": "ebs.csi.aws.com",
-                    "volumeAttributes": {"secretProviderClass": "ebs"}}},
-                {"name": "e", "csi": {"driver": DRIVER}},
-                {"name": "f", "emptyDir": {}}
-            ]
-        }))
-        .expect("pod spec");
-        assert_eq!(classes(&spec), BTreeSet::from(["aws".to_owned(), "vault".to_owned()]));
     }
 }

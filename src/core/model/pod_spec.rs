@@ -8,12 +8,13 @@
 //! defaulted the object as its kind before calling the webhook; here only the
 //! fields we read must have the right types.
 //!
-//! Memory follows what a pod spec references, not its size: list elements
-//! that reference nothing (a million `{}` volumes) are dropped as they are
-//! read, and `items` keys are kept once each. Which elements reference something is the tracked
-//! kinds' table's to say (`core::inputs`): the reader implements [`References`] from it, so that
-//! the table can name these types without importing the reader.
+//! Memory follows what a pod spec references, not its size: the reader reads one list element
+//! at a time into the objects it references (`core::refs::PodSpec`), its strings borrowed from
+//! the text, and `items` keys are kept once each. Which elements reference something is the
+//! tracked kinds' table's to say (`core::inputs`): the reader implements [`References`] from it,
+//! so that the table can name these types without importing the reader.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::marker::PhantomData;
@@ -62,52 +63,51 @@ pub struct OwnerReference {
     pub controller: Option<bool>,
 }
 
-/// A pod spec's references: read by `core::pod_spec_reader` (its `Deserialize` is there),
-/// keeping only the list elements that reference something.
-#[derive(Clone, Debug, Default)]
-pub struct PodSpec {
-    pub containers: Option<Vec<Container>>,
-    pub init_containers: Option<Vec<Container>>,
-    pub volumes: Option<Vec<Volume>>,
+/// A string of the pod spec, borrowed from the text when it holds no escape: the reader
+/// copies only what it keeps (the name of an object the first time it is referenced).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct Borrowed<'a>(#[serde(borrow)] pub Cow<'a, str>);
+
+impl Borrowed<'_> {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
-#[derive(Clone, Debug)]
-pub struct Container {
-    pub env: Option<Vec<EnvVar>>,
-    pub env_from: Option<Vec<EnvFromSource>>,
-}
-
-#[derive(Clone, Debug)]
-pub struct EnvVar {
-    pub value_from: Option<EnvVarSource>,
-}
-
+/// `env[].valueFrom`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EnvVarSource {
-    pub config_map_key_ref: Option<KeySelector>,
-    pub secret_key_ref: Option<KeySelector>,
+pub struct EnvVarSource<'a> {
+    #[serde(borrow)]
+    pub config_map_key_ref: Option<KeySelector<'a>>,
+    #[serde(borrow)]
+    pub secret_key_ref: Option<KeySelector<'a>>,
 }
 
 /// `configMapKeyRef` / `secretKeyRef`.
 #[derive(Clone, Debug, Deserialize)]
-pub struct KeySelector {
-    pub name: Option<String>,
-    pub key: Option<String>,
+pub struct KeySelector<'a> {
+    #[serde(borrow)]
+    pub name: Option<Borrowed<'a>>,
+    #[serde(borrow)]
+    pub key: Option<Borrowed<'a>>,
     pub optional: Option<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EnvFromSource {
-    pub config_map_ref: Option<NamedSource>,
-    pub secret_ref: Option<NamedSource>,
+pub struct EnvFromSource<'a> {
+    #[serde(borrow)]
+    pub config_map_ref: Option<NamedSource<'a>>,
+    #[serde(borrow)]
+    pub secret_ref: Option<NamedSource<'a>>,
 }
 
 /// `envFrom[].configMapRef` / `.secretRef`, and the projected sources.
 #[derive(Clone, Debug, Deserialize)]
-pub struct NamedSource {
-    pub name: Option<String>,
+pub struct NamedSource<'a> {
+    #[serde(borrow)]
+    pub name: Option<Borrowed<'a>>,
     #[serde(default, deserialize_with = "item_keys")]
     pub items: Option<ItemKeys>,
     pub optional: Option<bool>,
@@ -115,48 +115,59 @@ pub struct NamedSource {
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Volume {
-    pub config_map: Option<NamedSource>,
-    pub secret: Option<SecretVolumeSource>,
-    pub projected: Option<ProjectedVolumeSource>,
-    pub csi: Option<CsiVolumeSource>,
+pub struct Volume<'a> {
+    #[serde(borrow)]
+    pub config_map: Option<NamedSource<'a>>,
+    #[serde(borrow)]
+    pub secret: Option<SecretVolumeSource<'a>>,
+    #[serde(borrow)]
+    pub projected: Option<ProjectedVolumeSource<'a>>,
+    #[serde(borrow)]
+    pub csi: Option<CsiVolumeSource<'a>>,
 }
 
 /// A CSI volume: its driver, and of its attributes only the Secrets Store CSI driver's
 /// `secretProviderClass` (every other attribute is skipped unread).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CsiVolumeSource {
-    pub driver: Option<String>,
-    pub volume_attributes: Option<CsiVolumeAttributes>,
+pub struct CsiVolumeSource<'a> {
+    #[serde(borrow)]
+    pub driver: Option<Borrowed<'a>>,
+    #[serde(borrow)]
+    pub volume_attributes: Option<CsiVolumeAttributes<'a>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CsiVolumeAttributes {
-    pub secret_provider_class: Option<String>,
+pub struct CsiVolumeAttributes<'a> {
+    #[serde(borrow)]
+    pub secret_provider_class: Option<Borrowed<'a>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SecretVolumeSource {
-    pub secret_name: Option<String>,
+pub struct SecretVolumeSource<'a> {
+    #[serde(borrow)]
+    pub secret_name: Option<Borrowed<'a>>,
     #[serde(default, deserialize_with = "item_keys")]
     pub items: Option<ItemKeys>,
     pub optional: Option<bool>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
-pub struct ProjectedVolumeSource {
+#[serde(bound(deserialize = "'de: 'a"))]
+pub struct ProjectedVolumeSource<'a> {
     #[serde(default, deserialize_with = "sparse")]
-    pub sources: Option<Vec<VolumeProjection>>,
+    pub sources: Option<Vec<VolumeProjection<'a>>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct VolumeProjection {
-    pub config_map: Option<NamedSource>,
-    pub secret: Option<NamedSource>,
+pub struct VolumeProjection<'a> {
+    #[serde(borrow)]
+    pub config_map: Option<NamedSource<'a>>,
+    #[serde(borrow)]
+    pub secret: Option<NamedSource<'a>>,
 }
 
 /// An integer, or absent for any other JSON value.
@@ -288,22 +299,6 @@ impl<'de, T: Deserialize<'de> + References> Deserialize<'de> for SparseList<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn elements_that_reference_nothing_are_not_kept() {
-        let empties = vec!["{}"; 100_000].join(",");
-        let spec = format!(
-            r#"{{"containers": [{empties}, {{"env": [{empties}, {{"valueFrom": {{"secretKeyRef": {{"name": "s"}}}}}}],
-                "envFrom": [{empties}]}}],
-              "volumes": [{empties}, {{"projected": {{"sources": [{empties}]}}}}, {{"configMap": {{"name": "c"}}}}]}}"#
-        );
-        let spec: PodSpec = serde_json::from_str(&spec).expect("pod spec");
-        let containers = spec.containers.expect("containers");
-        assert_eq!(containers.len(), 1);
-        assert_eq!(containers[0].env.as_ref().map(Vec::len), Some(1));
-        assert_eq!(containers[0].env_from.as_ref().map(Vec::len), Some(0), "present, empty");
-        assert_eq!(spec.volumes.map(|v| v.len()), Some(1), "an empty projection is nothing");
-    }
 
     #[test]
     fn annotations_over_the_kubernetes_limit_do_not_parse() {
