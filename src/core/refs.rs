@@ -411,4 +411,29 @@ mod tests {
         assert_eq!(only(&refs).0, &ObjectRef::config_map("cm"));
         assert_eq!(only(&refs).1.keys, keys(&["k\"1"]));
     }
+
+    /// The map is searched through `dyn ObjectName`, so its order must be `ObjectRef`'s
+    /// derived one exactly (`Borrow`'s contract): a field added to `ObjectRef`, or reordered,
+    /// would otherwise lose lookups silently.
+    #[test]
+    fn objects_borrowed_by_name_order_as_object_refs_do() {
+        let objects = [
+            ObjectRef::secret("b"),
+            ObjectRef::config_map("b"),
+            ObjectRef::across(ObjectKind::ConfigMap, "ns", "a"),
+            ObjectRef::config_map("a"),
+            ObjectRef::across(ObjectKind::Secret, "a", "z"),
+            ObjectRef::secret(""),
+        ];
+        for a in &objects {
+            for b in &objects {
+                let (by_name_a, by_name_b): (&dyn ObjectName, &dyn ObjectName) = (a, b);
+                assert_eq!(by_name_a.cmp(by_name_b), a.cmp(b), "{a:?} against {b:?}");
+            }
+            let own = (a.kind, a.name.as_str());
+            if a.namespace.is_none() {
+                assert!((&own as &dyn ObjectName) == (a as &dyn ObjectName));
+            }
+        }
+    }
 }
