@@ -38,7 +38,7 @@ pub fn start(cp: &ControlPlane) {
     for component in ["controller", "cainjector"] {
         let log = std::fs::File::create(cp.dir.join(format!("logs/cert-manager-{component}.log")))
             .expect("a log file");
-        let child = Command::new(dir.join("bin/cert-manager"))
+        let mut child = Command::new(dir.join("bin/cert-manager"))
             .arg(component)
             .arg("--kubeconfig")
             .arg(&cp.kubeconfig)
@@ -48,5 +48,7 @@ pub fn start(cp: &ControlPlane) {
             .spawn()
             .expect("start cert-manager");
         cp.adopt(child.id(), &format!("cert-manager-{component}"));
+        // Stopped with the control plane (`down` kills what it adopted); reaped here then.
+        std::thread::spawn(move || child.wait());
     }
 }
