@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::Value;
 
+use crate::cert_manager::{ready, renew};
 use crate::chart::{CHART, Helm, RELEASE};
 use crate::control_plane::ControlPlane;
 use crate::install::{KEY, SYSTEM, run, start_serve};
@@ -28,37 +29,6 @@ fn wait_for<T>(what: &str, mut read: impl FnMut() -> Option<T>) -> T {
         assert!(Instant::now() < deadline, "{what}: not within 90 s");
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-fn ready(certificate: &Value) -> bool {
-    certificate["status"]["conditions"].as_array().is_some_and(|conditions| {
-        conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
-}
-
-/// Asks cert-manager to issue `certificate` again now, as `cmctl renew` does: the `Issuing`
-/// condition, set through the status subresource.
-fn renew(cp: &ControlPlane, certificate: &str) {
-    let condition = serde_json::json!({
-        "type": "Issuing",
-        "status": "True",
-        "reason": "ManuallyTriggered",
-        "message": "renewal asked for by the test",
-        "lastTransitionTime": "2026-01-01T00:00:00Z",
-    });
-    let patch =
-        serde_json::json!([{"op": "add", "path": "/status/conditions/-", "value": condition}]);
-    cp.kubectl_ok(&[
-        "patch",
-        "certificate",
-        certificate,
-        "-n",
-        SYSTEM,
-        "--subresource=status",
-        "--type=json",
-        "-p",
-        &patch.to_string(),
-    ]);
 }
 
 /// The DER bytes of each certificate of a PEM bundle.
@@ -145,7 +115,7 @@ fn cert_manager_issues_the_serving_certificate_and_injects_its_root() {
         // puts the new root in the caBundle at once, while serve still presents the leaf the old
         // root signed, until that leaf's own renewal, up to 60 days later. The API server must
         // keep verifying it, or every review in between fails open.
-        renew(&cp, "configsum-root-ca");
+        renew(&cp, SYSTEM, "configsum-root-ca");
         let renewed = wait_for("the renewed root injected", || {
             let configuration = cp.get_json(&["mutatingwebhookconfiguration", "configsum"]);
             let bundle = configuration["webhooks"][0]["clientConfig"]["caBundle"].as_str()?;

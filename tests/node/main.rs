@@ -10,11 +10,13 @@
 //! [`cluster::sharing`], so that no test writes a workload while the webhook is being deleted
 //! under it. Needs root (namespaces, cgroups, the bridge), as docs/testing.md says.
 
+#[path = "../support/cert_manager.rs"]
+mod cert_manager;
 #[path = "../support/control_plane.rs"]
 mod control_plane;
 
 mod application;
-mod cert_manager;
+mod cert_manager_tls;
 mod cluster;
 mod configsum_pods;
 mod explain;

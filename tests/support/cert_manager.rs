@@ -1,9 +1,12 @@
 //! A real cert-manager beside a control plane: its controller and CA injector as built by
 //! scripts/cert-manager.sh (cached), its CRDs applied, both processes adopted by the control
-//! plane so that stopping it stops them.
+//! plane so that stopping it stops them; and what the tests ask of cert-manager.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
 
 use crate::control_plane::ControlPlane;
 
@@ -51,4 +54,35 @@ pub fn start(cp: &ControlPlane) {
         // Stopped with the control plane (`down` kills what it adopted); reaped here then.
         std::thread::spawn(move || child.wait());
     }
+}
+
+/// Whether a Certificate (as JSON) has the condition Ready=True.
+pub fn ready(certificate: &Value) -> bool {
+    certificate["status"]["conditions"].as_array().is_some_and(|conditions| {
+        conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+    })
+}
+
+/// Asks cert-manager to issue Certificate `name` of `namespace` again now, as `cmctl renew`
+/// does: the `Issuing` condition, set through the status subresource.
+pub fn renew(cp: &ControlPlane, namespace: &str, name: &str) {
+    let condition = json!({
+        "type": "Issuing",
+        "status": "True",
+        "reason": "ManuallyTriggered",
+        "message": "renewal asked for by the test",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    });
+    let patch = json!([{"op": "add", "path": "/status/conditions/-", "value": condition}]);
+    cp.kubectl_ok(&[
+        "patch",
+        "certificate",
+        name,
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=json",
+        "-p",
+        &patch.to_string(),
+    ]);
 }

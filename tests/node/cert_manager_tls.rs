@@ -17,6 +17,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use tokio_rustls::rustls;
 
+use crate::cert_manager::{ready, renew};
 use crate::cluster::*;
 use crate::control_plane::ControlPlane;
 
@@ -102,35 +103,6 @@ fn webhook_pods(cp: &ControlPlane) -> Vec<(String, String, Value)> {
             (name, pod["status"]["podIP"].as_str().unwrap_or_default().to_owned(), identity)
         })
         .collect()
-}
-
-fn ready(certificate: &Value) -> bool {
-    certificate["status"]["conditions"].as_array().is_some_and(|conditions| {
-        conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
-    })
-}
-
-/// Asks cert-manager to issue `certificate` again now, as `cmctl renew` does.
-fn renew(cp: &ControlPlane, certificate: &str) {
-    let condition = json!({
-        "type": "Issuing",
-        "status": "True",
-        "reason": "ManuallyTriggered",
-        "message": "renewal asked for by the test",
-        "lastTransitionTime": "2026-01-01T00:00:00Z",
-    });
-    let patch = json!([{"op": "add", "path": "/status/conditions/-", "value": condition}]);
-    cp.kubectl_ok(&[
-        "patch",
-        "certificate",
-        certificate,
-        "-n",
-        SYSTEM,
-        "--subresource=status",
-        "--type=json",
-        "-p",
-        &patch.to_string(),
-    ]);
 }
 
 /// A Deployment of no replicas reading `renewal-config`: the webhook's work without pods.
@@ -238,7 +210,7 @@ fn leaf_and_root_renewed_under_writes_fail_none_open_and_serve_needs_no_restart(
 
         tokio::time::sleep(Duration::from_secs(2)).await;
         let renewed_at = Instant::now();
-        renew(cp, "configsum-webhook");
+        renew(cp, SYSTEM, "configsum-webhook");
         let mut secret_after = None;
         let new_leaf = loop {
             let leaf = leaf_in_secret(cp);
@@ -263,7 +235,7 @@ fn leaf_and_root_renewed_under_writes_fail_none_open_and_serve_needs_no_restart(
         // beside the old one, which still verifies the leaf being served (the old root signed
         // it) until that leaf's own renewal. Writes go on throughout.
         let root_renewed_at = Instant::now();
-        renew(cp, "configsum-root-ca");
+        renew(cp, SYSTEM, "configsum-root-ca");
         let merged = loop {
             let bundle = ca_bundle(cp);
             if certificates_in(&bundle) == 2 {
