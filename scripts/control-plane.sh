@@ -166,7 +166,7 @@ start() { # name log command...
   shift 2
   # setsid: its own process group, so `down` can stop it and anything it spawned.
   setsid "$@" >"$logfile" 2>&1 < /dev/null &
-  echo "$! $name" >> "$dir/pids"
+  record_pid "$dir/pids" $! "$name"
 }
 
 # kube-apiserver from the arguments `up` wrote, so that `restart-apiserver` runs the same.
@@ -192,7 +192,7 @@ restart_apiserver() {
   # Killed, as in a crash: a graceful shutdown waits for long requests to drain (14 s here).
   kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
   for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
-  grep -v "^$pid kube-apiserver\$" "$dir/pids" > "$dir/pids.tmp" || true
+  awk '$2 != "kube-apiserver"' "$dir/pids" > "$dir/pids.tmp" || true
   mv "$dir/pids.tmp" "$dir/pids"
   start_apiserver
   wait_apiserver
@@ -320,12 +320,14 @@ down() {
 
 stop_processes() {
   [ -f "$dir/pids" ] || return 0
-  local pid name
-  # Controller manager first, etcd last.
-  tac "$dir/pids" | while read -r pid name; do
-    if alive "$pid"; then
+  local pid name start
+  # Controller manager first, etcd last. A process is killed only while it is still the one
+  # recorded: the PID of one that exited early may be another's by now.
+  tac "$dir/pids" | while read -r pid name start; do
+    if still_running "$pid" "$start"; then
       kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
       for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
+      still_running "$pid" "$start" || continue
       kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
     fi
   done

@@ -1,6 +1,29 @@
 # Shell functions that scripts/control-plane.sh and scripts/node.sh share (sourced, not run).
 # Both set `dir` (the run's directory, with logs/) and define `log`.
 
+# A process's start time, in clock ticks since boot (field 22 of /proc/PID/stat). With its PID
+# it names one process, where a PID alone does not: PIDs wrap at pid_max (32768 on this kind of
+# machine), and a test run's processes and threads go round it in minutes, so the PID of a
+# process that exited early may by the time of `down` be a test's new process.
+started_at() {
+  local stat fields
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  # The command name, in parentheses, may hold spaces: the fields after it are counted.
+  read -ra fields <<< "${stat##*) }"
+  echo "${fields[19]}"
+}
+
+# Appends "PID NAME START" to a pids file (START is "-" if the process is already gone).
+record_pid() { # file pid name
+  echo "$2 $3 $(started_at "$2" || echo -)" >> "$1"
+}
+
+# Whether PID is still the process a pids file recorded as started at START, with a thread
+# running. (A line without START, from before starts were recorded, is taken on trust.)
+still_running() { # pid start
+  alive "$1" && { [ -z "${2:-}" ] || [ "$(started_at "$1")" = "$2" ]; }
+}
+
 # Whether any thread of a process runs. A zombie has none (a PID 1 that does not reap leaves
 # zombies behind), but a killed multi-threaded process shows as a zombie for a second or two
 # while its last threads exit and still hold its sockets.

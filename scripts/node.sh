@@ -118,7 +118,7 @@ start() { # name log command...
   local name=$1 logfile=$2
   shift 2
   setsid nsenter --target "$(cat "$node/holder.pid")" --mount -- "$@" >"$logfile" 2>&1 < /dev/null &
-  echo "$! $name" >> "$node/pids"
+  record_pid "$node/pids" $! "$name"
 }
 
 # containerd's, CNI's and the kubelet's configuration; the kubelet's certificates and kubeconfig
@@ -314,13 +314,15 @@ stop() {
     . "$node/network"
     network=1
   fi
-  local pid name
-  # The kubelet first, so that it restarts nothing.
+  local pid name start
+  # The kubelet first, so that it restarts nothing; while it is still the process recorded.
   if [ -f "$node/pids" ]; then
-    while read -r pid name; do
+    while read -r pid name start; do
       [ "$name" = kubelet ] || continue
+      still_running "$pid" "$start" || continue
       kill -TERM "$pid" 2>/dev/null || true
       for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
+      still_running "$pid" "$start" || continue
       kill -KILL "$pid" 2>/dev/null || true
     done < "$node/pids"
   fi

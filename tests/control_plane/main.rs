@@ -39,5 +39,6 @@ mod render;
 mod scoped_install;
 mod seen_by_apiserver;
 mod shards;
+mod teardown;
 mod undo;
 mod webhook;

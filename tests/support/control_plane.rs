@@ -93,14 +93,12 @@ impl ControlPlane {
     }
 
     /// Makes `down` (and so the watchdog, when the test binary exits) stop process `pid` too:
-    /// processes shared by every test of a binary are never dropped.
+    /// processes shared by every test of a binary are never dropped. Recorded with its start
+    /// time, as scripts/lib.sh's `record_pid` does: most adopted processes exit long before
+    /// `down`, and PIDs wrap at 32768 here within a run, so `down` must not kill a PID that has
+    /// since become another test's process (a new `configsum serve`, say, killed as it starts).
     pub fn adopt(&self, pid: u32, name: &str) {
-        use std::io::Write as _;
-        let mut pids = std::fs::OpenOptions::new()
-            .append(true)
-            .open(self.dir.join("pids"))
-            .expect("the control plane's pids file");
-        writeln!(pids, "{pid} {name}").expect("adopt a process");
+        record_pid(&self.dir.join("pids"), pid, name);
     }
 
     /// Stops kube-apiserver and starts it again with the same flags (etcd keeps its data): every
@@ -229,6 +227,24 @@ impl ControlPlane {
         std::fs::write(&path, text).expect("write a kubeconfig");
         path
     }
+}
+
+/// Appends `PID NAME START` to a control plane's pids file (which must exist), as
+/// scripts/lib.sh's `record_pid` does; START is `-` for a process already gone.
+pub fn record_pid(pids: &Path, pid: u32, name: &str) {
+    use std::io::Write as _;
+    let start = started_at(pid).unwrap_or_else(|| "-".to_owned());
+    let mut file =
+        std::fs::OpenOptions::new().append(true).open(pids).expect("the control plane's pids file");
+    writeln!(file, "{pid} {name} {start}").expect("record a process");
+}
+
+/// Process `pid`'s start time in clock ticks since boot (field 22 of /proc/PID/stat; the
+/// command name before it, in parentheses, may hold spaces).
+pub fn started_at(pid: u32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, fields) = stat.rsplit_once(") ")?;
+    fields.split_whitespace().nth(19).map(str::to_owned)
 }
 
 fn unique() -> usize {

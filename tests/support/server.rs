@@ -260,10 +260,16 @@ async fn spawn_keeping(
         // No longer kept: drained, so that the process never blocks on a full pipe.
         let _ = tokio::io::copy(lines.get_mut(), &mut tokio::io::sink()).await;
     });
-    let line = tokio::time::timeout(Duration::from_secs(30), started_rx)
-        .await
-        .unwrap_or_else(|_| panic!("configsum did not log {started:?} within 30 s"))
-        .expect("configsum printed its start line");
+    let line = match tokio::time::timeout(Duration::from_secs(30), started_rx).await {
+        Ok(Ok(line)) => line,
+        Ok(Err(_)) => {
+            // Its stderr closed first: say how it ended and what it said.
+            let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+            let logs = logs.lock().expect("log lock").join("\n");
+            panic!("configsum ended before it logged {started:?} ({status:?}):\n{logs}")
+        }
+        Err(_) => panic!("configsum did not log {started:?} within 30 s"),
+    };
     (child, logs, log_fields(&line))
 }
 
