@@ -28,10 +28,10 @@ up() {
   "$here/scripts/install-helm.sh" >/dev/null
   "$here/scripts/control-plane.sh" up "$dir" --node >/dev/null
   export KUBECONFIG=$dir/kubeconfig
-  local kubectl=$dir/kubectl helm=$here/target/tools/helm3/helm
+  local helm=$here/target/tools/helm3/helm
   export HELM_CACHE_HOME=$dir/helm/cache HELM_CONFIG_HOME=$dir/helm/config HELM_DATA_HOME=$dir/helm/data
 
-  cert_manager
+  "$here/scripts/cert-manager.sh" up "$dir"
   local version
   version=$(sed -n 's/^appVersion: "\(.*\)"/\1/p' "$here/charts/configsum/Chart.yaml")
   log "helm install configsum (image configsum:$version)"
@@ -55,26 +55,6 @@ kubectl -n demo rollout status deployment/demo
 $here/target/$(uname -m)-unknown-linux-gnu/release/configsum explain deployment/demo -n demo
 # Then: make cluster-down
 EOF
-}
-
-# cert-manager's CRDs, established, and its controller and CA injector started with the
-# admin's kubeconfig, recorded in DIR/pids so that `down` stops them with the rest.
-cert_manager() {
-  local cm component deadline=$((SECONDS + 60))
-  cm=$("$here/scripts/cert-manager.sh" build)
-  "$kubectl" apply --server-side -f "$cm/crds" >/dev/null
-  # Right after its creation a CRD may have no conditions yet, which `kubectl wait` reports as
-  # an error rather than waiting.
-  until "$kubectl" wait --for=condition=Established --timeout=60s crd/certificates.cert-manager.io \
-    crd/certificaterequests.cert-manager.io crd/issuers.cert-manager.io >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || { log "cert-manager's CRDs not established"; exit 1; }
-    sleep 0.2
-  done
-  for component in controller cainjector; do
-    setsid "$cm/bin/cert-manager" "$component" --kubeconfig "$dir/kubeconfig" \
-      >"$dir/logs/cert-manager-$component.log" 2>&1 </dev/null &
-    echo "$! cert-manager-$component" >> "$dir/pids"
-  done
 }
 
 # Namespace demo (opted in): a ConfigMap read as an env var, a Secret read as a file, and two

@@ -39,12 +39,7 @@ log() { echo "control-plane: $*" >&2; }
 . "$here/scripts/lib.sh"
 
 cache_dir() {
-  local base=${CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/configsum}
-  local key
-  # The module files and the build command decide the binaries.
-  key=$( (cat "$module/go.mod" "$module/go.sum" "$module/etcd/main.go"; sed -n '/^build()/,/^}/p' "$0") |
-    sha256sum | cut -c1-16)
-  echo "$base/control-plane/$key"
+  build_cache_dir control-plane "$module/go.mod" "$module/go.sum" "$module/etcd/main.go"
 }
 
 build() {

@@ -1,5 +1,16 @@
-# Shell functions that scripts/control-plane.sh and scripts/node.sh share (sourced, not run).
-# Both set `dir` (the run's directory, with logs/) and define `log`.
+# Shell functions that scripts/control-plane.sh, scripts/node.sh and scripts/cert-manager.sh
+# share (sourced, not run). They set `dir` (the run's directory, with logs/) and define `log`.
+
+# Where a Go tool's build is cached: outside the checkout, so that a fresh clone on the same
+# machine (CI's case) finds it. $CONTROL_PLANE_CACHE, else $XDG_CACHE_HOME/configsum or
+# ~/.cache/configsum, then NAME/KEY, where KEY hashes the input files and the calling script's
+# build function, which together decide the binaries.
+build_cache_dir() { # name input...
+  local name=$1 base=${CONTROL_PLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/configsum} key
+  shift
+  key=$( (cat "$@"; sed -n '/^build()/,/^}/p' "$0") | sha256sum | cut -c1-16)
+  echo "$base/$name/$key"
+}
 
 # A process's start time, in clock ticks since boot (field 22 of /proc/PID/stat). With its PID
 # it names one process, where a PID alone does not: PIDs wrap at pid_max (32768 on this kind of

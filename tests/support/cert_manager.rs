@@ -1,59 +1,29 @@
-//! A real cert-manager beside a control plane: its controller and CA injector as built by
-//! scripts/cert-manager.sh (cached), its CRDs applied, both processes adopted by the control
-//! plane so that stopping it stops them; and what the tests ask of cert-manager.
+//! A real cert-manager beside a control plane (scripts/cert-manager.sh: its controller and CA
+//! injector, built and cached, stopped with the control plane), and what the tests ask of it.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
 use crate::control_plane::ControlPlane;
 
-/// The cached build: bin/cert-manager and the CRDs of the same module version.
-fn build() -> PathBuf {
+/// cert-manager on `cp`, as `make cluster` starts it (scripts/cert-manager.sh up): its CRDs
+/// applied and served, its controller and CA injector running as the control plane's admin,
+/// logging to `<cp.dir>/logs/cert-manager-{controller,cainjector}.log`, and stopped with it.
+pub fn start(cp: &ControlPlane) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let output = Command::new(root.join("scripts/cert-manager.sh"))
-        .arg("build")
+        .arg("up")
+        .arg(&cp.dir)
         .stdin(Stdio::null())
         .output()
         .expect("run scripts/cert-manager.sh");
     assert!(
         output.status.success(),
-        "scripts/cert-manager.sh build: {}",
+        "scripts/cert-manager.sh up: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-}
-
-/// Applies cert-manager's CRDs to `cp`, waits until they are served, and starts its controller
-/// and CA injector with the control plane's admin kubeconfig; their logs go to
-/// `<cp.dir>/logs/cert-manager-{controller,cainjector}.log`.
-pub fn start(cp: &ControlPlane) {
-    let dir = build();
-    cp.kubectl_ok(&["apply", "--server-side", "-f", &dir.join("crds").display().to_string()]);
-    cp.wait_established(&[
-        "crd/certificates.cert-manager.io",
-        "crd/certificaterequests.cert-manager.io",
-        "crd/issuers.cert-manager.io",
-        "crd/clusterissuers.cert-manager.io",
-    ]);
-    for component in ["controller", "cainjector"] {
-        let log = std::fs::File::create(cp.dir.join(format!("logs/cert-manager-{component}.log")))
-            .expect("a log file");
-        let mut child = Command::new(dir.join("bin/cert-manager"))
-            .arg(component)
-            .arg("--kubeconfig")
-            .arg(&cp.kubeconfig)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("the log file"))
-            .stderr(log)
-            .spawn()
-            .expect("start cert-manager");
-        cp.adopt(child.id(), &format!("cert-manager-{component}"));
-        // Stopped with the control plane (`down` kills what it adopted); reaped here then.
-        std::thread::spawn(move || child.wait());
-    }
 }
 
 /// Whether a Certificate (as JSON) has the condition Ready=True.
