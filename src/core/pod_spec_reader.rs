@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -198,7 +199,7 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for PodSpecV
                 }
                 field::VOLUMES if references => {
                     once(&mut seen[2], field::VOLUMES)?;
-                    map.next_value_seed(OrNull(VolumesSeed { refs, classes: &mut spec.classes }))?;
+                    map.next_value_seed(OrNull(volumes(refs, &mut spec.classes)))?;
                 }
                 field::IMAGE_PULL_SECRETS if images => {
                     once(&mut seen[3], field::IMAGE_PULL_SECRETS)?;
@@ -230,7 +231,7 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for PodSpecV
         let refs = &mut spec.references;
         seq.next_element_seed(OrNull(ContainersSeed::<R, I, E>(refs)))?;
         seq.next_element_seed(OrNull(ContainersSeed::<R, I, E>(refs)))?;
-        seq.next_element_seed(OrNull(VolumesSeed { refs, classes: &mut spec.classes }))?;
+        seq.next_element_seed(OrNull(volumes(refs, &mut spec.classes)))?;
         Ok((spec, None))
     }
 }
@@ -320,7 +321,7 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for Containe
                 }
                 field::ENV_FROM if references => {
                     once(&mut seen[4], field::ENV_FROM)?;
-                    map.next_value_seed(OrNull(EnvFromSeed(&mut *self.0)))?;
+                    map.next_value_seed(OrNull(env_from(&mut *self.0)))?;
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -342,7 +343,7 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for Containe
             return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
         }
         seq.next_element_seed(OrNull(EnvSeed::<R, I, E>(&mut *self.0)))?;
-        seq.next_element_seed(OrNull(EnvFromSeed(&mut *self.0)))?;
+        seq.next_element_seed(OrNull(env_from(&mut *self.0)))?;
         Ok(None)
     }
 }
@@ -453,10 +454,15 @@ impl<'de, const R: bool, const I: bool, const E: bool> Visitor<'de> for EnvVarSe
     }
 }
 
-/// A container's `envFrom`: what each entry references, added as read.
-struct EnvFromSeed<'r>(&'r mut refs::References);
+/// A list read element by element, each handed to a closure as it is read: nothing is collected.
+/// A container's `envFrom` and the pod spec's `volumes` are read so.
+struct EachElement<T, F>(F, PhantomData<fn() -> T>);
 
-impl<'de> DeserializeSeed<'de> for EnvFromSeed<'_> {
+fn each<T, F: FnMut(T)>(f: F) -> EachElement<T, F> {
+    EachElement(f, PhantomData)
+}
+
+impl<'de, T: Deserialize<'de>, F: FnMut(T)> DeserializeSeed<'de> for EachElement<T, F> {
     type Value = ();
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -464,58 +470,46 @@ impl<'de> DeserializeSeed<'de> for EnvFromSeed<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for EnvFromSeed<'_> {
+impl<'de, T: Deserialize<'de>, F: FnMut(T)> Visitor<'de> for EachElement<T, F> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(source) = seq.next_element::<EnvFromSource<'de>>()? {
-            self.0.add_sites(|sites| (sites.env_from)(&source));
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(element) = seq.next_element::<T>()? {
+            (self.0)(element);
         }
         Ok(())
     }
+}
+
+/// A container's `envFrom`: what each entry references, added as read.
+fn env_from<'r, 'de>(
+    refs: &'r mut refs::References,
+) -> EachElement<EnvFromSource<'de>, impl FnMut(EnvFromSource<'de>) + 'r> {
+    each(move |source: EnvFromSource<'de>| refs.add_sites(|sites| (sites.env_from)(&source)))
 }
 
 /// The pod spec's `volumes`: what each volume and its projected sources reference, added as
 /// read, and the SecretProviderClass a CSI volume names.
-struct VolumesSeed<'r> {
+fn volumes<'r, 'de>(
     refs: &'r mut refs::References,
     classes: &'r mut BTreeSet<String>,
-}
-
-impl<'de> DeserializeSeed<'de> for VolumesSeed<'_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        deserializer.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for VolumesSeed<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(volume) = seq.next_element::<Volume<'de>>()? {
-            self.refs.add_sites(|sites| (sites.volume)(&volume));
-            let sources = volume.projected.iter().flat_map(|p| p.sources.iter().flatten());
-            for source in sources {
-                self.refs.add_sites(|sites| (sites.projection)(source));
-            }
-            if let Some(class) = secret_provider_class::class_of(&volume) {
-                if !self.classes.contains(class) {
-                    self.classes.insert(class.to_owned());
-                }
+) -> EachElement<Volume<'de>, impl FnMut(Volume<'de>) + 'r> {
+    each(move |volume: Volume<'de>| {
+        refs.add_sites(|sites| (sites.volume)(&volume));
+        let sources = volume.projected.iter().flat_map(|p| p.sources.iter().flatten());
+        for source in sources {
+            refs.add_sites(|sites| (sites.projection)(source));
+        }
+        if let Some(class) = secret_provider_class::class_of(&volume) {
+            if !classes.contains(class) {
+                classes.insert(class.to_owned());
             }
         }
-        Ok(())
-    }
+    })
 }
 
 impl<'de> Deserialize<'de> for Names {
