@@ -35,11 +35,20 @@ still_running() { # pid start
   alive "$1" && { [ -z "${2:-}" ] || [ "$(started_at "$1")" = "$2" ]; }
 }
 
-# Whether any thread of a process runs. A zombie has none (a PID 1 that does not reap leaves
-# zombies behind), but a killed multi-threaded process shows as a zombie for a second or two
-# while its last threads exit and still hold its sockets.
+# Whether any thread of a process runs. A zombie's do not (a PID 1 that does not reap leaves
+# zombies behind, and a test's own children stay zombies until it waits for them), but a killed
+# multi-threaded process shows as a zombie leader for a second or two while its other threads
+# exit and still hold its sockets. /proc lists a zombie's leader among its tasks: each task's
+# state is read, not just whether there is one.
 alive() {
-  [ -n "$(ls "/proc/$1/task" 2>/dev/null)" ]
+  local stat
+  for stat in /proc/"$1"/task/*/stat; do
+    stat=$(cat "$stat" 2>/dev/null) || continue
+    # The state follows the command name, which is in parentheses and may hold spaces.
+    stat=${stat##*) }
+    case ${stat:0:1} in Z | X) ;; *) return 0 ;; esac
+  done
+  return 1
 }
 
 # Runs a command every 0.2 s until it succeeds. After `seconds`, says so with the tail of the
