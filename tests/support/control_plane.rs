@@ -204,7 +204,10 @@ impl ControlPlane {
     }
 
     /// A kubeconfig that authenticates as `namespace/service_account` with a token from the
-    /// TokenRequest API, written next to the admin's.
+    /// TokenRequest API, written next to the admin's: a file of its own for each call. Tests
+    /// that start at once asked for the same account's, and one rewrote the shared file
+    /// (truncated, then written) while the other's `configsum serve` was reading it: that serve
+    /// found no current context and exited before its start line.
     pub fn kubeconfig_as(&self, namespace: &str, service_account: &str) -> PathBuf {
         let token = self.kubectl_ok(&[
             "create",
@@ -215,7 +218,7 @@ impl ControlPlane {
             "--duration",
             "1h",
         ]);
-        let path = self.dir.join(format!("kubeconfig-{namespace}-{service_account}"));
+        let path = self.dir.join(format!("kubeconfig-{namespace}-{service_account}-{}", unique()));
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    \
              certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {}\ncontexts:\n- \
