@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::annotations::AnnotationDomain;
 use super::model::kinds::WorkloadKind;
-use super::model::object_ref::{ObjectRef, is_namespace_name, is_valid_object_name};
+use super::model::object_ref::{ObjectKind, ObjectRef, is_namespace_name, is_valid_object_name};
 use super::model::warnings::{Subject, Warnings};
 use super::refs::{ConsumedKeys, Consumption, References};
 
@@ -221,9 +221,10 @@ pub fn select(
     let mut selection = Selection::default();
     let mut target_keys = BTreeSet::new();
     let mut beyond_limit = 0;
-    // The workload's own objects that stand aside when absent, selected: in `ObjectRef` order
-    // each comes before the other namespace's objects its tokens name.
-    let mut standing_aside = BTreeSet::new();
+    // The workload's own objects that stand aside when absent, selected, names by kind (so that
+    // a namespace is looked up without a copy): in `ObjectRef` order each comes before the other
+    // namespace's objects its tokens name.
+    let mut standing_aside: BTreeMap<ObjectKind, BTreeSet<String>> = BTreeMap::new();
     // Other namespaces' objects count in a limit of their own: each stands in for a key of
     // an own object, so a workload tracking many keys never pushes its own objects out.
     let (mut own_count, mut across_count) = (0, 0);
@@ -232,7 +233,11 @@ pub fn select(
             continue;
         }
         let reach = match &object.namespace {
-            Some(namespace) if standing_aside.contains(&(object.kind, namespace.to_string())) => {
+            Some(namespace)
+                if standing_aside
+                    .get(&object.kind)
+                    .is_some_and(|names| names.contains(&**namespace)) =>
+            {
                 Reach::Across { readable: (tracker.serves)(namespace) }
             }
             Some(_) => continue,
@@ -261,7 +266,7 @@ pub fn select(
         *count += 1;
         target_keys.insert(key.clone());
         if reach == Reach::OwnIfPresent {
-            standing_aside.insert((object.kind, object.name.clone()));
+            standing_aside.entry(object.kind).or_default().insert(object.name.clone());
         }
         selection.targets.push(Target { object, consumption, key, reach });
     }
