@@ -6,7 +6,7 @@
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::{Command, Stdio};
 
-use crate::control_plane::{record_pid, started_at};
+use crate::control_plane::{record_pid, repository, started_at};
 use crate::server::TempDir;
 
 #[test]
@@ -23,7 +23,7 @@ fn down_stops_what_was_recorded_and_spares_a_pid_taken_since() {
     let line = format!("{} exited-early {}\n", taken_since.id(), start - 1);
     std::fs::write(&pids, std::fs::read_to_string(&pids).expect("pids") + &line).expect("pids");
 
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/control-plane.sh");
+    let script = repository().join("scripts/control-plane.sh");
     let output = Command::new(script).arg("down").arg(&dir.0).output().expect("down");
     assert!(output.status.success(), "down: {}", String::from_utf8_lossy(&output.stderr));
 

@@ -6,14 +6,13 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-use crate::control_plane::ControlPlane;
+use crate::control_plane::{ControlPlane, repository};
 
 /// cert-manager on `cp`, as `make cluster` starts it (scripts/cert-manager.sh up): its CRDs
 /// applied and served, its controller and CA injector running as the control plane's admin,
 /// logging to `<cp.dir>/logs/cert-manager-{controller,cainjector}.log`, and stopped with it.
 pub fn start(cp: &ControlPlane) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = Command::new(root.join("scripts/cert-manager.sh"))
+    let output = Command::new(repository().join("scripts/cert-manager.sh"))
         .arg("up")
         .arg(&cp.dir)
         .stdin(Stdio::null())

@@ -19,7 +19,8 @@ pub struct ControlPlane {
     pub kubectl: PathBuf,
 }
 
-fn repository() -> &'static Path {
+/// The repository's root, where scripts/ is.
+pub fn repository() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
