@@ -342,6 +342,7 @@ stop() {
     local namespace
     namespace=$(cat "$node/namespace")
     if [ -n "$namespace" ] && [ "$namespace" != "$(readlink /proc/self/ns/mnt)" ]; then
+      local killed=""
       for round in $(seq 50); do
         procs=""
         for pid in /proc/[0-9]*; do
@@ -350,7 +351,13 @@ stop() {
         [ -n "$procs" ] || break
         # shellcheck disable=SC2086
         kill -KILL $procs 2>/dev/null || true
+        killed="$killed $procs"
         sleep 0.1
+      done
+      # A killed process leaves the namespace as soon as its leader exits, while its other
+      # threads (containerd has dozens) are still exiting: `down` returns once none runs.
+      for pid in $killed; do
+        for round in $(seq 100); do alive "$pid" || break; sleep 0.1; done
       done
     fi
     rm -f "$node/holder.pid" "$node/namespace"

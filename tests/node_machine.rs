@@ -138,6 +138,7 @@ fn machine() -> BTreeMap<&'static str, String> {
         .into_iter()
         .flatten()
         .flatten()
+        .filter(|e| !exited(&e.path()))
         .filter_map(|e| std::fs::read_to_string(e.path().join("comm")).ok())
         .map(|comm| comm.trim().to_owned())
         .filter(|comm| {
@@ -149,6 +150,15 @@ fn machine() -> BTreeMap<&'static str, String> {
     processes.sort();
     out.insert("node processes", processes.join("\n"));
     out
+}
+
+/// Whether the process at /proc/PID has exited and waits only for its parent to reap it. The
+/// node's processes outlive `up` and so are PID 1's children; PID 1 here reaps orphans about
+/// every two seconds, and a zombie holds nothing of the node's.
+fn exited(proc_dir: &Path) -> bool {
+    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with(['Z', 'X']))
 }
 
 /// Waits until no node runs on the machine: the test binary before this one (tests/node) leaves
