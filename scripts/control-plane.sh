@@ -296,7 +296,8 @@ up() {
       exec "$2" down "$3"' \
       watchdog "$CONTROL_PLANE_OWNER" "$here/scripts/control-plane.sh" "$dir" \
       >"$dir/logs/watchdog.log" 2>&1 < /dev/null &
-    echo $! > "$dir/watchdog.pid"
+    : > "$dir/watchdog.pid"
+    record_pid "$dir/watchdog.pid" $! watchdog
   fi
   log "up in $((SECONDS - started)) s: $server (etcd on 127.0.0.1:$etcd_port)"
   cat <<EOF
@@ -328,10 +329,14 @@ stop_processes() {
   done
   rm -f "$dir/pids"
   if [ -f "$dir/watchdog.pid" ]; then
-    local watchdog
-    watchdog=$(cat "$dir/watchdog.pid")
+    local watchdog start
+    read -r watchdog _ start < "$dir/watchdog.pid" || true
     rm -f "$dir/watchdog.pid"
-    [ "$watchdog" = "$$" ] || kill -TERM -- "-$watchdog" 2>/dev/null || kill "$watchdog" 2>/dev/null || true
+    # Not when the watchdog runs this `down`, nor when it is gone (killed with its run) and its
+    # PID, the process group's ID, may be another's by now.
+    if [ "$watchdog" != "$$" ] && still_running "$watchdog" "$start"; then
+      kill -TERM -- "-$watchdog" 2>/dev/null || kill "$watchdog" 2>/dev/null || true
+    fi
   fi
 }
 
