@@ -152,13 +152,17 @@ fn machine() -> BTreeMap<&'static str, String> {
     out
 }
 
-/// Whether the process at /proc/PID has exited and waits only for its parent to reap it. The
-/// node's processes outlive `up` and so are PID 1's children; PID 1 here reaps orphans about
-/// every two seconds, and a zombie holds nothing of the node's.
+/// Whether the process at /proc/PID has exited, every thread of it, and waits only for its
+/// parent to reap it. The node's processes outlive `up` and so are PID 1's children; PID 1 here
+/// reaps orphans about every two seconds, and a zombie holds nothing of the node's. (A zombie
+/// leader whose other threads still run has not exited: scripts/lib.sh's `alive` reads the same.)
 fn exited(proc_dir: &Path) -> bool {
-    let stat = std::fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
-    // The state follows the command name, which is in parentheses and may hold spaces.
-    stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with(['Z', 'X']))
+    let mut tasks = std::fs::read_dir(proc_dir.join("task")).into_iter().flatten().flatten();
+    tasks.all(|task| {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        stat.rsplit_once(") ").is_none_or(|(_, rest)| rest.starts_with(['Z', 'X']))
+    })
 }
 
 /// Waits until no node runs on the machine: the test binary before this one (tests/node) leaves
