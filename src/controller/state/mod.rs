@@ -354,13 +354,19 @@ impl State {
         self.leadership = leadership;
         let term = leadership.is_leading(now).then_some(leadership.term);
         self.set_term(term);
-        if term.is_some() && was.term != leadership.term && self.phase != Phase::Listing {
-            info!(term = leadership.term, "leading: bringing workloads up to date");
-            self.objects.request_all();
-            self.images.poll_now(now);
-            self.catch_up_trackers(now);
-            self.catch_up_classes(now);
+        if term.is_none() || was.term == leadership.term {
+            return;
         }
+        if self.phase == Phase::Listing {
+            // The baseline reads, once every watch has listed, are this term's catch-up.
+            info!(term = leadership.term, "leading: the first reads bring workloads up to date");
+            return;
+        }
+        info!(term = leadership.term, "leading: bringing workloads up to date");
+        self.objects.request_all();
+        self.images.poll_now(now);
+        self.catch_up_trackers(now);
+        self.catch_up_classes(now);
     }
 
     /// Leads in `term`, or follows (`None`): a follower keeps no work and no
