@@ -186,7 +186,7 @@ restart_apiserver() {
   [ -n "$pid" ] || { log "no kube-apiserver in $dir/pids"; exit 1; }
   # Killed, as in a crash: a graceful shutdown waits for long requests to drain (14 s here).
   kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid"
-  for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
+  wait_exited "$pid" 10 || true
   awk '$2 != "kube-apiserver"' "$dir/pids" > "$dir/pids.tmp" || true
   mv "$dir/pids.tmp" "$dir/pids"
   start_apiserver
@@ -322,7 +322,7 @@ stop_processes() {
   tac "$dir/pids" | while read -r pid name start; do
     if still_running "$pid" "$start"; then
       kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
+      wait_exited "$pid" 5 || true
       still_running "$pid" "$start" || continue
       kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
     fi

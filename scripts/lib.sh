@@ -51,6 +51,13 @@ alive() {
   return 1
 }
 
+# Waits until no thread of a process runs, for at most `seconds`; returns 1 if one still does.
+wait_exited() { # pid seconds
+  local _
+  for _ in $(seq $(($2 * 10))); do alive "$1" || return 0; sleep 0.1; done
+  ! alive "$1"
+}
+
 # Runs a command every 0.2 s until it succeeds. After `seconds`, says so with the tail of the
 # component's log (or of every log) and returns 1: the caller decides what failing means.
 wait_for() { # what seconds command...

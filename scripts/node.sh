@@ -321,7 +321,7 @@ stop() {
       [ "$name" = kubelet ] || continue
       still_running "$pid" "$start" || continue
       kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do alive "$pid" || break; sleep 0.1; done
+      wait_exited "$pid" 5 || true
       still_running "$pid" "$start" || continue
       kill -KILL "$pid" 2>/dev/null || true
     done < "$node/pids"
@@ -357,7 +357,7 @@ stop() {
       # A killed process leaves the namespace as soon as its leader exits, while its other
       # threads (containerd has dozens) are still exiting: `down` returns once none runs.
       for pid in $killed; do
-        for round in $(seq 100); do alive "$pid" || break; sleep 0.1; done
+        wait_exited "$pid" 10 || true
       done
     fi
     rm -f "$node/holder.pid" "$node/namespace"
